@@ -1,0 +1,323 @@
+"""The one shared ranking step. The tie policy lives here and nowhere else.
+
+``rank`` turns a batch ``(y_pred, y)`` into a :class:`RankedBatch`: per-position quantities of the
+top ``depth`` items (relevance indicator, gain, and what MAP / MRR / HitRate need) plus the
+per-user relevant count and the ideal gains. Every ranking metric reduces from it.
+
+Selection. Items are ordered by score descending and, among equal scores, by item index
+ascending (what a stable descending argsort gives). The top ``depth`` items are found without
+sorting the catalog: the row is cut into blocks of ``_BLOCK`` items, the blocks are ranked by
+their maximum (recursively, under the same rule), and the exact top ``depth`` is taken among
+the items of the best ``depth`` blocks. This is exact: an item outside those blocks has at least
+``depth`` items ranked ahead of it (each better block's first maximum). The final selection uses
+unique int64 keys (order-preserving float bits, then the index), so the order is the same on CPU
+and CUDA. Everything is tensor code without host synchronisation.
+
+Ties. ``ties="stable"`` uses the order above. ``ties="average"`` reports the expected value over
+all orderings of tied scores (McSherry & Najork, ECIR 2008): each position of a tie group gets the
+group's mean relevance and gain, and the quantities that are not linear in the hits (first hit,
+precision at each hit) use their exact expectation under a uniformly random order of the group.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Optional
+
+import torch
+
+from ._validation import GainFunction
+
+_BLOCK = 32
+# Row chunk of CPU passes over (batch, num_items): temporaries stay in cache and are reused.
+_CHUNK_ELEMENTS = 1 << 18
+
+
+@dataclass
+class RankedBatch:
+    """What every ranking metric needs of one batch. Tensors are float64, shape (batch, depth)
+    unless noted; under ``ties="average"`` each is the expectation over tie orderings."""
+
+    num_items: int
+    depth: int
+    hit: torch.Tensor  # 1 if the item at position i is relevant
+    hit_times_hits_so_far: torch.Tensor  # hit_i * (number of hits in positions 1..i)
+    first_hit: torch.Tensor  # 1 if position i holds the first relevant item
+    num_relevant: torch.Tensor  # (batch,) |R|, the number of items with y >= relevance_threshold
+    gain: Optional[torch.Tensor]  # gain of the item at position i (0 if not relevant)
+    ideal_gain: Optional[torch.Tensor]  # gains of the ideal ranking, descending
+    invalid: dict  # message -> 0-d bool tensor, True when the batch holds an invalid value
+
+
+def rank(
+    y_pred: torch.Tensor,
+    y: torch.Tensor,
+    *,
+    depth: int,
+    relevance_threshold: float,
+    ties: str = "stable",
+    gain_function: Optional[GainFunction] = None,
+    ideal: bool = False,
+) -> RankedBatch:
+    """The shared ranking step. ``depth`` is the largest cut-off; it is clipped to num_items."""
+    num_items = y_pred.shape[1]
+    depth = min(depth, num_items)
+    scores, labels = y_pred.contiguous(), y.contiguous()
+
+    order, score_is_nan = stable_topk(scores, depth, detect_nan=True)
+    top_scores = scores.gather(1, order)
+    top_labels = labels.gather(1, order).to(torch.float64)
+    top_relevant = (top_labels >= relevance_threshold).to(torch.float64)
+    top_gain = None if gain_function is None else gains(top_labels, top_relevant, gain_function, relevance_threshold)
+    num_relevant, lowest_label = _relevance_pass(labels, relevance_threshold)
+
+    if ties == "stable":
+        hits_so_far = top_relevant.cumsum(1)
+        hit, gain = top_relevant, top_gain
+        hit_times_hits_so_far = top_relevant * hits_so_far
+        first_hit = top_relevant * (hits_so_far == 1)
+    else:
+        hit, gain, hit_times_hits_so_far, first_hit = _tie_expectations(
+            scores, labels, top_scores, top_relevant, top_gain, relevance_threshold, gain_function
+        )
+
+    ideal_gain = None
+    if ideal:
+        ideal_gain = _ideal_gains(labels, num_relevant, depth, relevance_threshold, gain_function)
+
+    invalid = _invalid_flags(score_is_nan.any(), lowest_label)
+    return RankedBatch(
+        num_items, depth, hit, hit_times_hits_so_far, first_hit, num_relevant, gain, ideal_gain, invalid
+    )
+
+
+def stable_topk(x: torch.Tensor, k: int, detect_nan: bool = False):
+    """Indices (batch, k) of the k largest entries of each row of ``x``, ordered by value
+    descending then index ascending. With ``detect_nan``, also a (batch,) bool: row holds a NaN."""
+    num_cols = x.shape[1]
+    k = min(k, num_cols)
+    block = _block_size(num_cols, k)
+    if block == 1:
+        order = _exact_topk(x, k)
+        return (order, x.isnan().any(1)) if detect_nan else order
+    num_full = num_cols // block
+    maxima = x[:, : num_full * block].unflatten(1, (num_full, block)).amax(2)
+    if num_cols > num_full * block:
+        maxima = torch.cat([maxima, x[:, num_full * block :].amax(1, keepdim=True)], 1)
+    best_blocks = stable_topk(maxima, k).sort(1).values
+    offsets = torch.arange(block, device=x.device)
+    candidates = (best_blocks.unsqueeze(2) * block + offsets).flatten(1)  # ascending item index
+    in_range = candidates < num_cols  # only the last, partial block can overflow
+    values = x.gather(1, candidates.clamp(max=num_cols - 1))
+    values = values.masked_fill(~in_range, _lowest(x.dtype))
+    order = candidates.gather(1, _exact_topk(values, k))
+    return (order, maxima.isnan().any(1)) if detect_nan else order
+
+
+def _block_size(num_cols: int, k: int) -> int:
+    """Items per block at one level (1: select directly). The level costs a cheap max-reduction
+    over the row plus exact selection among ``num_cols / block`` maxima and ``k * block``
+    candidates; a block near sqrt(num_cols / k) balances the two, wide rows take the widest
+    block (the reduction vectorises best there)."""
+    if num_cols <= 4 * k:
+        return 1
+    ratio = num_cols / k
+    if ratio >= _BLOCK * _BLOCK:
+        return _BLOCK
+    return max(2, min(_BLOCK, 1 << round(0.5 * math.log2(ratio))))
+
+
+def _exact_topk(values: torch.Tensor, k: int) -> torch.Tensor:
+    """Column positions of the k best entries per row: value descending, column ascending."""
+    if values.dtype == torch.float64:  # 64-bit values leave no room for the index in a key
+        return torch.sort(values, dim=1, descending=True, stable=True).indices[:, :k]
+    out = torch.empty(values.shape[0], k, dtype=torch.int64, device=values.device)
+    for rows in _row_chunks(values.shape[0], 2 * values.shape[1], values.device):
+        out[rows] = _order_keys(values[rows]).topk(k, 1).indices
+    return out
+
+
+def _order_keys(values: torch.Tensor) -> torch.Tensor:
+    """Unique int64 keys whose descending order is (value descending, column ascending)."""
+    as_float = values.to(torch.float32) + 0.0  # exact for 16/32-bit floats; -0.0 becomes +0.0
+    bits = as_float.view(torch.int32).to(torch.int64)
+    monotone = torch.where(bits < 0, bits ^ 0x7FFFFFFF, bits)  # signed order == float order
+    column = torch.arange(values.shape[1], device=values.device)
+    return monotone * (1 << 32) + ((1 << 32) - 1 - column)
+
+
+def _lowest(dtype: torch.dtype):
+    return float("-inf") if dtype.is_floating_point else torch.iinfo(dtype).min
+
+
+def _row_chunks(num_rows: int, row_cost: int, device: torch.device):
+    """Row slices for passes over (batch, num_items); one slice on accelerators."""
+    if device.type != "cpu":
+        yield slice(None)
+        return
+    step = max(1, _CHUNK_ELEMENTS // max(row_cost, 1))
+    for start in range(0, num_rows, step):
+        yield slice(start, start + step)
+
+
+def _relevance_pass(labels: torch.Tensor, threshold: float):
+    """One pass over y: per-user relevant count (float64) and the smallest label (for checks)."""
+    num_rows, num_cols = labels.shape
+    counts = torch.empty(num_rows, dtype=torch.float64, device=labels.device)
+    if labels.dtype == torch.bool:
+        lowest = torch.zeros((), device=labels.device)
+    else:
+        lowest = torch.empty(num_rows, dtype=labels.dtype, device=labels.device)
+    buffer = None
+    count_dtype = torch.float32 if num_cols < (1 << 24) else torch.float64  # float32 counts are exact below 2**24
+    for rows in _row_chunks(num_rows, num_cols, labels.device):
+        chunk = labels[rows]
+        if buffer is None:
+            buffer = torch.empty(chunk.shape, dtype=torch.float32, device=labels.device)
+        is_relevant = torch.ge(chunk, threshold, out=buffer[: chunk.shape[0]])  # float out: fast
+        counts[rows] = is_relevant.sum(1, dtype=count_dtype)
+        if labels.dtype != torch.bool:
+            lowest[rows] = chunk.amin(1)
+    return counts, lowest.amin() if lowest.ndim else lowest
+
+
+def gains(values: torch.Tensor, relevant: torch.Tensor, gain_function: GainFunction, threshold: float):
+    """Gain of each relevance value; 0 where the item is not relevant (y < threshold)."""
+    if gain_function == "exp_rank":
+        raw = torch.exp2(values) - 1
+    elif gain_function == "linear_rank":
+        raw = values
+    elif gain_function == "binary":
+        raw = torch.ones_like(values)
+    elif gain_function == "exp_rank_shifted":
+        raw = torch.exp2(values - threshold + 1) - 1
+    else:
+        raw = torch.as_tensor(gain_function(values), dtype=torch.float64, device=values.device)
+    return torch.where(relevant > 0, raw, torch.zeros((), dtype=torch.float64, device=values.device))
+
+
+def _ideal_gains(labels, num_relevant, depth, threshold, gain_function):
+    """Gains of the best possible ranking, (batch, depth), from the top ``depth`` labels."""
+    if gain_function == "binary" or labels.dtype == torch.bool:
+        positions = torch.arange(depth, device=labels.device, dtype=torch.float64)
+        relevant = (positions < num_relevant.unsqueeze(1)).to(torch.float64)
+        return gains(relevant, relevant, gain_function, threshold)
+    best = _top_values(labels, depth).to(torch.float64)
+    return gains(best, (best >= threshold).to(torch.float64), gain_function, threshold)
+
+
+def _top_values(x: torch.Tensor, k: int) -> torch.Tensor:
+    """The k largest values of each row, descending (values only, so ties need no rule). Any k
+    blocks with the largest maxima hold them: each such block adds at least one value >= the
+    k-th largest, and every larger value's block is among them."""
+    num_cols = x.shape[1]
+    if num_cols <= k * _BLOCK:
+        return x.topk(k, 1).values
+    num_full = num_cols // _BLOCK
+    maxima = x[:, : num_full * _BLOCK].unflatten(1, (num_full, _BLOCK)).amax(2)
+    if num_cols > num_full * _BLOCK:
+        maxima = torch.cat([maxima, x[:, num_full * _BLOCK :].amax(1, keepdim=True)], 1)
+    blocks = maxima.topk(k, 1).indices
+    candidates = (blocks.unsqueeze(2) * _BLOCK + torch.arange(_BLOCK, device=x.device)).flatten(1)
+    values = x.gather(1, candidates.clamp(max=num_cols - 1))
+    values = values.masked_fill(candidates >= num_cols, _lowest(x.dtype))
+    return values.topk(k, 1).values
+
+
+def _tie_expectations(scores, labels, top_scores, top_relevant, top_gain, threshold, gain_function):
+    """Per-position expectations over uniformly random orders within each group of tied scores."""
+    depth = top_scores.shape[1]
+    position = torch.arange(depth, device=scores.device)
+    starts_group = torch.ones_like(top_scores, dtype=torch.bool)
+    starts_group[:, 1:] = top_scores[:, 1:] != top_scores[:, :-1]
+    ends_group = torch.ones_like(starts_group)
+    ends_group[:, :-1] = starts_group[:, 1:]
+    start = torch.where(starts_group, position, 0).cummax(1).values
+    end = torch.where(ends_group, position, depth - 1).flip(1).cummin(1).values.flip(1)
+
+    def group_total(per_position):
+        running = per_position.cumsum(1)
+        before = torch.where(start > 0, running.gather(1, (start - 1).clamp(min=0)), 0.0)
+        return running.gather(1, end) - before
+
+    # The last group may continue past the cut: take its totals over the whole row.
+    in_last_group = top_scores == top_scores[:, -1:]
+    last_count, last_relevant, last_gain = _last_group_totals(
+        scores, labels, top_scores[:, -1:], threshold, gain_function
+    )
+    size = torch.where(in_last_group, last_count.unsqueeze(1), (end - start + 1).to(torch.float64))
+    relevant = torch.where(in_last_group, last_relevant.unsqueeze(1), group_total(top_relevant))
+    gain = None
+    if top_gain is not None:
+        gain = torch.where(in_last_group, last_gain.unsqueeze(1), group_total(top_gain)) / size
+
+    hits_before_group = (top_relevant.cumsum(1) - top_relevant).gather(1, start)
+    slot = (position - start + 1).to(torch.float64)  # 1-based position inside the group
+    hit = relevant / size
+    others = (slot - 1) * (relevant - 1) / (size - 1).clamp(min=1)
+    hit_times_hits_so_far = hit * (hits_before_group + 1 + others)
+    first_hit = (hits_before_group == 0) * _first_success_probability(slot, size, relevant)
+    return hit, gain, hit_times_hits_so_far, first_hit
+
+
+def _first_success_probability(slot, size, successes):
+    """P(the first of ``successes`` marked items in a random order of ``size`` is at ``slot``)
+    = C(size - slot, successes - 1) / C(size, successes)."""
+    possible = (successes >= 1) & (slot <= size - successes + 1)
+    n, x, r = size, slot, successes.clamp(min=1)
+    rest = (n - x).clamp(min=0)
+    log_p = (
+        torch.lgamma(rest + 1) - torch.lgamma(r) - torch.lgamma((rest - r + 1).clamp(min=1) + 1)
+        - torch.lgamma(n + 1) + torch.lgamma(r + 1) + torch.lgamma(n - r + 1)
+    )
+    return torch.where(possible, torch.exp(log_p), torch.zeros_like(log_p))
+
+
+def _last_group_totals(scores, labels, boundary, threshold, gain_function):
+    """Over the whole row, the items whose score equals ``boundary`` (batch, 1): their number,
+    how many are relevant and their total gain."""
+    num_rows, num_cols = scores.shape
+    totals = torch.zeros(3, num_rows, dtype=torch.float64, device=scores.device)
+    for rows in _row_chunks(num_rows, 4 * num_cols, scores.device):
+        tied = (scores[rows] == boundary[rows]).to(torch.float64)
+        label_values = labels[rows].to(torch.float64)
+        relevant = (label_values >= threshold).to(torch.float64)
+        totals[0, rows] = tied.sum(1)
+        totals[1, rows] = (tied * relevant).sum(1)
+        if gain_function is not None:
+            totals[2, rows] = (tied * gains(label_values, relevant, gain_function, threshold)).sum(1)
+    return totals[0], totals[1], totals[2]
+
+
+def hits_at_own_depth(y_pred: torch.Tensor, y: torch.Tensor, relevance_threshold: float, ties: str):
+    """For R-Precision: (hits among the top |R| items, |R|) per user, both float64 (batch,).
+
+    |R| differs per user and is unbounded by any cut-off, so this sorts the full row
+    (O(num_items log num_items)); no host synchronisation."""
+    scores = y_pred.contiguous()
+    num_relevant, _ = _relevance_pass(y, relevance_threshold)
+    sorted_scores, order = torch.sort(scores, dim=1, descending=True, stable=True)
+    relevant_in_order = (y.gather(1, order) >= relevance_threshold).to(torch.float64)
+    cut = (num_relevant.to(torch.int64) - 1).clamp(min=0).unsqueeze(1)
+    hits = relevant_in_order.cumsum(1).gather(1, cut).squeeze(1)
+    if ties == "average":
+        boundary = sorted_scores.gather(1, cut)
+        ahead = (scores > boundary).to(torch.float64).sum(1)
+        count, relevant, _ = _last_group_totals(scores, y, boundary, relevance_threshold, None)
+        relevant_ahead = ((scores > boundary) & (y >= relevance_threshold)).to(torch.float64).sum(1)
+        hits = relevant_ahead + (num_relevant - ahead) * relevant / count
+    return torch.where(num_relevant > 0, hits, torch.zeros_like(hits)), num_relevant
+
+
+def _invalid_flags(any_nan_score: torch.Tensor, lowest_label: torch.Tensor) -> dict:
+    return {
+        "y_pred contains NaN scores (+inf and -inf are allowed)": any_nan_score,
+        "y contains negative or NaN relevance values": ~(lowest_label >= 0),
+    }
+
+
+def full_row_checks(y_pred: torch.Tensor, y: torch.Tensor) -> dict:
+    """The value checks of ``rank``, for metrics that read the full rows themselves."""
+    lowest = torch.zeros((), device=y.device) if y.dtype == torch.bool else y.amin()
+    return _invalid_flags(y_pred.isnan().any(), lowest)

@@ -1,0 +1,131 @@
+"""The one place where arguments and inputs are checked.
+
+Every check raises before any metric state changes, names the argument, and says what was
+expected. Checks of tensor *values* (NaN scores, negative relevance) need the values on the host;
+they are done eagerly for CPU inputs and deferred to ``compute()`` for CUDA inputs, so that
+``update`` never synchronises with the GPU (see ``raise_if_invalid``).
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from collections.abc import Sequence
+from typing import Any, Callable, Union
+
+import torch
+
+TIE_RULES = ("stable", "average")
+GAIN_FUNCTIONS = ("exp_rank", "linear_rank", "binary", "exp_rank_shifted")
+GainFunction = Union[str, Callable[[torch.Tensor], torch.Tensor]]
+
+
+def check_top_k(top_k: Any) -> tuple[int, ...]:
+    """Return the cut-offs sorted ascending; reject anything but distinct positive integers."""
+    values = [top_k] if _is_int(top_k) or isinstance(top_k, (bool, float)) else top_k
+    if not isinstance(values, Sequence) or isinstance(values, (str, bytes)):
+        raise TypeError(f"top_k must be a positive int or a sequence of positive ints, got {type(top_k).__name__}")
+    if len(values) == 0:
+        raise ValueError("top_k must name at least one cut-off, got an empty sequence")
+    for k in values:
+        if not _is_int(k):
+            raise TypeError(f"top_k must contain ints only, got {k!r} of type {type(k).__name__}")
+        if k <= 0:
+            raise ValueError(f"top_k must contain positive ints only, got {k}")
+    if len(set(values)) != len(values):
+        raise ValueError(f"top_k must not contain duplicates, got {list(values)}")
+    return tuple(sorted(int(k) for k in values))
+
+
+def check_bool(name: str, value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise TypeError(f"{name} must be a bool, got {value!r} of type {type(value).__name__}")
+    return value
+
+
+def check_positive_float(name: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a real number, got {value!r} of type {type(value).__name__}")
+    if not math.isfinite(value) or value <= 0:
+        raise ValueError(f"{name} must be a finite number > 0, got {value}")
+    return float(value)
+
+
+def check_choice(name: str, value: Any, choices: Sequence[str]) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"{name} must be one of {list(choices)}, got {value!r} of type {type(value).__name__}")
+    if value not in choices:
+        raise ValueError(f"{name} must be one of {list(choices)}, got {value!r}")
+    return value
+
+
+def check_gain_function(value: Any) -> GainFunction:
+    if callable(value):
+        return value
+    return check_choice("gain_function", value, GAIN_FUNCTIONS)
+
+
+def check_positive_int(name: str, value: Any) -> int:
+    if not _is_int(value):
+        raise TypeError(f"{name} must be an int, got {value!r} of type {type(value).__name__}")
+    if value <= 0:
+        raise ValueError(f"{name} must be a positive int, got {value}")
+    return int(value)
+
+
+def check_scores_and_relevance(output: Any) -> tuple[torch.Tensor, torch.Tensor]:
+    """Structural checks of ``update``'s ``(y_pred, y)``: types, ranks, shapes, dtypes, devices."""
+    if not isinstance(output, Sequence) or isinstance(output, (str, bytes)):
+        raise TypeError(f"update expects a tuple (y_pred, y), got {type(output).__name__}")
+    if len(output) != 2:
+        raise ValueError(f"update expects a tuple (y_pred, y) of 2 tensors, got a sequence of length {len(output)}")
+    y_pred, y = output
+    for name, tensor in (("y_pred", y_pred), ("y", y)):
+        if not isinstance(tensor, torch.Tensor):
+            raise TypeError(f"{name} must be a torch.Tensor, got {type(tensor).__name__}")
+        if tensor.ndim != 2:
+            raise ValueError(f"{name} must be 2-D (batch, num_items), got shape {tuple(tensor.shape)}")
+    if y_pred.shape != y.shape:
+        raise ValueError(f"y_pred and y must have the same shape, got {tuple(y_pred.shape)} and {tuple(y.shape)}")
+    if y_pred.shape[0] == 0:
+        raise ValueError("y_pred and y must hold at least one user (batch dimension is 0)")
+    if y_pred.shape[1] == 0:
+        raise ValueError("y_pred and y must hold at least one item (num_items dimension is 0)")
+    if not y_pred.is_floating_point():
+        raise TypeError(f"y_pred must hold floating-point scores, got dtype {y_pred.dtype}")
+    if y.is_complex() or not (y.is_floating_point() or y.dtype == torch.bool or _is_integer_dtype(y.dtype)):
+        raise TypeError(f"y must hold bool, integer or floating-point relevance, got dtype {y.dtype}")
+    if y_pred.device != y.device:
+        raise ValueError(f"y_pred and y must be on the same device, got {y_pred.device} and {y.device}")
+    return y_pred, y
+
+
+def check_item_vector(name: str, value: Any, num_items: int | None = None) -> torch.Tensor:
+    """A 1-D, finite, non-negative per-item tensor (e.g. training interaction counts)."""
+    if not isinstance(value, torch.Tensor):
+        raise TypeError(f"{name} must be a 1-D torch.Tensor, got {type(value).__name__}")
+    if value.ndim != 1 or value.numel() == 0:
+        raise ValueError(f"{name} must be a non-empty 1-D tensor, got shape {tuple(value.shape)}")
+    if value.is_complex() or value.dtype == torch.bool:
+        raise TypeError(f"{name} must hold real numbers, got dtype {value.dtype}")
+    as_float = value.detach().to("cpu", torch.float64)
+    if not torch.isfinite(as_float).all() or (as_float < 0).any():
+        raise ValueError(f"{name} must hold finite, non-negative values")
+    if num_items is not None and value.numel() != num_items:
+        raise ValueError(f"{name} must have num_items={num_items} entries, got {value.numel()}")
+    return as_float
+
+
+def raise_if_invalid(flags: dict[str, torch.Tensor]) -> None:
+    """Eager value check for CPU inputs: ``flags`` maps a message to a 0-d bool tensor."""
+    for message, flag in flags.items():
+        if bool(flag):
+            raise ValueError(message)
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def _is_integer_dtype(dtype: torch.dtype) -> bool:
+    return not dtype.is_floating_point and not dtype.is_complex and dtype != torch.bool

@@ -1,0 +1,275 @@
+"""The ranking metrics at cut-offs k: thin classes over one shared ranking step.
+
+Common arguments (ignite's ``NDCG`` signature):
+
+- ``top_k``: an int or a sequence of distinct positive ints; results come in ascending k order.
+  A k beyond the number of items reads the whole, shorter list (Precision still divides by k).
+- ``ignore_zero_hits``: users without a relevant item are skipped (True) or count as 0 (False).
+- ``relevance_threshold``: an item is relevant when ``y >= relevance_threshold``, in every metric.
+- ``ties``: ``"stable"`` ranks equal scores by item index, lower first (as a stable descending
+  argsort; identical on CPU and CUDA); ``"average"`` gives the expected value over all orders of
+  tied scores (McSherry & Najork, ECIR 2008), as torchmetrics and scikit-learn report NDCG.
+- ``output_transform``, ``device``, ``skip_unrolling``: as in :class:`ignite.metrics.Metric`.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Sequence, Union
+
+import torch
+
+from .. import _validation as V
+from .. import functional as F
+from .._ranking import full_row_checks, hits_at_own_depth
+from ._base import CutoffMetric, MeanOverUsers, _identity
+
+
+class NDCG(CutoffMetric):
+    r"""Normalized Discounted Cumulative Gain at k.
+
+    .. math::
+        \mathrm{NDCG@k} = \frac{\sum_{i=1}^{k} g(rel_i) / \log_2(i+1)}
+                               {\sum_{i=1}^{k} g(rel^{*}_i) / \log_2(i+1)}
+
+    where :math:`rel_i` is the relevance at rank i, :math:`rel^*` the relevance sorted descending
+    (the ideal ranking cut at k) and g the gain; items with ``y < relevance_threshold`` gain 0.
+    A user whose ideal DCG is 0 scores 0. Järvelin & Kekäläinen (2002); signature and default
+    gain of :class:`ignite.metrics.rec_sys.NDCG`.
+
+    Args:
+        gain_function: ``"exp_rank"`` :math:`2^{rel}-1` (ignite, ranx ``ndcg_burges``; default),
+            ``"linear_rank"`` :math:`rel` (trec_eval, ranx ``ndcg``, torchmetrics, scikit-learn),
+            ``"binary"`` 1 per relevant item (RecBole, Elliot ``nDCGRendle2020``),
+            ``"exp_rank_shifted"`` :math:`2^{rel - t + 1}-1` with t = ``relevance_threshold``
+            (Elliot ``nDCG``), or a callable mapping a float64 relevance tensor to gains.
+
+    Example (the example of ignite's ``NDCG`` documentation):
+
+    >>> import torch
+    >>> from ignite_recsys import NDCG
+    >>> metric = NDCG(top_k=[1, 2, 3, 4])
+    >>> metric.update((torch.tensor([[4.0, 2.0, 3.0, 1.0], [1.0, 2.0, 3.0, 4.0]]),
+    ...                torch.tensor([[0.0, 0.0, 1.0, 1.0], [0.0, 0.0, 0.0, 0.0]])))
+    >>> [round(v, 4) for v in metric.compute()]
+    [0.0, 0.3869, 0.3869, 0.6509]
+    """
+
+    def __init__(
+        self,
+        top_k: Union[int, Sequence[int]],
+        ignore_zero_hits: bool = True,
+        relevance_threshold: float = 1.0,
+        gain_function: V.GainFunction = "exp_rank",
+        output_transform: Callable = _identity,
+        device: Union[str, torch.device] = torch.device("cpu"),
+        skip_unrolling: bool = False,
+        *,
+        ties: str = "stable",
+    ):
+        self.gain_function = self._gain_function = V.check_gain_function(gain_function)
+        super().__init__(
+            top_k, ignore_zero_hits, relevance_threshold, output_transform, device, skip_unrolling, ties=ties
+        )
+
+    def _values(self, ranked):
+        return F.ndcg(ranked, self.top_k)
+
+
+class HitRate(CutoffMetric):
+    r"""Hit rate at k: the share of users with at least one relevant item in their top k.
+
+    .. math:: \mathrm{HR@k} = \mathbb{1}\left[\exists\, i \le k : rel_i \ge t\right]
+
+    RecBole ``Hit``, ranx ``hit_rate``, trec_eval ``success_k``. Unlike ignite's ``HitRate``
+    (which tests ``y > 0``), relevance is ``y >= relevance_threshold``; k beyond the number of
+    items is allowed.
+
+    >>> import torch
+    >>> from ignite_recsys import HitRate
+    >>> metric = HitRate(top_k=[1, 3])
+    >>> metric.update((torch.tensor([[4.0, 3.0, 2.0, 1.0]]), torch.tensor([[0, 0, 1, 1]])))
+    >>> metric.compute()
+    [0.0, 1.0]
+    """
+
+    def _values(self, ranked):
+        return F.hit_rate(ranked, self.top_k)
+
+
+class _NormalizedCutoffMetric(CutoffMetric):
+    _normalizations: tuple = ()
+    _default_normalization = ""
+
+    def __init__(
+        self,
+        top_k: Union[int, Sequence[int]],
+        ignore_zero_hits: bool = True,
+        relevance_threshold: float = 1.0,
+        output_transform: Callable = _identity,
+        device: Union[str, torch.device] = torch.device("cpu"),
+        skip_unrolling: bool = False,
+        *,
+        normalization: str = None,
+        ties: str = "stable",
+    ):
+        if normalization is None:
+            normalization = self._default_normalization
+        self.normalization = V.check_choice("normalization", normalization, self._normalizations)
+        super().__init__(
+            top_k, ignore_zero_hits, relevance_threshold, output_transform, device, skip_unrolling, ties=ties
+        )
+
+
+class Recall(_NormalizedCutoffMetric):
+    r"""Recall at k: the share of a user's relevant items found in the top k.
+
+    .. math:: \mathrm{Recall@k} = \frac{|\hat R_k(u) \cap R(u)|}{Z}
+
+    ``normalization="relevant"``: Z = \|R\| (RecBole, trec_eval, ranx, torchmetrics; default);
+    ``"min_k_relevant"``: Z = min(k, \|R\|) (rectorch ``recall_at_k``, RecPack ``CalibratedRecallK``).
+
+    >>> import torch
+    >>> from ignite_recsys import Recall
+    >>> scores, relevance = torch.tensor([[5.0, 4, 3, 2, 1]]), torch.tensor([[1, 0, 1, 1, 1]])
+    >>> metric = Recall(top_k=2)
+    >>> metric.update((scores, relevance))
+    >>> metric.compute()
+    [0.25]
+    >>> metric = Recall(top_k=2, normalization="min_k_relevant")
+    >>> metric.update((scores, relevance))
+    >>> metric.compute()
+    [0.5]
+    """
+
+    _normalizations = F.RECALL_NORMALIZATIONS
+    _default_normalization = "relevant"
+
+    def _values(self, ranked):
+        return F.recall(ranked, self.top_k, self.normalization)
+
+
+class Precision(_NormalizedCutoffMetric):
+    r"""Precision at k: the share of the top k that is relevant.
+
+    .. math:: \mathrm{P@k} = \frac{|\hat R_k(u) \cap R(u)|}{Z}
+
+    ``normalization="k"``: Z = k, also when there are fewer than k items (RecBole, trec_eval, ranx;
+    default); ``"min_k_items"``: Z = min(k, num_items) (torchmetrics ``adaptive_k=True``).
+
+    >>> import torch
+    >>> from ignite_recsys import Precision
+    >>> metric = Precision(top_k=[3, 10])
+    >>> metric.update((torch.tensor([[4.0, 3.0, 2.0, 1.0]]), torch.tensor([[0, 0, 1, 1]])))
+    >>> [round(v, 4) for v in metric.compute()]
+    [0.3333, 0.2]
+    """
+
+    _normalizations = F.PRECISION_NORMALIZATIONS
+    _default_normalization = "k"
+
+    def _values(self, ranked):
+        return F.precision(ranked, self.top_k, self.normalization)
+
+
+class MAP(_NormalizedCutoffMetric):
+    r"""Mean Average Precision at k.
+
+    .. math:: \mathrm{AP@k} = \frac{1}{Z} \sum_{i=1}^{k} \mathbb{1}[rel_i \ge t]\; \mathrm{P@i}
+
+    ``normalization="min_k_relevant"``: Z = min(k, \|R\|) (RecBole; MS Recommenders ``map_at_k``;
+    default); ``"relevant"``: Z = \|R\| (trec_eval ``map_cut``, ranx ``map``); ``"hits"``: Z = the
+    number of relevant items in the top k (torchmetrics ``RetrievalMAP(top_k)``; the AP@k of the
+    notebook seed).
+
+    >>> import torch
+    >>> from ignite_recsys import MAP
+    >>> scores, relevance = torch.tensor([[5.0, 4, 3, 2, 1]]), torch.tensor([[1, 0, 1, 1, 1]])
+    >>> for normalization in ("min_k_relevant", "relevant", "hits"):
+    ...     metric = MAP(top_k=2, normalization=normalization)
+    ...     metric.update((scores, relevance))
+    ...     print(normalization, metric.compute())
+    min_k_relevant [0.5]
+    relevant [0.25]
+    hits [1.0]
+    """
+
+    _normalizations = F.MAP_NORMALIZATIONS
+    _default_normalization = "min_k_relevant"
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        if self.ties == "average" and self.normalization == "hits":
+            raise ValueError(
+                "MAP: ties='average' is not available with normalization='hits' (the expectation of a "
+                "ratio of random counts); use ties='stable' or another normalization"
+            )
+
+    def _values(self, ranked):
+        return F.average_precision(ranked, self.top_k, self.normalization)
+
+
+class MRR(CutoffMetric):
+    r"""Mean Reciprocal Rank at k: 1 / rank of the first relevant item, 0 if it is not in the top k.
+
+    .. math:: \mathrm{RR@k} = \max_{i \le k} \frac{\mathbb{1}[rel_i \ge t]}{i}
+
+    RecBole ``MRR``, ranx ``mrr``, torchmetrics ``RetrievalMRR``. (trec_eval's ``recip_rank``
+    has no cut-off: it equals ``MRR(top_k=num_items)``.)
+
+    >>> import torch
+    >>> from ignite_recsys import MRR
+    >>> metric = MRR(top_k=[2, 3])
+    >>> metric.update((torch.tensor([[4.0, 3.0, 2.0, 1.0]]), torch.tensor([[0, 0, 1, 1]])))
+    >>> [round(v, 4) for v in metric.compute()]
+    [0.0, 0.3333]
+    """
+
+    def _values(self, ranked):
+        return F.reciprocal_rank(ranked, self.top_k)
+
+
+class F1(CutoffMetric):
+    r"""F1 at k: the per-user harmonic mean of P@k (÷ k) and Recall@k (÷ \|R\|), as ranx ``f1``.
+
+    .. math:: \mathrm{F1@k} = \frac{2\,\mathrm{P@k}\,\mathrm{R@k}}{\mathrm{P@k} + \mathrm{R@k}}
+                            = \frac{2\, |\hat R_k(u) \cap R(u)|}{k + |R(u)|}
+
+    >>> import torch
+    >>> from ignite_recsys import F1
+    >>> metric = F1(top_k=3)
+    >>> metric.update((torch.tensor([[4.0, 3.0, 2.0, 1.0]]), torch.tensor([[0, 0, 1, 1]])))
+    >>> [round(v, 4) for v in metric.compute()]
+    [0.4]
+    """
+
+    def _values(self, ranked):
+        return F.f1(ranked, self.top_k)
+
+
+class RPrecision(MeanOverUsers):
+    r"""R-Precision: precision at rank \|R\|, the user's own number of relevant items.
+
+    .. math:: \mathrm{RPrec} = \frac{|\hat R_{|R|}(u) \cap R(u)|}{|R(u)|}
+
+    trec_eval ``Rprec``, ranx ``r-precision``, torchmetrics ``RetrievalRPrecision``. It has no
+    cut-off and ``compute()`` returns a float. As \|R\| is unbounded, each update sorts the full
+    rows (O(num_items log num_items)) instead of a top-k selection.
+
+    >>> import torch
+    >>> from ignite_recsys import RPrecision
+    >>> metric = RPrecision()
+    >>> metric.update((torch.tensor([[5.0, 4, 3, 2, 1]]), torch.tensor([[1, 0, 1, 1, 1]])))
+    >>> metric.compute()
+    0.75
+    """
+
+    def _num_values(self) -> int:
+        return 1
+
+    def _per_user(self, y_pred, y):
+        hits, num_relevant = hits_at_own_depth(y_pred, y, self.relevance_threshold, self.ties)
+        return F._ratio(hits, num_relevant).unsqueeze(1), num_relevant, full_row_checks(y_pred, y)
+
+    def _result(self, means):
+        return means[0]
+

@@ -1,0 +1,130 @@
+"""Many ranking metrics at many cut-offs from one ranking step per batch."""
+
+from __future__ import annotations
+
+from typing import Callable, Optional, Sequence, Union
+
+import torch
+
+from .. import _validation as V
+from .. import functional as F
+from .._ranking import full_row_checks, hits_at_own_depth, rank
+from ._base import MeanOverUsers, _identity
+
+CUTOFF_METRICS = ("ndcg", "hit_rate", "recall", "precision", "map", "mrr", "f1")
+ALL_METRICS = CUTOFF_METRICS + ("r_precision",)
+
+
+class RankingMetrics(MeanOverUsers):
+    r"""Any subset of the ranking metrics at every cut-off, from a single shared ranking step.
+
+    Each value equals that of the individual class (:class:`NDCG`, :class:`HitRate`,
+    :class:`Recall`, :class:`Precision`, :class:`MAP`, :class:`MRR`, :class:`F1`,
+    :class:`RPrecision`) with the same arguments. ``compute()`` returns a dict
+    ``{"ndcg@10": float, ...}`` (``"r_precision"`` has no cut-off), so an attached Engine gets
+    each value as its own scalar.
+
+    Args:
+        top_k: an int or a sequence of distinct positive ints.
+        metrics: names among ``"ndcg", "hit_rate", "recall", "precision", "map", "mrr", "f1",
+            "r_precision"``; ``None`` means every cut-off metric (all but ``"r_precision"``,
+            which sorts full rows and is only computed when named).
+        gain_function: NDCG's gain, as in :class:`NDCG`.
+        map_normalization, recall_normalization, precision_normalization: as the
+            ``normalization`` argument of :class:`MAP`, :class:`Recall`, :class:`Precision`.
+        ignore_zero_hits, relevance_threshold, ties, output_transform, device, skip_unrolling:
+            as in the individual metrics.
+
+    >>> import torch
+    >>> from ignite_recsys import RankingMetrics
+    >>> metric = RankingMetrics(top_k=[1, 3], metrics=["ndcg", "recall", "mrr"])
+    >>> metric.update((torch.tensor([[4.0, 3.0, 2.0, 1.0]]), torch.tensor([[0, 0, 1, 1]])))
+    >>> {name: round(value, 4) for name, value in metric.compute().items()}
+    {'ndcg@1': 0.0, 'ndcg@3': 0.3066, 'recall@1': 0.0, 'recall@3': 0.5, 'mrr@1': 0.0, 'mrr@3': 0.3333}
+    """
+
+    def __init__(
+        self,
+        top_k: Union[int, Sequence[int]],
+        metrics: Optional[Sequence[str]] = None,
+        ignore_zero_hits: bool = True,
+        relevance_threshold: float = 1.0,
+        gain_function: V.GainFunction = "exp_rank",
+        output_transform: Callable = _identity,
+        device: Union[str, torch.device] = torch.device("cpu"),
+        skip_unrolling: bool = False,
+        *,
+        ties: str = "stable",
+        map_normalization: str = "min_k_relevant",
+        recall_normalization: str = "relevant",
+        precision_normalization: str = "k",
+    ):
+        self.top_k = list(V.check_top_k(top_k))
+        self.metrics = self._check_metrics(metrics)
+        self.gain_function = V.check_gain_function(gain_function)
+        self.map_normalization = V.check_choice("map_normalization", map_normalization, F.MAP_NORMALIZATIONS)
+        self.recall_normalization = V.check_choice(
+            "recall_normalization", recall_normalization, F.RECALL_NORMALIZATIONS
+        )
+        self.precision_normalization = V.check_choice(
+            "precision_normalization", precision_normalization, F.PRECISION_NORMALIZATIONS
+        )
+        if ties == "average" and self.map_normalization == "hits" and "map" in self.metrics:
+            raise ValueError("RankingMetrics: ties='average' is not available with map_normalization='hits'")
+        self._cutoff_metrics = [name for name in self.metrics if name != "r_precision"]
+        self._names = [f"{name}@{k}" for name in self._cutoff_metrics for k in self.top_k]
+        if "r_precision" in self.metrics:
+            self._names.append("r_precision")
+        super().__init__(ignore_zero_hits, relevance_threshold, output_transform, device, skip_unrolling, ties)
+
+    @staticmethod
+    def _check_metrics(metrics) -> list:
+        if metrics is None:
+            return list(CUTOFF_METRICS)
+        if isinstance(metrics, str) or not isinstance(metrics, Sequence):
+            raise TypeError(f"metrics must be a sequence of metric names or None, got {type(metrics).__name__}")
+        if len(metrics) == 0:
+            raise ValueError("metrics must name at least one metric (or be None for all)")
+        for name in metrics:
+            V.check_choice("metrics", name, ALL_METRICS)
+        if len(set(metrics)) != len(metrics):
+            raise ValueError(f"metrics must not contain duplicates, got {list(metrics)}")
+        return list(metrics)
+
+    def _num_values(self) -> int:
+        return len(self._names)
+
+    def _per_user(self, y_pred, y):
+        needs_ndcg = "ndcg" in self._cutoff_metrics
+        columns = []
+        invalid = None
+        num_relevant = None
+        if self._cutoff_metrics:
+            ranked = rank(
+                y_pred,
+                y,
+                depth=self.top_k[-1],
+                relevance_threshold=self.relevance_threshold,
+                ties=self.ties,
+                gain_function=self.gain_function if needs_ndcg else None,
+                ideal=needs_ndcg,
+            )
+            invalid, num_relevant = ranked.invalid, ranked.num_relevant
+            formulas = {
+                "ndcg": lambda: F.ndcg(ranked, self.top_k),
+                "hit_rate": lambda: F.hit_rate(ranked, self.top_k),
+                "recall": lambda: F.recall(ranked, self.top_k, self.recall_normalization),
+                "precision": lambda: F.precision(ranked, self.top_k, self.precision_normalization),
+                "map": lambda: F.average_precision(ranked, self.top_k, self.map_normalization),
+                "mrr": lambda: F.reciprocal_rank(ranked, self.top_k),
+                "f1": lambda: F.f1(ranked, self.top_k),
+            }
+            columns = [formulas[name]() for name in self._cutoff_metrics]
+        if "r_precision" in self.metrics:
+            hits, num_relevant = hits_at_own_depth(y_pred, y, self.relevance_threshold, self.ties)
+            columns.append(F._ratio(hits, num_relevant).unsqueeze(1))
+            invalid = invalid if invalid is not None else full_row_checks(y_pred, y)
+        return torch.cat(columns, 1), num_relevant, invalid
+
+    def _result(self, means):
+        return dict(zip(self._names, means))
