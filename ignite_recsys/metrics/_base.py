@@ -74,7 +74,10 @@ class MeanOverUsers(Metric):
             weight = torch.ones_like(num_relevant)
         bad = torch.stack([flag.reshape(()) for flag in invalid.values()]).any()
         zero = torch.zeros((), dtype=torch.float64, device=values.device)
-        batch_sum = torch.where(bad, zero, (values * weight.unsqueeze(1)).sum(0))
+        # Reduce each value over users as its own contiguous row: the summation order then does not
+        # depend on how many values are combined (RankingMetrics equals the single classes bit for bit).
+        per_value = (values * weight.unsqueeze(1)).t().contiguous()
+        batch_sum = torch.where(bad, zero, per_value.sum(1))
         batch_users = torch.where(bad, zero, weight.sum())
         self._sum += batch_sum.to(self._device)
         self._num_users += batch_users.to(self._device)

@@ -1,0 +1,96 @@
+"""Independent numpy references, written from the formulas. Imports nothing of ignite_recsys.
+
+A ranking is a permutation of item indices. ``stable_ranking`` orders by score descending, then
+index ascending. ``all_tie_orderings`` enumerates every ordering of tied scores (small rows only),
+so a tie-averaged value is the plain mean over them: the definition, not a formula.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+
+
+def stable_ranking(scores):
+    scores = np.asarray(scores, dtype=np.float64)
+    return sorted(range(len(scores)), key=lambda i: (-scores[i], i))
+
+
+def all_tie_orderings(scores):
+    scores = np.asarray(scores, dtype=np.float64)
+    levels = sorted(set(scores.tolist()), reverse=True)
+    groups = [[i for i in range(len(scores)) if scores[i] == v] for v in levels]
+    for parts in itertools.product(*(itertools.permutations(g) for g in groups)):
+        yield [i for part in parts for i in part]
+
+
+def gain(r, kind, threshold):
+    if r < threshold:
+        return 0.0
+    if kind == "exp_rank":
+        return 2.0**r - 1
+    if kind == "linear_rank":
+        return float(r)
+    if kind == "binary":
+        return 1.0
+    if kind == "exp_rank_shifted":
+        return 2.0 ** (r - threshold + 1) - 1
+    return float(kind(r))
+
+
+def user_values(ranking, rel, k, threshold=1.0, gain_kind="exp_rank", map_norm="min_k_relevant",
+                recall_norm="relevant", precision_norm="k"):
+    """Every metric at cut-off k for one user, given the ranked item indices."""
+    rel = np.asarray(rel, dtype=np.float64)
+    n = len(rel)
+    relevant = [r >= threshold for r in rel]
+    num_rel = sum(relevant)
+    top = ranking[:k]
+    hit_list = [relevant[i] for i in top]
+    hits = sum(hit_list)
+    out = {}
+    dcg = sum(gain(rel[i], gain_kind, threshold) / math.log2(pos + 2) for pos, i in enumerate(top))
+    ideal = sorted(rel, reverse=True)[:k]
+    idcg = sum(gain(r, gain_kind, threshold) / math.log2(pos + 2) for pos, r in enumerate(ideal))
+    out["ndcg"] = dcg / idcg if idcg > 0 else 0.0
+    out["hit_rate"] = 1.0 if hits > 0 else 0.0
+    rden = num_rel if recall_norm == "relevant" else min(k, num_rel)
+    out["recall"] = hits / rden if rden else 0.0
+    out["precision"] = hits / (k if precision_norm == "k" else min(k, n))
+    ap_sum, seen = 0.0, 0
+    for pos, h in enumerate(hit_list, start=1):
+        if h:
+            seen += 1
+            ap_sum += seen / pos
+    zden = {"min_k_relevant": min(k, num_rel), "relevant": num_rel, "hits": hits}[map_norm]
+    out["map"] = ap_sum / zden if zden else 0.0
+    first = next((pos for pos, h in enumerate(hit_list, start=1) if h), None)
+    out["mrr"] = 1.0 / first if first else 0.0
+    p, r = hits / k, (hits / num_rel if num_rel else 0.0)
+    out["f1"] = 2 * p * r / (p + r) if p + r > 0 else 0.0
+    hits_r = sum(relevant[i] for i in ranking[:num_rel])
+    out["r_precision"] = hits_r / num_rel if num_rel else 0.0
+    return out
+
+
+def metric_means(scores, rel, top_k, *, ties="stable", ignore_zero_hits=True, threshold=1.0, **kw):
+    """Mean over counted users of every metric at every k: {name: [value per k]} and r_precision."""
+    scores, rel = np.asarray(scores, np.float64), np.asarray(rel, np.float64)
+    totals, counted = {}, 0
+    for s, y in zip(scores, rel):
+        if ignore_zero_hits and not (y >= threshold).any():
+            continue
+        counted += 1
+        rankings = [stable_ranking(s)] if ties == "stable" else list(all_tie_orderings(s))
+        for k in sorted(top_k):
+            values = [user_values(rk, y, k, threshold, **kw) for rk in rankings]
+            for name in values[0]:
+                totals.setdefault(name, {}).setdefault(k, 0.0)
+                totals[name][k] += float(np.mean([v[name] for v in values]))
+    if counted == 0:
+        return None
+    out = {name: [per_k[k] / counted for k in sorted(top_k)] for name, per_k in totals.items()}
+    out["r_precision"] = out["r_precision"][0]
+    return out
