@@ -1,0 +1,182 @@
+"""Time one metric update against its peers, on the same data in one process.
+
+Data: float32 scores, binary float32 labels with ~20 relevant items per user, B users per batch,
+top_k = [1, 5, 10, 20, 50, 100]. Reported: median seconds and the ratio to `torch.topk(scores, 100)`
+alone; peak extra resident memory of an update (in a fresh subprocess, over the inputs already
+allocated) and its growth over 20 updates. Writes a table to stdout, JSON and a PNG plot:
+
+    python benchmarks/bench_update.py [--sizes 1000 10000 100000 1000000] [--batch 256] [--out benchmarks/results]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+
+import torch
+
+TOP_K = [1, 5, 10, 20, 50, 100]
+
+
+def make_data(batch, items, seed=0):
+    generator = torch.Generator().manual_seed(seed)
+    scores = torch.rand(batch, items, generator=generator)
+    labels = (torch.rand(batch, items, generator=generator) < min(1.0, 20 / items)).float()
+    return scores, labels
+
+
+def median_seconds(fn, repeats):
+    fn()  # warm-up
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def candidates(scores, labels, items):
+    import ignite_recsys as R
+
+    def ours(metric):
+        def run():
+            metric.reset()
+            metric.update((scores, labels))
+        return run
+
+    out = {
+        "torch.topk(100)": lambda: torch.topk(scores, 100),
+        "RankingMetrics (6 metrics x 6 k)": ours(R.RankingMetrics(TOP_K, metrics=["ndcg", "hit_rate", "recall", "precision", "map", "mrr"])),
+    }
+    for name in ("NDCG", "HitRate", "Recall", "Precision", "MAP", "MRR"):
+        out[f"{name}"] = ours(getattr(R, name)(TOP_K))
+    from ignite.metrics.rec_sys import NDCG as IgniteNDCG, HitRate as IgniteHitRate
+
+    out["ignite NDCG"] = ours(IgniteNDCG(TOP_K))
+    out["ignite HitRate"] = ours(IgniteHitRate(TOP_K))
+    if items <= 100_000:  # at 1M it needs ~19 GB
+        from torchmetrics.retrieval import RetrievalNormalizedDCG
+
+        def torchmetrics_epoch():
+            metric = RetrievalNormalizedDCG(top_k=100)
+            indexes = torch.arange(scores.shape[0]).unsqueeze(1).expand_as(scores)
+            metric.update(scores, labels.bool(), indexes=indexes)
+            metric.compute()
+
+        out["torchmetrics NDCG (update+compute)"] = torchmetrics_epoch
+    try:
+        import ranx
+
+        def ranx_top100():
+            values, indices = torch.topk(scores, 100)
+            run = ranx.Run.from_dict({
+                f"q{u}": {f"d{i}": v for i, v in zip(indices[u].tolist(), values[u].tolist())}
+                for u in range(scores.shape[0])
+            })
+            rows, cols = labels.nonzero(as_tuple=True)
+            qrels_dict = {f"q{u}": {} for u in range(scores.shape[0])}
+            for u, i in zip(rows.tolist(), cols.tolist()):
+                qrels_dict[f"q{u}"][f"d{i}"] = 1
+            qrels = ranx.Qrels.from_dict({q: d for q, d in qrels_dict.items() if d})
+            run = ranx.Run.from_dict({q: run[q] for q in qrels.keys()})
+            ranx.evaluate(qrels, run, [f"ndcg@{k}" for k in TOP_K])
+
+        out["ranx (top-100 run, inputs built)"] = ranx_top100
+    except ImportError:
+        pass
+    return out
+
+
+MEMORY_PROBE = r"""
+import resource, sys, torch, psutil, os
+sys.path.insert(0, os.getcwd())
+import ignite_recsys as R
+batch, items = int(sys.argv[1]), int(sys.argv[2])
+g = torch.Generator().manual_seed(0)
+scores = torch.rand(batch, items, generator=g)
+labels = (torch.rand(batch, items, generator=g) < min(1.0, 20 / items)).float()
+metric = R.RankingMetrics([1, 5, 10, 20, 50, 100])
+metric.update((scores[:1], labels[:1]))
+proc = psutil.Process()
+base = proc.memory_info().rss
+peak_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+metric.update((scores, labels))
+peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+after_one = proc.memory_info().rss
+for _ in range(20):
+    metric.update((scores, labels))
+after_many = proc.memory_info().rss
+print(max(0, peak - max(base, peak_before)), after_many - after_one, scores.numel() * 4)
+"""
+
+
+def memory(batch, items):
+    result = subprocess.run([sys.executable, "-c", MEMORY_PROBE, str(batch), str(items)],
+                            capture_output=True, text=True, check=True)
+    extra, growth, one_temporary = map(int, result.stdout.split())
+    return {"peak_extra_bytes": extra, "growth_over_20_updates_bytes": growth, "one_BxN_float32_bytes": one_temporary}
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description="Benchmark metric updates against peers.")
+    parser.add_argument("--sizes", type=int, nargs="+", default=[1_000, 10_000, 100_000, 1_000_000])
+    parser.add_argument("--batch", type=int, default=256)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--out", default="benchmarks/results")
+    args = parser.parse_args(argv)
+    os.makedirs(args.out, exist_ok=True)
+
+    machine = f"{platform.machine()} {platform.processor() or ''} {os.cpu_count()} cores, torch {torch.__version__}, {torch.get_num_threads()} threads"
+    print(f"machine: {machine}; batch {args.batch}; top_k {TOP_K}")
+    report = {"machine": machine, "batch": args.batch, "top_k": TOP_K, "sizes": {}}
+    for items in args.sizes:
+        scores, labels = make_data(args.batch, items)
+        rows = {}
+        for name, fn in candidates(scores, labels, items).items():
+            slow = name.startswith(("ignite NDCG", "torchmetrics")) and items >= 100_000
+            rows[name] = median_seconds(fn, 1 if slow else args.repeats)
+        base = rows["torch.topk(100)"]
+        mem = memory(args.batch, items)
+        report["sizes"][items] = {"seconds": rows, "ratio_to_topk": {k: v / base for k, v in rows.items()}, "memory": mem}
+        print(f"\nN = {items:,}   (torch.topk {base * 1e3:.2f} ms)")
+        for name, seconds in rows.items():
+            print(f"  {name:<38} {seconds * 1e3:>10.2f} ms {seconds / base:>8.2f}x topk")
+        print(f"  RankingMetrics peak extra memory: {mem['peak_extra_bytes'] / 2**20:.1f} MiB "
+              f"(one (B,N) float32 = {mem['one_BxN_float32_bytes'] / 2**20:.1f} MiB); "
+              f"growth over 20 updates: {mem['growth_over_20_updates_bytes'] / 2**20:.1f} MiB")
+        del scores, labels
+
+    with open(os.path.join(args.out, "bench_update.json"), "w") as handle:
+        json.dump(report, handle, indent=2)
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        sizes = list(report["sizes"])
+        fig, ax = plt.subplots(figsize=(8, 5))
+        names = list(report["sizes"][sizes[0]]["ratio_to_topk"])
+        for name in names:
+            points = [(n, report["sizes"][n]["ratio_to_topk"].get(name)) for n in sizes]
+            points = [(n, r) for n, r in points if r is not None]
+            ax.plot([p[0] for p in points], [p[1] for p in points], marker="o", label=name)
+        ax.set_xscale("log"), ax.set_yscale("log")
+        ax.set_xlabel("items N"), ax.set_ylabel("time / torch.topk(100)")
+        ax.set_title(f"update time relative to torch.topk, B={args.batch}")
+        ax.legend(fontsize=7)
+        fig.tight_layout()
+        fig.savefig(os.path.join(args.out, "bench_update.png"), dpi=120)
+    except ImportError:
+        print("matplotlib not installed: no plot")
+    return report
+
+
+if __name__ == "__main__":
+    main()
