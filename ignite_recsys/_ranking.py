@@ -101,10 +101,7 @@ def stable_topk(x: torch.Tensor, k: int, detect_nan: bool = False):
     if block == 1:
         order = _exact_topk(x, k)
         return (order, x.isnan().any(1)) if detect_nan else order
-    num_full = num_cols // block
-    maxima = x[:, : num_full * block].unflatten(1, (num_full, block)).amax(2)
-    if num_cols > num_full * block:
-        maxima = torch.cat([maxima, x[:, num_full * block :].amax(1, keepdim=True)], 1)
+    maxima = _block_maxima(x, block)
     best_blocks = stable_topk(maxima, k).sort(1).values
     offsets = torch.arange(block, device=x.device)
     candidates = (best_blocks.unsqueeze(2) * block + offsets).flatten(1)  # ascending item index
@@ -113,6 +110,16 @@ def stable_topk(x: torch.Tensor, k: int, detect_nan: bool = False):
     values = values.masked_fill(~in_range, _lowest(x.dtype))
     order = candidates.gather(1, _exact_topk(values, k))
     return (order, maxima.isnan().any(1)) if detect_nan else order
+
+
+def _block_maxima(x: torch.Tensor, block: int) -> torch.Tensor:
+    """Maximum of each run of ``block`` consecutive columns (the last run may be shorter)."""
+    num_cols = x.shape[1]
+    num_full = num_cols // block
+    maxima = x[:, : num_full * block].unflatten(1, (num_full, block)).amax(2)
+    if num_cols > num_full * block:
+        maxima = torch.cat([maxima, x[:, num_full * block :].amax(1, keepdim=True)], 1)
+    return maxima
 
 
 def _block_size(num_cols: int, k: int) -> int:
@@ -214,11 +221,7 @@ def _top_values(x: torch.Tensor, k: int) -> torch.Tensor:
     num_cols = x.shape[1]
     if num_cols <= k * _BLOCK:
         return x.topk(k, 1).values
-    num_full = num_cols // _BLOCK
-    maxima = x[:, : num_full * _BLOCK].unflatten(1, (num_full, _BLOCK)).amax(2)
-    if num_cols > num_full * _BLOCK:
-        maxima = torch.cat([maxima, x[:, num_full * _BLOCK :].amax(1, keepdim=True)], 1)
-    blocks = maxima.topk(k, 1).indices
+    blocks = _block_maxima(x, _BLOCK).topk(k, 1).indices
     candidates = (blocks.unsqueeze(2) * _BLOCK + torch.arange(_BLOCK, device=x.device)).flatten(1)
     values = x.gather(1, candidates.clamp(max=num_cols - 1))
     values = values.masked_fill(candidates >= num_cols, _lowest(x.dtype))
