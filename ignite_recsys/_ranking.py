@@ -306,9 +306,10 @@ def hits_at_own_depth(y_pred: torch.Tensor, y: torch.Tensor, relevance_threshold
     hits = relevant_in_order.cumsum(1).gather(1, cut).squeeze(1)
     if ties == "average":
         boundary = sorted_scores.gather(1, cut)
-        ahead = (scores > boundary).to(torch.float64).sum(1)
+        above = (scores > boundary).to(torch.float64)
+        ahead = above.sum(1)
         count, relevant, _ = _last_group_totals(scores, y, boundary, relevance_threshold, None)
-        relevant_ahead = ((scores > boundary) & (y >= relevance_threshold)).to(torch.float64).sum(1)
+        relevant_ahead = (above * (y >= relevance_threshold)).sum(1)
         hits = relevant_ahead + (num_relevant - ahead) * relevant / count
     return torch.where(num_relevant > 0, hits, torch.zeros_like(hits)), num_relevant
 
