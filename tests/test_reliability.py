@@ -141,7 +141,7 @@ def test_deferred_value_check_path(monkeypatch):
     monkeypatch.setattr(V, "raise_if_invalid", lambda flags: None)  # as on CUDA: no host check
     metric.update(_nan_scores())
     after = _state(metric)
-    assert torch.equal(before["_sum"], after["_sum"]) and torch.equal(before["_num_users"], after["_num_users"])
+    assert torch.equal(before["_sum"], after["_sum"]) and torch.equal(before["_count"], after["_count"])
     with pytest.raises(ValueError, match="1 update"):
         metric.compute()
 
@@ -256,10 +256,10 @@ def test_properties(batch, ties):
 def test_counts_exact_past_2_pow_24():
     """Accumulators are float64: adding one user to a state of 2**24 + 1 users is not lost."""
     metric = R.HitRate([1])
-    metric._num_users.fill_(2**24 + 1)
+    metric._count.fill_(2**24 + 1)
     metric._sum.fill_(2**24 + 1)
     metric.update((torch.tensor([[1.0, 0.0]]), torch.tensor([[0.0, 1.0]])))  # one user, no hit
-    assert metric._num_users.item() == 2**24 + 2
+    assert metric._count.item() == 2**24 + 2
     assert metric.compute() == [(2**24 + 1) / (2**24 + 2)]
     assert metric._sum.dtype == torch.float64
 

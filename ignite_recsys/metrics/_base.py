@@ -1,8 +1,18 @@
-"""One base class for the streaming per-user-mean metrics: state, reset, update, sync, compute."""
+"""Base classes: the streaming state, the deferred value checks, sync, and the per-k results.
+
+``StreamingMean`` holds ``num_values`` float64 sums and one float64 count, O(num_values) on
+``device`` and summed across processes. Subclasses say how a batch turns into (sums, count).
+``MeanOverUsers`` adds the relevance options of the per-user ranking metrics; ``CutoffMetric``
+the cut-offs ``top_k``.
+
+Value checks (NaN scores, negative relevance, ...) run eagerly for CPU inputs: ``update`` raises
+before any state changes. For CUDA inputs they run on the device without synchronising: the bad
+batch adds nothing and ``compute`` raises.
+"""
 
 from __future__ import annotations
 
-from typing import Any, Callable, Optional, Sequence, Union
+from typing import Any, Callable, Sequence, Union
 
 import torch
 from ignite.exceptions import NotComputableError
@@ -16,17 +26,96 @@ def _identity(output: Any) -> Any:
     return output
 
 
-class MeanOverUsers(Metric):
-    """Accumulates, per batch, the sum over counted users of ``num_values`` per-user values and the
-    number of counted users; ``compute`` returns their ratio. State is O(num_values), float64, on
-    ``device``, summed across processes. A user is counted if it has a relevant item or if
-    ``ignore_zero_hits`` is False.
+def screen(invalid: dict, on_cpu: bool) -> torch.Tensor:
+    """Raise now for CPU inputs; otherwise return a 0-d bool tensor, True when the batch must
+    add nothing. ``invalid`` maps an error message to a 0-d bool tensor."""
+    if on_cpu:
+        V.raise_if_invalid(invalid)
+    return torch.stack([flag.reshape(()) for flag in invalid.values()]).any()
 
-    Value checks (NaN scores, negative relevance) run eagerly for CPU inputs. For CUDA inputs they
-    run on the device without synchronising: the bad batch adds nothing and ``compute`` raises.
-    """
 
-    _state_dict_all_req_keys = ("_sum", "_num_users", "_num_invalid_updates")
+def raise_for_invalid_updates(metric: Metric, num_invalid_updates: torch.Tensor) -> None:
+    if num_invalid_updates > 0:
+        raise ValueError(
+            f"{type(metric).__name__}: {int(num_invalid_updates)} update(s) since the last reset held invalid "
+            "values (checked on the device, so reported here); they were left out. Fix the inputs and "
+            "reset the metric."
+        )
+
+
+class CutoffResults:
+    """For metrics with cut-offs ``top_k``: an attached Engine also gets ``"<name>@<k>"`` scalars."""
+
+    top_k: list
+
+    def completed(self, engine, name: str) -> None:
+        result = self.compute()
+        engine.state.metrics[name] = result
+        for k, value in zip(self.top_k, result):
+            engine.state.metrics[f"{name}@{k}"] = value
+
+
+class StreamingMean(Metric):
+    """``compute`` returns ``sums / count`` (through ``_result``), accumulated over batches."""
+
+    _state_dict_all_req_keys = ("_sum", "_count", "_num_invalid_updates")
+    _counted = "counted user"  # what ``count`` counts, for the NotComputableError message
+
+    def __init__(
+        self,
+        output_transform: Callable = _identity,
+        device: Union[str, torch.device] = torch.device("cpu"),
+        skip_unrolling: bool = False,
+    ):
+        if not callable(output_transform):
+            raise TypeError(f"output_transform must be callable, got {type(output_transform).__name__}")
+        super().__init__(output_transform, device=device, skip_unrolling=skip_unrolling)
+
+    # What subclasses define ------------------------------------------------------------------
+    def _num_values(self) -> int:
+        return 1
+
+    def _parse(self, output: Any) -> tuple:
+        return V.check_scores_and_relevance(output)
+
+    def _batch_totals(self, *inputs: torch.Tensor):
+        """(sums (num_values,) float64, count 0-d float64, invalid-flag dict) of one batch."""
+        raise NotImplementedError
+
+    def _result(self, means: list[float]) -> Any:
+        return means
+
+    def _empty_message(self) -> str:
+        return f"{type(self).__name__} must have at least one {self._counted} before compute()."
+
+    # The machinery -----------------------------------------------------------------------------
+    @reinit__is_reduced
+    def reset(self) -> None:
+        self._sum = torch.zeros(self._num_values(), dtype=torch.float64, device=self._device)
+        self._count = torch.zeros((), dtype=torch.float64, device=self._device)
+        self._num_invalid_updates = torch.zeros((), dtype=torch.float64, device=self._device)
+
+    @reinit__is_reduced
+    def update(self, output: Sequence[torch.Tensor]) -> None:
+        inputs = self._parse(output)
+        sums, count, invalid = self._batch_totals(*inputs)
+        bad = screen(invalid, on_cpu=inputs[0].device.type == "cpu")
+        zero = torch.zeros((), dtype=torch.float64, device=sums.device)
+        self._sum += torch.where(bad, zero, sums).to(self._device)
+        self._count += torch.where(bad, zero, count).to(self._device)
+        self._num_invalid_updates += bad.to(torch.float64).to(self._device)
+
+    @sync_all_reduce("_sum", "_count", "_num_invalid_updates")
+    def compute(self) -> Any:
+        raise_for_invalid_updates(self, self._num_invalid_updates)
+        if self._count == 0:
+            raise NotComputableError(self._empty_message())
+        return self._result((self._sum / self._count).tolist())
+
+
+class MeanOverUsers(StreamingMean):
+    """The mean over counted users of per-user values. A user is counted if it has a relevant
+    item (``y >= relevance_threshold``) or if ``ignore_zero_hits`` is False."""
 
     def __init__(
         self,
@@ -40,70 +129,35 @@ class MeanOverUsers(Metric):
         self.ignore_zero_hits = V.check_bool("ignore_zero_hits", ignore_zero_hits)
         self.relevance_threshold = V.check_positive_float("relevance_threshold", relevance_threshold)
         self.ties = V.check_choice("ties", ties, V.TIE_RULES)
-        if not callable(output_transform):
-            raise TypeError(f"output_transform must be callable, got {type(output_transform).__name__}")
-        super().__init__(output_transform, device=device, skip_unrolling=skip_unrolling)
-
-    # What subclasses define ------------------------------------------------------------------
-    def _num_values(self) -> int:
-        raise NotImplementedError
+        super().__init__(output_transform, device, skip_unrolling)
 
     def _per_user(self, y_pred: torch.Tensor, y: torch.Tensor):
         """(values (batch, num_values) float64, |R| (batch,), invalid-flag dict)."""
         raise NotImplementedError
 
-    def _result(self, means: list[float]) -> Any:
-        return means
+    def _empty_message(self) -> str:
+        return (
+            f"{type(self).__name__} must have at least one counted user before compute() "
+            "(with ignore_zero_hits=True, users without a relevant item are not counted)."
+        )
 
-    # The machinery -----------------------------------------------------------------------------
-    @reinit__is_reduced
-    def reset(self) -> None:
-        self._sum = torch.zeros(self._num_values(), dtype=torch.float64, device=self._device)
-        self._num_users = torch.zeros((), dtype=torch.float64, device=self._device)
-        self._num_invalid_updates = torch.zeros((), dtype=torch.float64, device=self._device)
-
-    @reinit__is_reduced
-    def update(self, output: Sequence[torch.Tensor]) -> None:
-        y_pred, y = V.check_scores_and_relevance(output)
+    def _batch_totals(self, y_pred, y):
         values, num_relevant, invalid = self._per_user(y_pred, y)
-        if y_pred.device.type == "cpu":
-            V.raise_if_invalid(invalid)  # free on CPU; nothing has changed yet
         if self.ignore_zero_hits:
             weight = (num_relevant > 0).to(torch.float64)
         else:
             weight = torch.ones_like(num_relevant)
-        bad = torch.stack([flag.reshape(()) for flag in invalid.values()]).any()
-        zero = torch.zeros((), dtype=torch.float64, device=values.device)
         # Reduce each value over users as its own contiguous row: the summation order then does not
         # depend on how many values are combined (RankingMetrics equals the single classes bit for bit).
         per_value = (values * weight.unsqueeze(1)).t().contiguous()
-        batch_sum = torch.where(bad, zero, per_value.sum(1))
-        batch_users = torch.where(bad, zero, weight.sum())
-        self._sum += batch_sum.to(self._device)
-        self._num_users += batch_users.to(self._device)
-        self._num_invalid_updates += bad.to(torch.float64).to(self._device)
-
-    @sync_all_reduce("_sum", "_num_users", "_num_invalid_updates")
-    def compute(self) -> Any:
-        if self._num_invalid_updates > 0:
-            raise ValueError(
-                f"{type(self).__name__}: {int(self._num_invalid_updates)} update(s) since the last reset had "
-                "NaN scores or negative/NaN relevance (checked on the device, so reported here); "
-                "they were left out. Fix the inputs and reset the metric."
-            )
-        if self._num_users == 0:
-            raise NotComputableError(
-                f"{type(self).__name__} must have at least one counted user before compute() "
-                "(with ignore_zero_hits=True, users without a relevant item are not counted)."
-            )
-        return self._result((self._sum / self._num_users).tolist())
+        return per_value.sum(1), weight.sum(), invalid
 
 
-class CutoffMetric(MeanOverUsers):
+class CutoffMetric(CutoffResults, MeanOverUsers):
     """A per-user ranking metric at every cut-off in ``top_k``; ``compute`` returns a list in
     ascending-k order, and an attached Engine also gets ``"<name>@<k>"`` scalars."""
 
-    _gain_function: Optional[V.GainFunction] = None
+    _gain_function = None
 
     def __init__(
         self,
@@ -136,9 +190,3 @@ class CutoffMetric(MeanOverUsers):
             ideal=self._gain_function is not None,
         )
         return self._values(ranked), ranked.num_relevant, ranked.invalid
-
-    def completed(self, engine, name: str) -> None:
-        result = self.compute()
-        engine.state.metrics[name] = result
-        for k, value in zip(self.top_k, result):
-            engine.state.metrics[f"{name}@{k}"] = value
