@@ -4,8 +4,7 @@ Every metric is an :class:`ignite.metrics.Metric` with constant-size float64 sta
 an Ignite ``Engine`` or call ``reset`` / ``update((y_pred, y))`` / ``compute`` in a plain loop.
 """
 
-from .metrics import F1, MAP, MRR, NDCG, HitRate, Precision, RankingMetrics, Recall, RPrecision
+from .metrics import *  # noqa: F401,F403
+from .metrics import __all__
 
-__version__ = "0.1.0"
-
-__all__ = ["NDCG", "HitRate", "Recall", "Precision", "MAP", "MRR", "F1", "RPrecision", "RankingMetrics"]
+__version__ = "0.2.0"

@@ -154,6 +154,22 @@ def _order_keys(values: torch.Tensor) -> torch.Tensor:
     return monotone * (1 << 32) + ((1 << 32) - 1 - column)
 
 
+_CONSTANTS: dict = {}
+
+
+def device_constant(values, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    """A small constant tensor (e.g. the cut-offs) on ``device``, made once per (values, dtype,
+    device). A plain ``torch.tensor(..., device="cuda")`` copies synchronously from pageable
+    memory; this copies from pinned memory without blocking, and keeps the source alive."""
+    key = (tuple(values), dtype, torch.device(device))
+    if key not in _CONSTANTS:
+        host = torch.tensor(key[0], dtype=dtype)
+        if key[2].type == "cuda":
+            host = host.pin_memory()
+        _CONSTANTS[key] = (host, host.to(key[2], non_blocking=True))
+    return _CONSTANTS[key][1]
+
+
 def _lowest(dtype: torch.dtype):
     return float("-inf") if dtype.is_floating_point else torch.iinfo(dtype).min
 
@@ -325,3 +341,33 @@ def full_row_checks(y_pred: torch.Tensor, y: torch.Tensor) -> dict:
     """The value checks of ``rank``, for metrics that read the full rows themselves."""
     lowest = torch.zeros((), device=y.device) if y.dtype == torch.bool else y.amin()
     return _invalid_flags(y_pred.isnan().any(), lowest)
+
+
+def per_user_auc(y_pred: torch.Tensor, y: torch.Tensor, relevance_threshold: float):
+    """Per-user ROC AUC over the full row with tie-averaged ranks (ties count one half), as
+    RecBole's ``GAUC`` and scikit-learn's ``roc_auc_score``. Items scored -inf are not candidates
+    (RecBole's convention for masked items). Returns float64 (batch,) tensors: AUC (0 where
+    undefined), number of positive candidates, and whether the user has both classes.
+
+    AUC(u) = (sum of the ascending ranks of the positives - P (P + 1) / 2) / (P Q); each row is
+    sorted once (O(num_items log num_items)); no host synchronisation."""
+    num_rows, num_cols = y_pred.shape
+    rank_sum = torch.empty(num_rows, dtype=torch.float64, device=y_pred.device)
+    positives = torch.empty_like(rank_sum)
+    candidates = torch.empty_like(rank_sum)
+    for rows in _row_chunks(num_rows, 8 * num_cols, y_pred.device):
+        scores = y_pred[rows].contiguous()
+        ascending, order = torch.sort(scores, dim=1)
+        first = torch.searchsorted(ascending, ascending, right=False)
+        after_last = torch.searchsorted(ascending, ascending, right=True)
+        masked = (scores == float("-inf")).sum(1, dtype=torch.float64)
+        # 1-based rank among candidates, averaged over the tie group
+        average_rank = (first + after_last + 1).to(torch.float64) / 2 - masked.unsqueeze(1)
+        is_positive = (y[rows].gather(1, order) >= relevance_threshold) & (ascending > float("-inf"))
+        rank_sum[rows] = torch.where(is_positive, average_rank, 0.0).sum(1)
+        positives[rows] = is_positive.sum(1, dtype=torch.float64)
+        candidates[rows] = num_cols - masked
+    negatives = candidates - positives
+    defined = (positives > 0) & (negatives > 0)
+    auc = (rank_sum - positives * (positives + 1) / 2) / (positives * negatives).clamp(min=1)
+    return torch.where(defined, auc, torch.zeros_like(auc)), positives, defined

@@ -100,6 +100,40 @@ def check_scores_and_relevance(output: Any) -> tuple[torch.Tensor, torch.Tensor]
     return y_pred, y
 
 
+def check_pointwise(output: Any) -> tuple[torch.Tensor, torch.Tensor, Union[torch.Tensor, None]]:
+    """Structural checks of a pointwise ``update`` input ``(y_pred, y)`` or ``(y_pred, y, mask)``:
+    tensors of one shape (any number of dimensions), ``mask`` bool (True = observed entry)."""
+    if not isinstance(output, Sequence) or isinstance(output, (str, bytes)):
+        raise TypeError(f"update expects a tuple (y_pred, y) or (y_pred, y, mask), got {type(output).__name__}")
+    if len(output) not in (2, 3):
+        raise ValueError(
+            f"update expects a tuple (y_pred, y) or (y_pred, y, mask), got a sequence of length {len(output)}"
+        )
+    y_pred, y = output[0], output[1]
+    mask = output[2] if len(output) == 3 else None
+    named = [("y_pred", y_pred), ("y", y)] + ([("mask", mask)] if mask is not None else [])
+    for name, tensor in named:
+        if not isinstance(tensor, torch.Tensor):
+            raise TypeError(f"{name} must be a torch.Tensor, got {type(tensor).__name__}")
+        if tensor.shape != y_pred.shape:
+            raise ValueError(f"{name} must have the shape of y_pred {tuple(y_pred.shape)}, got {tuple(tensor.shape)}")
+        if tensor.device != y_pred.device:
+            raise ValueError(f"{name} must be on y_pred's device {y_pred.device}, got {tensor.device}")
+    if y_pred.ndim == 0 or y_pred.numel() == 0:
+        raise ValueError(f"y_pred must hold at least one entry in at least one dimension, got shape {tuple(y_pred.shape)}")
+    if not y_pred.is_floating_point():
+        raise TypeError(f"y_pred must hold floating-point scores, got dtype {y_pred.dtype}")
+    if y.is_complex() or not (y.is_floating_point() or y.dtype == torch.bool or _is_integer_dtype(y.dtype)):
+        raise TypeError(f"y must hold bool, integer or floating-point targets, got dtype {y.dtype}")
+    if mask is not None and mask.dtype != torch.bool:
+        raise TypeError(f"mask must be a bool tensor (True = observed entry), got dtype {mask.dtype}")
+    return y_pred, y, mask
+
+
+def check_num_items(name: str, value: Any) -> Union[int, None]:
+    return None if value is None else check_positive_int(name, value)
+
+
 def check_item_vector(name: str, value: Any, num_items: int | None = None) -> torch.Tensor:
     """A 1-D, finite, non-negative per-item tensor (e.g. training interaction counts)."""
     if not isinstance(value, torch.Tensor):

@@ -11,7 +11,7 @@ from typing import Sequence
 
 import torch
 
-from ._ranking import RankedBatch
+from ._ranking import RankedBatch, device_constant
 
 MAP_NORMALIZATIONS = ("min_k_relevant", "relevant", "hits")
 RECALL_NORMALIZATIONS = ("relevant", "min_k_relevant")
@@ -21,7 +21,7 @@ PRECISION_NORMALIZATIONS = ("k", "min_k_items")
 def _at(per_position: torch.Tensor, top_k: Sequence[int]) -> torch.Tensor:
     """Running sums of a per-position quantity read at each cut-off."""
     depth = per_position.shape[1]
-    columns = torch.tensor([min(k, depth) - 1 for k in top_k], device=per_position.device)
+    columns = device_constant([min(k, depth) - 1 for k in top_k], torch.int64, per_position.device)
     return per_position.cumsum(1).index_select(1, columns)
 
 
@@ -30,7 +30,7 @@ def _positions(ranked: RankedBatch) -> torch.Tensor:
 
 
 def _cutoffs(top_k: Sequence[int], like: torch.Tensor) -> torch.Tensor:
-    return torch.tensor(list(top_k), dtype=torch.float64, device=like.device)
+    return device_constant(top_k, torch.float64, like.device)
 
 
 def _ratio(numerator: torch.Tensor, denominator: torch.Tensor) -> torch.Tensor:

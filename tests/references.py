@@ -94,3 +94,50 @@ def metric_means(scores, rel, top_k, *, ties="stable", ignore_zero_hits=True, th
     out = {name: [per_k[k] / counted for k in sorted(top_k)] for name, per_k in totals.items()}
     out["r_precision"] = out["r_precision"][0]
     return out
+
+
+# --- Beyond-accuracy and score-based references (pure Python / numpy from the formulas) --------
+def top_lists(scores, k):
+    """Each user's top-k item ids (score descending, index ascending)."""
+    return [stable_ranking(row)[:k] for row in np.asarray(scores, dtype=np.float64)]
+
+
+def item_counts(lists, num_items):
+    counts = [0] * num_items
+    for items in lists:
+        for item in items:
+            counts[item] += 1
+    return counts
+
+
+def coverage(lists, num_items, convention="recbole"):
+    distinct = len({item for items in lists for item in items})
+    return distinct / num_items if convention == "recbole" else float(distinct)
+
+
+def gini(lists, num_items, convention="recbole"):
+    c = sorted(item_counts(lists, num_items))
+    n, total = num_items, sum(c)
+    weighted = sum((2 * (i + 1) - n - 1) * c[i] for i in range(n))
+    return weighted / (n * total) if convention == "recbole" else 1 - weighted / ((n - 1) * total)
+
+
+def entropy(lists, num_items, convention="recbole"):
+    c = [x for x in item_counts(lists, num_items) if x > 0]
+    total = sum(c)
+    if convention == "recbole":
+        return -sum(x / total * math.log(x / total) for x in c) / len(c)
+    return -sum(x / total * math.log2(x / total) for x in c)
+
+
+def mean_item_value(lists, value_of):
+    return float(np.mean([np.mean([value_of(i) for i in items]) for items in lists]))
+
+
+def recbole_tail_items(popularity, tail_ratio):
+    """RecBole's rule, over a Counter-like dict of the items seen in training."""
+    counts = {item: c for item, c in enumerate(popularity) if c > 0}
+    if tail_ratio > 1:
+        return {item for item, c in counts.items() if c <= tail_ratio}
+    ordered = sorted(counts.items(), key=lambda kv: (kv[1], kv[0]))
+    return {item for item, _ in ordered[: max(int(len(ordered) * tail_ratio), 1)]}

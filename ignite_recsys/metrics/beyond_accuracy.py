@@ -1,0 +1,367 @@
+"""Beyond-accuracy metrics of the top-k lists: catalog coverage, concentration, popularity.
+
+They read only the top-k item ids of each user, selected by the shared ranking step (score
+descending, ties by lower item index, as every ranking metric here). ``y`` is accepted so that
+every metric takes the same ``(y_pred, y)`` input; only its shape is checked. A cut-off k larger
+than the catalog gives lists of all ``num_items`` items.
+
+Catalog-level metrics (:class:`ItemCoverage`, :class:`GiniIndex`, :class:`ShannonEntropy`) keep
+one count per catalog item and cut-off, summed across processes. Popularity-aware metrics
+(:class:`AveragePopularity`, :class:`TailPercentage`, :class:`Novelty`) are means over users of a
+per-item value averaged over the list, with O(len(top_k)) state.
+
+Where libraries disagree, ``convention`` picks the definition; the default is RecBole's:
+
+============== ============================== =====================================
+metric          ``"recbole"`` (default)        alternative
+============== ============================== =====================================
+ItemCoverage    distinct / num_items (0.6)     ``"elliot"``: distinct count (3)
+GiniIndex       concentration, ÷ n (0.5333)    ``"elliot"``: 1 - Gini, ÷ (n - 1) (0.3333)
+ShannonEntropy  ln, ÷ #distinct items (0.3371) ``"log2"``: log2 entropy (1.4591; Elliot,
+                                               Recommenders ``distributional_coverage``)
+============== ============================== =====================================
+
+(numbers: top-2 lists [0, 1], [0, 2], [0, 1] over 5 items, the conventions reference case.)
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Callable, Optional, Sequence, Union
+
+import ignite.distributed as idist
+import torch
+from ignite.exceptions import NotComputableError
+from ignite.metrics.metric import Metric, reinit__is_reduced
+
+from .. import _validation as V
+from .._ranking import device_constant, stable_topk
+from ._base import CutoffResults, StreamingMean, _identity, raise_for_invalid_updates, screen
+
+_NAN_SCORES = "y_pred contains NaN scores (+inf and -inf are allowed)"
+
+
+def _top_items(y_pred: torch.Tensor, top_k: list):
+    """Item ids (batch, min(max k, num_items)) in ranked order, and the invalid-flag dict."""
+    order, has_nan = stable_topk(y_pred.contiguous(), top_k[-1], detect_nan=True)
+    return order, {_NAN_SCORES: has_nan.any()}
+
+
+class CatalogCounts(CutoffResults, Metric):
+    """How often each catalog item appears in the top-k lists, per cut-off: a (len(top_k),
+    num_items) float64 state (exact integer counts), taken from the first batch unless
+    ``num_items`` is given, and summed across processes."""
+
+    _state_dict_all_req_keys = ("_counts", "_num_invalid_updates")
+    _conventions: tuple = ("recbole",)
+
+    def __init__(
+        self,
+        top_k: Union[int, Sequence[int]],
+        num_items: Optional[int] = None,
+        convention: str = "recbole",
+        output_transform: Callable = _identity,
+        device: Union[str, torch.device] = torch.device("cpu"),
+        skip_unrolling: bool = False,
+    ):
+        self.top_k = list(V.check_top_k(top_k))
+        self.num_items = V.check_num_items("num_items", num_items)
+        self.convention = V.check_choice("convention", convention, self._conventions)
+        if not callable(output_transform):
+            raise TypeError(f"output_transform must be callable, got {type(output_transform).__name__}")
+        super().__init__(output_transform, device=device, skip_unrolling=skip_unrolling)
+
+    @reinit__is_reduced
+    def reset(self) -> None:
+        width = self.num_items or 0  # 0 until the first batch fixes the catalog size
+        self._counts = torch.zeros(len(self.top_k), width, dtype=torch.float64, device=self._device)
+        self._num_invalid_updates = torch.zeros((), dtype=torch.float64, device=self._device)
+
+    @reinit__is_reduced
+    def update(self, output: Sequence[torch.Tensor]) -> None:
+        y_pred, _ = V.check_scores_and_relevance(output)
+        num_items = y_pred.shape[1]
+        expected = self._counts.shape[1] or self.num_items
+        if expected and num_items != expected:
+            source = "given" if self.num_items else "taken from the first batch"
+            raise ValueError(f"y_pred must have num_items={expected} columns ({source}), got {num_items}")
+        order, invalid = _top_items(y_pred, self.top_k)
+        bad = screen(invalid, on_cpu=y_pred.device.type == "cpu")
+        if self._counts.shape[1] == 0:
+            self._counts = torch.zeros(len(self.top_k), num_items, dtype=torch.float64, device=self._device)
+        # Position p of a list counts towards every k > p: add it to the first such cut-off's
+        # bucket here and take cumulative sums over the buckets in compute.
+        cutoffs = device_constant(self.top_k, torch.int64, order.device)
+        bucket = torch.searchsorted(cutoffs, torch.arange(order.shape[1], device=order.device), right=True)
+        flat_index = (bucket * num_items + order).flatten().to(self._device)
+        weight = (~bad).to(torch.float64).to(self._device).expand(flat_index.shape[0])
+        self._counts.view(-1).index_add_(0, flat_index, weight)
+        self._num_invalid_updates += bad.to(torch.float64).to(self._device)
+
+    def compute(self) -> list:
+        counts, num_invalid = self._synced_state()
+        raise_for_invalid_updates(self, num_invalid)
+        if counts.shape[1] == 0 or counts.sum() == 0:
+            raise NotComputableError(f"{type(self).__name__} must have at least one user before compute().")
+        return self._from_counts(counts.cumsum(0)).tolist()
+
+    def _synced_state(self):
+        """The counts summed over processes (without touching the local state). A process that
+        saw no batch contributes zeros of the common catalog size."""
+        counts, num_invalid = self._counts, self._num_invalid_updates
+        if idist.get_world_size() == 1:
+            return counts, num_invalid
+        width = int(idist.all_reduce(float(counts.shape[1]), op="MAX"))
+        if counts.shape[1] == 0:
+            counts = torch.zeros(len(self.top_k), width, dtype=torch.float64, device=self._device)
+        elif counts.shape[1] != width:
+            raise ValueError(
+                f"{type(self).__name__}: processes saw different catalog sizes ({counts.shape[1]} here, "
+                f"{width} elsewhere); pass num_items"
+            )
+        return idist.all_reduce(counts.clone()), idist.all_reduce(num_invalid.clone())
+
+    def _from_counts(self, counts: torch.Tensor) -> torch.Tensor:
+        """(len(top_k),) values from the (len(top_k), num_items) counts at each cut-off."""
+        raise NotImplementedError
+
+
+class ItemCoverage(CatalogCounts):
+    r"""Catalog coverage at k: the items that appear in at least one user's top-k list.
+
+    .. math:: \mathrm{Coverage@k} = \frac{|\bigcup_{u \in U} \hat R_k(u)|}{|I|}
+
+    ``convention="recbole"`` (default) returns the fraction, as RecBole ``ItemCoverage``,
+    RecPack ``CoverageK`` and Recommenders ``catalog_coverage`` (when every item is in the
+    training data); ``"elliot"`` returns the count :math:`|\bigcup_u \hat R_k(u)|`. RecBole's own
+    runs divide by ``item_num``, which counts its [PAD] item: pass ``num_items=n + 1`` to
+    reproduce those numbers.
+
+    >>> import torch
+    >>> from ignite_recsys import ItemCoverage
+    >>> metric = ItemCoverage(top_k=[1, 2])
+    >>> metric.update((torch.tensor([[5.0, 4, 0, 0, 0], [5, 0, 4, 0, 0], [5, 4, 0, 0, 0]]), torch.zeros(3, 5)))
+    >>> metric.compute()
+    [0.2, 0.6]
+    """
+
+    _conventions = ("recbole", "elliot")
+
+    def _from_counts(self, counts):
+        distinct = (counts > 0).sum(1, dtype=torch.float64)
+        return distinct / counts.shape[1] if self.convention == "recbole" else distinct
+
+
+class GiniIndex(CatalogCounts):
+    r"""Gini index of how often items are recommended (0: every item equally often).
+
+    .. math:: \mathrm{Gini@k} = \frac{\sum_{i=1}^{n} (2i - n - 1)\, c_{(i)}}{n \sum_{i=1}^{n} c_{(i)}}
+
+    with :math:`c_{(1)} \le \dots \le c_{(n)}` the top-k counts of all n catalog items (0 for
+    items never recommended). ``convention="recbole"`` (default) is RecBole's ``GiniIndex``
+    (higher = more concentrated); ``"elliot"`` is Elliot's
+    :math:`1 - \sum_i (2i-n-1) c_{(i)} / ((n-1) \sum_i c_{(i)})` (higher = more diverse).
+
+    >>> import torch
+    >>> from ignite_recsys import GiniIndex
+    >>> metric = GiniIndex(top_k=2)
+    >>> metric.update((torch.tensor([[5.0, 4, 0, 0, 0], [5, 0, 4, 0, 0], [5, 4, 0, 0, 0]]), torch.zeros(3, 5)))
+    >>> [round(v, 4) for v in metric.compute()]
+    [0.5333]
+    """
+
+    _conventions = ("recbole", "elliot")
+
+    def _from_counts(self, counts):
+        n = counts.shape[1]
+        ascending = counts.sort(1).values
+        weights = 2 * torch.arange(1, n + 1, dtype=torch.float64, device=counts.device) - n - 1
+        concentration = (weights * ascending).sum(1) / ascending.sum(1)
+        if self.convention == "recbole":
+            return concentration / n
+        return 1 - concentration / max(n - 1, 1)
+
+
+class ShannonEntropy(CatalogCounts):
+    r"""Entropy of the distribution of recommended items over all top-k lists.
+
+    .. math:: H@k = -\sum_{i} p(i) \log p(i), \qquad p(i) = \frac{c_i}{\sum_j c_j}
+
+    ``convention="recbole"`` (default) is RecBole's ``ShannonEntropy``: natural log, and the sum
+    divided by the number of distinct recommended items (as its code does, unlike its docstring).
+    ``"log2"`` is the plain base-2 entropy (Elliot ``ShannonEntropy`` for equal-length lists,
+    Recommenders ``distributional_coverage``).
+
+    >>> import torch
+    >>> from ignite_recsys import ShannonEntropy
+    >>> scores = torch.tensor([[5.0, 4, 0, 0, 0], [5, 0, 4, 0, 0], [5, 4, 0, 0, 0]])
+    >>> metric = ShannonEntropy(top_k=2)
+    >>> metric.update((scores, torch.zeros(3, 5)))
+    >>> [round(v, 4) for v in metric.compute()]
+    [0.3371]
+    >>> metric = ShannonEntropy(top_k=2, convention="log2")
+    >>> metric.update((scores, torch.zeros(3, 5)))
+    >>> [round(v, 4) for v in metric.compute()]
+    [1.4591]
+    """
+
+    _conventions = ("recbole", "log2")
+
+    def _from_counts(self, counts):
+        share = counts / counts.sum(1, keepdim=True)
+        terms = torch.where(counts > 0, -share * torch.log(share.clamp(min=1e-300)), torch.zeros_like(share))
+        entropy = terms.sum(1)
+        if self.convention == "recbole":
+            return entropy / (counts > 0).sum(1, dtype=torch.float64)
+        return entropy / math.log(2)
+
+
+class ItemValueMean(CutoffResults, StreamingMean):
+    """Mean over users of a per-item value averaged over each top-k list (length min(k, n))."""
+
+    _counted = "user"
+
+    def __init__(
+        self,
+        top_k: Union[int, Sequence[int]],
+        item_popularity: torch.Tensor,
+        output_transform: Callable = _identity,
+        device: Union[str, torch.device] = torch.device("cpu"),
+        skip_unrolling: bool = False,
+    ):
+        self.top_k = list(V.check_top_k(top_k))
+        self.item_popularity = V.check_item_vector("item_popularity", item_popularity)
+        self._item_values = self._values_of_items(self.item_popularity)
+        self._item_values_by_device: dict = {}
+        super().__init__(output_transform, device, skip_unrolling)
+
+    def _values_of_items(self, popularity: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
+
+    def _num_values(self) -> int:
+        return len(self.top_k)
+
+    def _parse(self, output):
+        y_pred, y = V.check_scores_and_relevance(output)
+        if y_pred.shape[1] != self._item_values.numel():
+            raise ValueError(
+                f"y_pred must have one column per entry of item_popularity ({self._item_values.numel()}), "
+                f"got {y_pred.shape[1]}"
+            )
+        return y_pred, y
+
+    def _batch_totals(self, y_pred, y):
+        order, invalid = _top_items(y_pred, self.top_k)
+        values = self._values_on(order.device)[order]  # (batch, depth) float64
+        lengths = [min(k, order.shape[1]) for k in self.top_k]
+        last = device_constant([length - 1 for length in lengths], torch.int64, order.device)
+        per_user = values.cumsum(1).index_select(1, last) / device_constant(lengths, torch.float64, order.device)
+        count = torch.full((), order.shape[0], dtype=torch.float64, device=order.device)
+        return per_user.t().contiguous().sum(1), count, invalid
+
+    def _values_on(self, device: torch.device) -> torch.Tensor:
+        if device not in self._item_values_by_device:
+            self._item_values_by_device[device] = self._item_values.to(device)
+        return self._item_values_by_device[device]
+
+
+class AveragePopularity(ItemValueMean):
+    r"""Average training popularity of the recommended items (RecBole ``AveragePopularity``,
+    Elliot ``ARP`` when popularity counts distinct users).
+
+    .. math:: \mathrm{AvgPop@k} = \frac{1}{|U|} \sum_{u} \frac{1}{|\hat R_k(u)|} \sum_{i \in \hat R_k(u)} \phi(i)
+
+    Args:
+        item_popularity: 1-D tensor, :math:`\phi(i)` = training interaction count of each item.
+
+    >>> import torch
+    >>> from ignite_recsys import AveragePopularity
+    >>> metric = AveragePopularity(top_k=2, item_popularity=torch.tensor([10, 5, 2, 1, 1]))
+    >>> metric.update((torch.tensor([[5.0, 4, 0, 0, 0], [5, 0, 4, 0, 0], [5, 4, 0, 0, 0]]), torch.zeros(3, 5)))
+    >>> metric.compute()
+    [7.0]
+    """
+
+    def _values_of_items(self, popularity):
+        return popularity
+
+
+class TailPercentage(ItemValueMean):
+    r"""Share of long-tail items in the top-k lists, averaged over users (RecBole ``TailPercentage``).
+
+    .. math:: \mathrm{Tail@k} = \frac{1}{|U|} \sum_{u} \frac{|\hat R_k(u) \cap T|}{|\hat R_k(u)|}
+
+    The tail T follows RecBole's ``tail_ratio`` rule over the items seen in training (count > 0):
+    if ``tail_ratio > 1``, the items with count <= tail_ratio; otherwise the
+    ``max(floor(n_seen * tail_ratio), 1)`` items with the lowest (count, item id). As in RecBole,
+    items never seen in training are not tail items unless ``unseen_items_are_tail=True``.
+
+    >>> import torch
+    >>> from ignite_recsys import TailPercentage
+    >>> popularity = torch.tensor([10, 5, 2, 1, 1])
+    >>> metric = TailPercentage(top_k=2, item_popularity=popularity, tail_ratio=0.6)
+    >>> metric.update((torch.tensor([[5.0, 4, 0, 0, 0], [5, 0, 4, 0, 0], [5, 4, 0, 0, 0]]), torch.zeros(3, 5)))
+    >>> [round(v, 4) for v in metric.compute()]
+    [0.1667]
+    """
+
+    def __init__(
+        self,
+        top_k: Union[int, Sequence[int]],
+        item_popularity: torch.Tensor,
+        tail_ratio: float = 0.1,
+        unseen_items_are_tail: bool = False,
+        output_transform: Callable = _identity,
+        device: Union[str, torch.device] = torch.device("cpu"),
+        skip_unrolling: bool = False,
+    ):
+        self.tail_ratio = V.check_positive_float("tail_ratio", tail_ratio)
+        self.unseen_items_are_tail = V.check_bool("unseen_items_are_tail", unseen_items_are_tail)
+        super().__init__(top_k, item_popularity, output_transform, device, skip_unrolling)
+
+    def _values_of_items(self, popularity):
+        seen = popularity > 0
+        if self.tail_ratio > 1:
+            tail = seen & (popularity <= self.tail_ratio)
+        else:
+            num_tail = max(int(int(seen.sum()) * self.tail_ratio), 1)
+            # lowest (count, item id) first; unseen items sort last
+            ascending = torch.sort(torch.where(seen, popularity, math.inf), stable=True).indices
+            tail = torch.zeros_like(seen)
+            tail[ascending[:num_tail]] = True
+            tail &= seen
+        if self.unseen_items_are_tail:
+            tail |= ~seen
+        return tail.to(torch.float64)
+
+    @property
+    def tail_items(self) -> torch.Tensor:
+        """Ids of the tail items, ascending."""
+        return torch.nonzero(self._item_values).flatten()
+
+
+class Novelty(ItemValueMean):
+    r"""Mean self-information of the recommended items (Recommenders ``novelty``).
+
+    .. math:: \mathrm{Novelty@k} = \frac{1}{|U|} \sum_{u} \frac{1}{|\hat R_k(u)|}
+              \sum_{i \in \hat R_k(u)} -\log_2 \frac{\phi(i)}{\sum_j \phi(j)}
+
+    With equal-length lists this is Recommenders' mean over all recommended (user, item) pairs.
+    Every item needs a positive popularity (an unseen item's self-information is infinite): add a
+    pseudo-count, e.g. ``item_popularity + 1``, for catalogs with unseen items.
+
+    >>> import torch
+    >>> from ignite_recsys import Novelty
+    >>> metric = Novelty(top_k=2, item_popularity=torch.tensor([10, 5, 2, 1, 1]))
+    >>> metric.update((torch.tensor([[5.0, 4, 0, 0, 0], [5, 0, 4, 0, 0], [5, 4, 0, 0, 0]]), torch.zeros(3, 5)))
+    >>> [round(v, 4) for v in metric.compute()]
+    [1.6463]
+    """
+
+    def _values_of_items(self, popularity):
+        if bool((popularity == 0).any()):
+            raise ValueError(
+                "item_popularity must be positive for Novelty (an item with count 0 has infinite "
+                "self-information); add a pseudo-count, e.g. item_popularity + 1"
+            )
+        return -torch.log2(popularity / popularity.sum())

@@ -1,0 +1,292 @@
+"""Metrics of the scores themselves rather than of the top-k lists: AUC, GAUC and the pointwise
+losses LogLoss, MAE and RMSE (RecBole's definitions).
+
+:class:`GAUC` takes the usual ``(y_pred, y)`` (batch, num_items) input and ranks each user's full
+row. :class:`AUC`, :class:`LogLoss`, :class:`MAE` and :class:`RMSE` take ``(y_pred, y)`` or
+``(y_pred, y, mask)`` of any (equal) shape; ``mask`` (bool, True = observed) restricts them to
+the observed entries, by default all entries count. Entries outside the mask are never read, so
+they may hold NaN.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Callable, Union
+
+import torch
+from ignite.exceptions import NotComputableError
+from ignite.metrics.metric import Metric, reinit__is_reduced, sync_all_reduce
+
+from .. import _validation as V
+from .._ranking import full_row_checks, per_user_auc
+from ._base import StreamingMean, _identity, raise_for_invalid_updates, screen
+
+GAUC_WEIGHTINGS = ("positives", "uniform")
+
+
+class GAUC(StreamingMean):
+    r"""Grouped AUC: the per-user ROC AUC over the full item list, averaged over users.
+
+    .. math:: \mathrm{AUC}(u) = \frac{\sum_{i \in R(u)} \mathrm{rank}_i - \frac{P(P+1)}{2}}{P\,Q},
+              \qquad \mathrm{GAUC} = \frac{\sum_u w_u \mathrm{AUC}(u)}{\sum_u w_u}
+
+    with ascending ranks averaged over ties (a tied positive/negative pair counts one half), P
+    positives (``y >= relevance_threshold``) and Q negatives. ``weighting="positives"``
+    (default) uses :math:`w_u = P` (RecBole ``GAUC``); ``"uniform"`` the plain mean over users
+    (torchmetrics ``RetrievalAUROC``). Users with no positive or no negative have no AUC and are
+    left out, as in RecBole (torchmetrics would count them as 0). Items scored ``-inf`` are not
+    candidates (RecBole's masking of history items). Each update sorts the full rows.
+
+    >>> import torch
+    >>> from ignite_recsys import GAUC
+    >>> scores = torch.tensor([[4.0, 3, 2, 1], [4, 3, 2, 1], [2, 2, 1, 1]])
+    >>> labels = torch.tensor([[0, 1, 0, 1], [1, 0, 0, 0], [1, 0, 1, 0]])
+    >>> metric = GAUC()
+    >>> metric.update((scores, labels))
+    >>> metric.compute()
+    0.5
+    >>> metric = GAUC(weighting="uniform")
+    >>> metric.update((scores, labels))
+    >>> round(metric.compute(), 4)
+    0.5833
+    """
+
+    _counted = "user with both a positive and a negative item"
+
+    def __init__(
+        self,
+        relevance_threshold: float = 1.0,
+        weighting: str = "positives",
+        output_transform: Callable = _identity,
+        device: Union[str, torch.device] = torch.device("cpu"),
+        skip_unrolling: bool = False,
+    ):
+        self.relevance_threshold = V.check_positive_float("relevance_threshold", relevance_threshold)
+        self.weighting = V.check_choice("weighting", weighting, GAUC_WEIGHTINGS)
+        super().__init__(output_transform, device, skip_unrolling)
+
+    def _batch_totals(self, y_pred, y):
+        auc, positives, defined = per_user_auc(y_pred, y, self.relevance_threshold)
+        weight = defined.to(torch.float64)
+        if self.weighting == "positives":
+            weight = weight * positives
+        return (auc * weight).sum().reshape(1), weight.sum(), full_row_checks(y_pred, y)
+
+    def _result(self, means):
+        return means[0]
+
+
+class AUC(Metric):
+    r"""Global ROC AUC over all (user, item) entries pooled together (RecBole ``AUC``,
+    Recommenders ``auc``): the probability that a positive entry (``y >= relevance_threshold``)
+    scores above a negative one, ties counting one half.
+
+    Streaming in constant memory: scores go into :math:`2^{b}` ordered buckets (``b =
+    resolution_bits``; the bucket is the top b bits of the float32 score's order-preserving bit
+    pattern, so it adapts to any score scale: relative width :math:`2^{-(b-9)}`, i.e. about 5e-4
+    for the default b = 20) with one positive and one negative count each (state
+    :math:`2^{b+1}` float64, plus each bucket's lowest and highest score, 24 MiB for b = 20).
+    Pairs in different buckets are ordered exactly; a positive and a negative in the same bucket
+    count one half. The result is therefore exact when no bucket holds two different scores (e.g.
+    discrete scores), and it is always within :meth:`error_bound`
+    :math:`= \frac{1}{2} \sum_{b \text{ mixed}} P_b N_b / (P N)` of the exact value, summed over
+    the buckets that hold different scores. Entries scored ``-inf`` are not candidates.
+
+    >>> import torch
+    >>> from ignite_recsys import AUC
+    >>> metric = AUC()
+    >>> metric.update((torch.tensor([[4.0, 3, 2, 1], [4, 3, 2, 1], [2, 2, 1, 1]]),
+    ...                torch.tensor([[0, 1, 0, 1], [1, 0, 0, 0], [1, 0, 1, 0]])))
+    >>> metric.compute(), metric.error_bound()
+    (0.5, 0.0)
+    """
+
+    _state_dict_all_req_keys = ("_histogram", "_lowest", "_highest", "_num_invalid_updates")
+
+    def __init__(
+        self,
+        relevance_threshold: float = 1.0,
+        resolution_bits: int = 20,
+        output_transform: Callable = _identity,
+        device: Union[str, torch.device] = torch.device("cpu"),
+        skip_unrolling: bool = False,
+    ):
+        self.relevance_threshold = V.check_positive_float("relevance_threshold", relevance_threshold)
+        self.resolution_bits = V.check_positive_int("resolution_bits", resolution_bits)
+        if not 10 <= self.resolution_bits <= 24:
+            raise ValueError(f"resolution_bits must be between 10 and 24, got {self.resolution_bits}")
+        if not callable(output_transform):
+            raise TypeError(f"output_transform must be callable, got {type(output_transform).__name__}")
+        super().__init__(output_transform, device=device, skip_unrolling=skip_unrolling)
+
+    @reinit__is_reduced
+    def reset(self) -> None:
+        # row 0: positives per bucket, row 1: negatives per bucket (ascending scores)
+        num_buckets = 1 << self.resolution_bits
+        self._histogram = torch.zeros(2, num_buckets, dtype=torch.float64, device=self._device)
+        # lowest and highest score seen in each bucket: a bucket with one distinct score is exact
+        self._lowest = torch.full((num_buckets,), math.inf, dtype=torch.float32, device=self._device)
+        self._highest = torch.full((num_buckets,), -math.inf, dtype=torch.float32, device=self._device)
+        self._num_invalid_updates = torch.zeros((), dtype=torch.float64, device=self._device)
+
+    @reinit__is_reduced
+    def update(self, output) -> None:
+        y_pred, y, mask = V.check_pointwise(output)
+        observed = torch.ones_like(y_pred, dtype=torch.bool) if mask is None else mask
+        scores = y_pred.to(torch.float32) + 0.0  # -0.0 becomes +0.0
+        invalid = {
+            "y_pred contains NaN scores (+inf and -inf are allowed)": (scores.isnan() & observed).any(),
+            "y contains negative or NaN targets": (~(y >= 0) & observed).any(),
+        }
+        bad = screen(invalid, on_cpu=y_pred.device.type == "cpu")
+        bits = scores.view(torch.int32).to(torch.int64)
+        ordered = torch.where(bits < 0, bits ^ 0x7FFFFFFF, bits) + (1 << 31)  # unsigned, float order
+        bucket = ordered >> (32 - self.resolution_bits)
+        is_negative = (y < self.relevance_threshold).to(torch.int64)
+        index = (is_negative << self.resolution_bits) + bucket
+        counted = observed & (scores > float("-inf")) & ~bad
+        self._histogram.view(-1).index_add_(
+            0, index.flatten().to(self._device), counted.flatten().to(self._device, torch.float64)
+        )
+        bucket, counted, scores = (t.flatten().to(self._device) for t in (bucket, counted, scores))
+        self._lowest.scatter_reduce_(0, bucket, torch.where(counted, scores, math.inf), "amin")
+        self._highest.scatter_reduce_(0, bucket, torch.where(counted, scores, -math.inf), "amax")
+        self._num_invalid_updates += bad.to(torch.float64).to(self._device)
+
+    def _totals(self):
+        raise_for_invalid_updates(self, self._num_invalid_updates)
+        positives, negatives = self._histogram[0], self._histogram[1]
+        num_positive, num_negative = positives.sum(), negatives.sum()
+        if num_positive == 0 or num_negative == 0:
+            raise NotComputableError(
+                f"AUC needs at least one positive and one negative entry, got {int(num_positive)} and "
+                f"{int(num_negative)}"
+            )
+        return positives, negatives, num_positive * num_negative
+
+    @sync_all_reduce("_histogram", "_lowest:MIN", "_highest:MAX", "_num_invalid_updates")
+    def compute(self) -> float:
+        positives, negatives, pairs = self._totals()
+        negatives_below = negatives.cumsum(0) - negatives
+        return float((positives * (negatives_below + 0.5 * negatives)).sum() / pairs)
+
+    @sync_all_reduce("_histogram", "_lowest:MIN", "_highest:MAX", "_num_invalid_updates")
+    def error_bound(self) -> float:
+        """The largest possible difference between ``compute()`` and the exact AUC (0: exact)."""
+        positives, negatives, pairs = self._totals()
+        mixed = self._lowest < self._highest
+        return float(0.5 * torch.where(mixed, positives * negatives, 0.0).sum() / pairs)
+
+
+class PointwiseMean(StreamingMean):
+    """Mean of a per-entry loss over the observed entries."""
+
+    _counted = "observed entry"
+
+    def _parse(self, output):
+        return V.check_pointwise(output)
+
+    def _loss(self, y_pred: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
+
+    def _invalid(self, y_pred, y, observed) -> dict:
+        return {
+            "y_pred contains NaN or infinite values": (~torch.isfinite(y_pred) & observed).any(),
+            "y contains NaN or infinite values": (~torch.isfinite(y.to(torch.float64)) & observed).any(),
+        }
+
+    def _batch_totals(self, y_pred, y, mask):
+        observed = torch.ones_like(y_pred, dtype=torch.bool) if mask is None else mask
+        loss = self._loss(y_pred.to(torch.float64), y.to(torch.float64))
+        total = torch.where(observed, loss, torch.zeros((), dtype=torch.float64, device=loss.device)).sum()
+        return total.reshape(1), observed.sum(dtype=torch.float64), self._invalid(y_pred, y, observed)
+
+    def _result(self, means):
+        return means[0]
+
+
+class MAE(PointwiseMean):
+    r"""Mean absolute error over the observed entries (RecBole ``MAE``).
+
+    .. math:: \mathrm{MAE} = \frac{1}{|S|} \sum_{(u,i) \in S} |\hat r_{ui} - r_{ui}|
+
+    >>> import torch
+    >>> from ignite_recsys import MAE
+    >>> metric = MAE()
+    >>> metric.update((torch.tensor([[4.0, 2.5], [1.0, 3.0]]), torch.tensor([[5.0, 0.0], [1.0, 2.0]]),
+    ...                torch.tensor([[True, False], [True, True]])))
+    >>> round(metric.compute(), 4)
+    0.6667
+    """
+
+    def _loss(self, y_pred, y):
+        return (y_pred - y).abs()
+
+
+class RMSE(PointwiseMean):
+    r"""Root mean squared error over the observed entries (RecBole ``RMSE``).
+
+    .. math:: \mathrm{RMSE} = \sqrt{\frac{1}{|S|} \sum_{(u,i) \in S} (\hat r_{ui} - r_{ui})^2}
+
+    >>> import torch
+    >>> from ignite_recsys import RMSE
+    >>> metric = RMSE()
+    >>> metric.update((torch.tensor([4.0, 1.0, 3.0]), torch.tensor([5.0, 1.0, 2.0])))
+    >>> round(metric.compute(), 4)
+    0.8165
+    """
+
+    def _loss(self, y_pred, y):
+        return (y_pred - y).square()
+
+    def _result(self, means):
+        return math.sqrt(means[0])
+
+
+class LogLoss(PointwiseMean):
+    r"""Binary cross-entropy over the observed entries (RecBole ``LogLoss``).
+
+    .. math:: \mathrm{LogLoss} = \frac{1}{|S|} \sum_{(u,i) \in S}
+              -\left(r_{ui} \log \hat r_{ui} + (1 - r_{ui}) \log(1 - \hat r_{ui})\right)
+
+    ``y_pred`` are probabilities, clipped to [eps, 1 - eps] as RecBole (eps = 1e-15); with
+    ``from_logits=True`` they are logits and the loss is computed stably without clipping.
+    ``y`` holds targets in [0, 1].
+
+    >>> import torch
+    >>> from ignite_recsys import LogLoss
+    >>> metric = LogLoss()
+    >>> metric.update((torch.tensor([0.9, 0.2, 0.6]), torch.tensor([1, 0, 0])))
+    >>> round(metric.compute(), 4)
+    0.4149
+    """
+
+    def __init__(
+        self,
+        eps: float = 1e-15,
+        from_logits: bool = False,
+        output_transform: Callable = _identity,
+        device: Union[str, torch.device] = torch.device("cpu"),
+        skip_unrolling: bool = False,
+    ):
+        self.eps = V.check_positive_float("eps", eps)
+        if self.eps >= 0.5:
+            raise ValueError(f"eps must be below 0.5, got {self.eps}")
+        self.from_logits = V.check_bool("from_logits", from_logits)
+        super().__init__(output_transform, device, skip_unrolling)
+
+    def _loss(self, y_pred, y):
+        if self.from_logits:
+            return torch.nn.functional.softplus(y_pred) - y * y_pred
+        p = y_pred.clamp(self.eps, 1 - self.eps)
+        return -(y * torch.log(p) + (1 - y) * torch.log1p(-p))
+
+    def _invalid(self, y_pred, y, observed):
+        invalid = super()._invalid(y_pred, y, observed)
+        target = y.to(torch.float64)
+        invalid["y must hold targets in [0, 1]"] = (((target < 0) | (target > 1)) & observed).any()
+        if not self.from_logits:
+            invalid["y_pred must hold probabilities in [0, 1] (or pass from_logits=True)"] = (
+                ((y_pred < 0) | (y_pred > 1)) & observed
+            ).any()
+        return invalid
