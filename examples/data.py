@@ -1,0 +1,84 @@
+"""Data for the examples: a MovieLens-100k ``u.data`` loader and a synthetic implicit-feedback
+generator with a popularity skew, both returning dense boolean train/test user-item matrices.
+
+``u.data`` is tab-separated ``user item rating timestamp`` with 1-based ids (MovieLens-100k from
+https://grouplens.org/datasets/movielens/100k/, not shipped here; ``data/u.data.sample`` is a tiny
+synthetic file in the same format, used by the tests).
+"""
+
+from __future__ import annotations
+
+import pathlib
+from dataclasses import dataclass
+from typing import Optional
+
+import torch
+
+SAMPLE = pathlib.Path(__file__).resolve().parent / "data" / "u.data.sample"
+
+
+@dataclass
+class Split:
+    train: torch.Tensor  # (users, items) bool: interactions the model may learn from
+    test: torch.Tensor  # (users, items) bool: held-out interactions to rank
+    description: str
+
+    @property
+    def item_popularity(self) -> torch.Tensor:
+        """Training interaction count of each item (for the popularity-aware metrics)."""
+        return self.train.sum(0)
+
+
+def read_u_data(path) -> torch.Tensor:
+    """Rows of (user, item, rating, timestamp) as an int64 tensor (n, 4), ids as in the file."""
+    rows = []
+    for number, line in enumerate(pathlib.Path(path).read_text().splitlines(), 1):
+        if not line.strip():
+            continue
+        fields = line.split("\t")
+        if len(fields) != 4:
+            raise ValueError(f"{path}:{number}: expected 4 tab-separated fields, got {len(fields)}")
+        rows.append([int(field) for field in fields])
+    if not rows:
+        raise ValueError(f"{path}: no interactions")
+    return torch.tensor(rows, dtype=torch.int64)
+
+
+def load_movielens(path, min_rating: int = 4, test_share: float = 0.2, seed: int = 0) -> Split:
+    """Ratings >= ``min_rating`` as implicit feedback; each user's latest ``test_share`` of
+    interactions (by timestamp) is the test set. User and item ids are re-indexed from 0."""
+    rows = read_u_data(path)
+    users, user_index = torch.unique(rows[:, 0], return_inverse=True)
+    items, item_index = torch.unique(rows[:, 1], return_inverse=True)
+    keep = rows[:, 2] >= min_rating
+    train = torch.zeros(len(users), len(items), dtype=torch.bool)
+    test = torch.zeros_like(train)
+    for user in range(len(users)):
+        mine = torch.nonzero(keep & (user_index == user)).flatten()
+        mine = mine[torch.argsort(rows[mine, 3], stable=True)]  # oldest first
+        num_test = int(round(len(mine) * test_share))
+        cut = len(mine) - num_test
+        train[user, item_index[mine[:cut]]] = True
+        test[user, item_index[mine[cut:]]] = True
+    return Split(train, test, f"{path}: {len(users)} users, {len(items)} items, ratings >= {min_rating}")
+
+
+def synthetic(users: int = 1000, items: int = 2000, factors: int = 16, seed: int = 0, density: float = 0.02):
+    """Implicit feedback from latent tastes plus a Zipf-like item popularity (item 0 most
+    popular), 20% of each user's interactions held out. Returns the split and the generating
+    (user_taste, item_taste, item_bias), which an "oracle" model can use."""
+    generator = torch.Generator().manual_seed(seed)
+    user_taste = torch.randn(users, factors, generator=generator)
+    item_taste = torch.randn(items, factors, generator=generator)
+    item_bias = -0.5 * torch.log(torch.arange(1, items + 1, dtype=torch.float32))  # Zipf-like skew
+    affinity = user_taste @ item_taste.T / factors**0.5 + item_bias
+    threshold = torch.quantile(affinity.flatten()[:1_000_000], 1 - density)
+    chosen = affinity + torch.randn(users, items, generator=generator) > threshold
+    test = chosen & (torch.rand(users, items, generator=generator) < 0.2)
+    split = Split(chosen & ~test, test, f"synthetic: {users} users, {items} items, popularity skew")
+    return split, (user_taste, item_taste, item_bias)
+
+
+def load(path: Optional[str] = None, **synthetic_args) -> Split:
+    """MovieLens ``u.data`` at ``path``, or synthetic data when no path is given."""
+    return load_movielens(path) if path else synthetic(**synthetic_args)[0]
