@@ -1,0 +1,72 @@
+"""Sphinx configuration. Build: ``python -m sphinx -W -b html docs docs/_build/html``.
+
+The per-metric reference pages are written at build time (into ``docs/api/``, not in git) from
+``ignite_recsys.__all__``: one page per metric with its docstring (formula, arguments, example,
+the library convention it matches) and its methods.
+"""
+
+import pathlib
+import sys
+
+ROOT = pathlib.Path(__file__).resolve().parent
+sys.path.insert(0, str(ROOT.parent))
+
+import ignite_recsys  # noqa: E402
+
+project = "ignite_recsys"
+author = "the ignite_recsys developers"
+release = ignite_recsys.__version__
+extensions = ["sphinx.ext.autodoc", "sphinx.ext.napoleon", "sphinx.ext.mathjax", "myst_parser"]
+source_suffix = {".rst": "restructuredtext", ".md": "markdown"}
+myst_enable_extensions = ["dollarmath"]
+exclude_patterns = ["_build"]
+autodoc_member_order = "bysource"
+autodoc_typehints = "none"
+autodoc_preserve_defaults = True
+autodoc_inherit_docstrings = False
+napoleon_google_docstring = True
+html_theme = "alabaster"
+html_theme_options = {"page_width": "1180px", "sidebar_width": "240px"}
+nitpicky = False
+
+GROUPS = {
+    "Ranking quality at cut-offs": ["NDCG", "HitRate", "Recall", "Precision", "MAP", "MRR", "F1", "RPrecision",
+                                    "RankingMetrics"],
+    "Beyond accuracy": ["ItemCoverage", "GiniIndex", "ShannonEntropy", "AveragePopularity", "TailPercentage",
+                        "Novelty"],
+    "Score-based": ["GAUC", "AUC", "LogLoss", "MAE", "RMSE"],
+}
+
+
+def _write_metric_pages(app):
+    listed = [name for names in GROUPS.values() for name in names]
+    missing = sorted(set(ignite_recsys.__all__) - set(listed))
+    if missing:
+        raise RuntimeError(f"docs/conf.py GROUPS lacks {missing}")
+    folder = ROOT / "api"
+    folder.mkdir(exist_ok=True)
+    index = ["Metric reference", "================", "",
+             "Every metric is an :class:`ignite.metrics.Metric`: ``reset()``, ``update(output)``, "
+             "``compute()``, ``attach(engine, name)``. :doc:`../arguments` lists the arguments they share.", ""]
+    for group, names in GROUPS.items():
+        index += [group, "-" * len(group), "", ".. toctree::", "   :maxdepth: 1", ""]
+        index += [f"   {name}" for name in names] + [""]
+        for name in names:
+            members = [m for m in ("update", "compute", "reset", "error_bound", "tail_items")
+                       if m in dir(getattr(ignite_recsys, name))]
+            page = [name, "=" * len(name), "", f".. autoclass:: ignite_recsys.{name}",
+                    f"   :members: {', '.join(members)}", "",
+                    "Arguments not described above (``top_k``, ``ignore_zero_hits``, ``relevance_threshold``, "
+                    "``ties``, ``output_transform``, ``device``, ``skip_unrolling``) are described in "
+                    ":doc:`../arguments`; conventions of other libraries in :doc:`../conventions`.", ""]
+            _write_if_changed(folder / f"{name}.rst", "\n".join(page))
+    _write_if_changed(folder / "index.rst", "\n".join(index))
+
+
+def _write_if_changed(path, text):
+    if not path.exists() or path.read_text() != text:
+        path.write_text(text)
+
+
+def setup(app):
+    app.connect("builder-inited", _write_metric_pages)
