@@ -70,7 +70,8 @@ def rank(
     top_labels = labels.gather(1, order).to(torch.float64)
     top_relevant = (top_labels >= relevance_threshold).to(torch.float64)
     top_gain = None if gain_function is None else gains(top_labels, top_relevant, gain_function, relevance_threshold)
-    num_relevant, lowest_label = _relevance_pass(labels, relevance_threshold)
+    needs_label_maxima = ideal and _ideal_needs_selection(labels, gain_function) and num_items > depth * _BLOCK
+    num_relevant, lowest_label, label_maxima = _relevance_pass(labels, relevance_threshold, needs_label_maxima)
 
     if ties == "stable":
         hits_so_far = top_relevant.cumsum(1)
@@ -84,7 +85,7 @@ def rank(
 
     ideal_gain = None
     if ideal:
-        ideal_gain = _ideal_gains(labels, num_relevant, depth, relevance_threshold, gain_function)
+        ideal_gain = _ideal_gains(labels, num_relevant, depth, relevance_threshold, gain_function, label_maxima)
 
     invalid = _invalid_flags(score_is_nan.any(), lowest_label)
     return RankedBatch(
@@ -184,14 +185,19 @@ def _row_chunks(num_rows: int, row_cost: int, device: torch.device):
         yield slice(start, start + step)
 
 
-def _relevance_pass(labels: torch.Tensor, threshold: float):
-    """One pass over y: per-user relevant count (float64) and the smallest label (for checks)."""
+def _relevance_pass(labels: torch.Tensor, threshold: float, block_maxima: bool = False):
+    """One pass over y: per-user relevant count (float64), the smallest label (for checks) and,
+    if asked, the maxima of blocks of ``_BLOCK`` labels (for the ideal ranking), computed while
+    each row chunk is in cache."""
     num_rows, num_cols = labels.shape
     counts = torch.empty(num_rows, dtype=torch.float64, device=labels.device)
     if labels.dtype == torch.bool:
         lowest = torch.zeros((), device=labels.device)
     else:
         lowest = torch.empty(num_rows, dtype=labels.dtype, device=labels.device)
+    maxima = None
+    if block_maxima:
+        maxima = torch.empty(num_rows, -(-num_cols // _BLOCK), dtype=labels.dtype, device=labels.device)
     buffer = None
     count_dtype = torch.float32 if num_cols < (1 << 24) else torch.float64  # float32 counts are exact below 2**24
     for rows in _row_chunks(num_rows, num_cols, labels.device):
@@ -202,7 +208,9 @@ def _relevance_pass(labels: torch.Tensor, threshold: float):
         counts[rows] = is_relevant.sum(1, dtype=count_dtype)
         if labels.dtype != torch.bool:
             lowest[rows] = chunk.amin(1)
-    return counts, lowest.amin() if lowest.ndim else lowest
+        if maxima is not None:
+            maxima[rows] = _block_maxima(chunk, _BLOCK)
+    return counts, (lowest.amin() if lowest.ndim else lowest), maxima
 
 
 def gains(values: torch.Tensor, relevant: torch.Tensor, gain_function: GainFunction, threshold: float):
@@ -220,24 +228,32 @@ def gains(values: torch.Tensor, relevant: torch.Tensor, gain_function: GainFunct
     return torch.where(relevant > 0, raw, torch.zeros((), dtype=torch.float64, device=values.device))
 
 
-def _ideal_gains(labels, num_relevant, depth, threshold, gain_function):
+def _ideal_needs_selection(labels: torch.Tensor, gain_function) -> bool:
+    """Whether the ideal gains need the top labels (graded gains), not just the relevant count."""
+    return not (gain_function == "binary" or labels.dtype == torch.bool)
+
+
+def _ideal_gains(labels, num_relevant, depth, threshold, gain_function, label_maxima=None):
     """Gains of the best possible ranking, (batch, depth), from the top ``depth`` labels."""
-    if gain_function == "binary" or labels.dtype == torch.bool:
+    if not _ideal_needs_selection(labels, gain_function):
         positions = torch.arange(depth, device=labels.device, dtype=torch.float64)
         relevant = (positions < num_relevant.unsqueeze(1)).to(torch.float64)
         return gains(relevant, relevant, gain_function, threshold)
-    best = _top_values(labels, depth).to(torch.float64)
+    best = _top_values(labels, depth, label_maxima).to(torch.float64)
     return gains(best, (best >= threshold).to(torch.float64), gain_function, threshold)
 
 
-def _top_values(x: torch.Tensor, k: int) -> torch.Tensor:
+def _top_values(x: torch.Tensor, k: int, maxima: Optional[torch.Tensor] = None) -> torch.Tensor:
     """The k largest values of each row, descending (values only, so ties need no rule). Any k
     blocks with the largest maxima hold them: each such block adds at least one value >= the
-    k-th largest, and every larger value's block is among them."""
+    k-th largest, and every larger value's block is among them. ``maxima``: the block maxima,
+    if already computed."""
     num_cols = x.shape[1]
     if num_cols <= k * _BLOCK:
         return x.topk(k, 1).values
-    blocks = _block_maxima(x, _BLOCK).topk(k, 1).indices
+    if maxima is None:
+        maxima = _block_maxima(x, _BLOCK)
+    blocks = maxima.topk(k, 1).indices
     candidates = (blocks.unsqueeze(2) * _BLOCK + torch.arange(_BLOCK, device=x.device)).flatten(1)
     values = x.gather(1, candidates.clamp(max=num_cols - 1))
     values = values.masked_fill(candidates >= num_cols, _lowest(x.dtype))
@@ -315,7 +331,7 @@ def hits_at_own_depth(y_pred: torch.Tensor, y: torch.Tensor, relevance_threshold
     |R| differs per user and is unbounded by any cut-off, so this sorts the full row
     (O(num_items log num_items)); no host synchronisation."""
     scores = y_pred.contiguous()
-    num_relevant, _ = _relevance_pass(y, relevance_threshold)
+    num_relevant, _, _ = _relevance_pass(y, relevance_threshold)
     sorted_scores, order = torch.sort(scores, dim=1, descending=True, stable=True)
     relevant_in_order = (y.gather(1, order) >= relevance_threshold).to(torch.float64)
     cut = (num_relevant.to(torch.int64) - 1).clamp(min=0).unsqueeze(1)
