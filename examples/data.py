@@ -8,6 +8,7 @@ synthetic file in the same format, used by the tests).
 
 from __future__ import annotations
 
+import argparse
 import pathlib
 from dataclasses import dataclass
 from typing import Optional
@@ -27,6 +28,18 @@ class Split:
     def item_popularity(self) -> torch.Tensor:
         """Training interaction count of each item (for the popularity-aware metrics)."""
         return self.train.sum(0)
+
+    def score(self, score_users, users: torch.Tensor, device="cpu"):
+        """``(scores, relevance)`` of ``users`` for a metric update: the model's scores of every
+        item with the user's training items masked to -inf (never recommended), and the test items."""
+        scores = score_users(users.to(device))
+        return scores.masked_fill(self.train[users].to(device), float("-inf")), self.test[users].to(device)
+
+    def batches(self, score_users, users=None, batch_size: int = 256, device="cpu"):
+        """``score`` over ``users`` (default: all) in batches."""
+        users = torch.arange(self.train.shape[0]) if users is None else users
+        for batch in users.split(batch_size):
+            yield self.score(score_users, batch, device)
 
 
 def read_u_data(path) -> torch.Tensor:
@@ -77,6 +90,17 @@ def synthetic(users: int = 1000, items: int = 2000, factors: int = 16, seed: int
     test = chosen & (torch.rand(users, items, generator=generator) < 0.2)
     split = Split(chosen & ~test, test, f"synthetic: {users} users, {items} items, popularity skew")
     return split, (user_taste, item_taste, item_bias)
+
+
+def add_arguments(parser: argparse.ArgumentParser, users: int = 1000, items: int = 2000) -> None:
+    """The data options every example takes: a MovieLens file, or the synthetic data's size."""
+    parser.add_argument("--data", help="a MovieLens u.data file (default: synthetic data)")
+    parser.add_argument("--users", type=int, default=users, help="synthetic data: number of users")
+    parser.add_argument("--items", type=int, default=items, help="synthetic data: number of items")
+
+
+def from_arguments(args: argparse.Namespace) -> Split:
+    return load(args.data, users=args.users, items=args.items)
 
 
 def load(path: Optional[str] = None, **synthetic_args) -> Split:

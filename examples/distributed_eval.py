@@ -34,10 +34,9 @@ def evaluate(model, split, users, device):
     }
     model = model.to(device)
     with torch.no_grad():
-        for batch in users.split(128):
-            scores = model(batch.to(device)).masked_fill(split.train[batch].to(device), float("-inf"))
+        for batch in split.batches(model, users, batch_size=128, device=device):
             for metric in metrics.values():
-                metric.update((scores, split.test[batch].to(device)))
+                metric.update(batch)
     return {name: metric.compute() for name, metric in metrics.items()}
 
 
@@ -61,14 +60,12 @@ def _rank_main(local_rank, model, split, folder):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", help="a MovieLens u.data file (default: synthetic data)")
-    parser.add_argument("--users", type=int, default=600)
-    parser.add_argument("--items", type=int, default=1500)
+    data.add_arguments(parser, users=600, items=1500)
     parser.add_argument("--nproc", type=int, default=2)
     parser.add_argument("--backend", default="nccl" if torch.cuda.is_available() else "gloo")
     args = parser.parse_args(argv)
 
-    split = data.load(args.data, users=args.users, items=args.items)
+    split = data.from_arguments(args)
     model = train_mf(split.train, epochs=2)
     single = evaluate(model, split, torch.arange(split.train.shape[0]), "cpu")
     print(f"single process ({split.train.shape[0]} users): ndcg@10 {single['ranking']['ndcg@10']:.6f} "

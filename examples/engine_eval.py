@@ -31,8 +31,7 @@ def build_evaluator(model, split: data.Split, device="cpu") -> Engine:
     @torch.no_grad()
     def score_users(engine, users):
         model.eval()
-        scores = model(users.to(device)).masked_fill(split.train[users].to(device), float("-inf"))
-        return scores, split.test[users].to(device)
+        return split.score(model, users, device)
 
     evaluator = Engine(score_users)
     RankingMetrics(TOP_K, device=device).attach(evaluator, "ranking")
@@ -43,9 +42,7 @@ def build_evaluator(model, split: data.Split, device="cpu") -> Engine:
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", help="a MovieLens u.data file (default: synthetic data)")
-    parser.add_argument("--users", type=int, default=1000)
-    parser.add_argument("--items", type=int, default=2000)
+    data.add_arguments(parser)
     parser.add_argument("--epochs", type=int, default=5)
     parser.add_argument("--dim", type=int, default=32)
     parser.add_argument("--batch-size", type=int, default=1024)
@@ -54,7 +51,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
 
     torch.manual_seed(0)
-    split = data.load(args.data, users=args.users, items=args.items)
+    split = data.from_arguments(args)
     print(split.description, f"| train {int(split.train.sum())}, test {int(split.test.sum())} interactions")
     model = MatrixFactorization(*split.train.shape, dim=args.dim)
     optimizer = torch.optim.Adam(model.parameters(), lr=0.01)

@@ -25,19 +25,14 @@ from ignite_recsys import AveragePopularity, GiniIndex, ItemCoverage, RankingMet
 TOP_K = [1, 5, 10, 20, 50]
 
 
-def evaluate(model_scores, train, test, batch_size, item_popularity):
+def evaluate(model_scores, split: data.Split, batch_size):
     """An Ignite evaluator over user batches; returns engine.state.metrics."""
-
-    def step(engine, rows):
-        scores = model_scores(rows).masked_fill(train[rows], float("-inf"))  # never recommend seen items
-        return scores, test[rows]
-
-    evaluator = Engine(step)
+    evaluator = Engine(lambda engine, users: split.score(model_scores, users))  # seen items masked
     RankingMetrics(TOP_K).attach(evaluator, "ranking")
     ItemCoverage(TOP_K).attach(evaluator, "coverage")
     GiniIndex(TOP_K).attach(evaluator, "gini")
-    AveragePopularity(TOP_K, item_popularity).attach(evaluator, "avg_popularity")
-    batches = list(torch.arange(train.shape[0]).split(batch_size))
+    AveragePopularity(TOP_K, split.item_popularity).attach(evaluator, "avg_popularity")
+    batches = list(torch.arange(split.train.shape[0]).split(batch_size))
     return evaluator.run(batches).metrics
 
 
@@ -58,7 +53,7 @@ def main(argv=None):
     }
     print(f"{args.users} users, {args.items} items, {int(train.sum())} train / {int(test.sum())} test interactions")
     results = {
-        name: evaluate(score, train, test, args.batch_size, split.item_popularity) for name, score in models.items()
+        name: evaluate(score, split, args.batch_size) for name, score in models.items()
     }
 
     for names in (["ndcg", "hit_rate", "recall", "precision", "map", "mrr"], ["coverage", "gini", "avg_popularity"]):

@@ -21,14 +21,12 @@ from ignite_recsys import GAUC, NDCG, AveragePopularity, ItemCoverage, RankingMe
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", help="a MovieLens u.data file (default: synthetic data)")
-    parser.add_argument("--users", type=int, default=1000)
-    parser.add_argument("--items", type=int, default=2000)
+    data.add_arguments(parser)
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--device", default="cpu")
     args = parser.parse_args(argv)
 
-    split = data.load(args.data, users=args.users, items=args.items)
+    split = data.from_arguments(args)
     model = train_mf(split.train, epochs=args.epochs).to(args.device)
     print(split.description)
 
@@ -44,10 +42,7 @@ def main(argv=None):
     for metric in metrics.values():
         metric.reset()
     with torch.no_grad():
-        for users in torch.arange(split.train.shape[0]).split(256):
-            scores = model(users.to(args.device))
-            scores = scores.masked_fill(split.train[users].to(args.device), float("-inf"))
-            relevance = split.test[users].to(args.device)
+        for scores, relevance in split.batches(model, device=args.device):
             for metric in metrics.values():
                 metric.update((scores, relevance))
     results = {name: metric.compute() for name, metric in metrics.items()}

@@ -26,23 +26,20 @@ NAMES = {"ndcg": "NDCG@k", "recall": "Recall@k"}
 def curves(score_users, split, top_k):
     metric = RankingMetrics(top_k, metrics=list(NAMES))
     with torch.no_grad():
-        for users in torch.arange(split.train.shape[0]).split(256):
-            scores = score_users(users).masked_fill(split.train[users], float("-inf"))
-            metric.update((scores, split.test[users]))
+        for batch in split.batches(score_users):
+            metric.update(batch)
     values = metric.compute()
     return {name: [values[f"{name}@{k}"] for k in top_k] for name in NAMES}
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", help="a MovieLens u.data file (default: synthetic data)")
-    parser.add_argument("--users", type=int, default=1000)
-    parser.add_argument("--items", type=int, default=2000)
+    data.add_arguments(parser)
     parser.add_argument("--max-k", type=int, default=50)
     parser.add_argument("--out", default="metric_at_k.png")
     args = parser.parse_args(argv)
 
-    split = data.load(args.data, users=args.users, items=args.items)
+    split = data.from_arguments(args)
     top_k = list(range(1, args.max_k + 1))
     models = {"popularity": popularity_scores(split.train), "matrix factorisation": train_mf(split.train, epochs=4)}
     results = {name: curves(model, split, top_k) for name, model in models.items()}
