@@ -70,7 +70,9 @@ def rank(
     top_labels = labels.gather(1, order).to(torch.float64)
     top_relevant = (top_labels >= relevance_threshold).to(torch.float64)
     top_gain = None if gain_function is None else gains(top_labels, top_relevant, gain_function, relevance_threshold)
-    needs_label_maxima = ideal and _ideal_needs_selection(labels, gain_function) and num_items > depth * _BLOCK
+    needs_label_maxima = (
+        ideal and _ideal_needs_selection(labels, gain_function) and _top_values_uses_blocks(num_items, depth)
+    )
     num_relevant, lowest_label, label_maxima = _relevance_pass(labels, relevance_threshold, needs_label_maxima)
 
     if ties == "stable":
@@ -243,13 +245,17 @@ def _ideal_gains(labels, num_relevant, depth, threshold, gain_function, label_ma
     return gains(best, (best >= threshold).to(torch.float64), gain_function, threshold)
 
 
+def _top_values_uses_blocks(num_cols: int, k: int) -> bool:
+    return num_cols > k * _BLOCK
+
+
 def _top_values(x: torch.Tensor, k: int, maxima: Optional[torch.Tensor] = None) -> torch.Tensor:
     """The k largest values of each row, descending (values only, so ties need no rule). Any k
     blocks with the largest maxima hold them: each such block adds at least one value >= the
     k-th largest, and every larger value's block is among them. ``maxima``: the block maxima,
     if already computed."""
     num_cols = x.shape[1]
-    if num_cols <= k * _BLOCK:
+    if not _top_values_uses_blocks(num_cols, k):
         return x.topk(k, 1).values
     if maxima is None:
         maxima = _block_maxima(x, _BLOCK)
@@ -363,7 +369,8 @@ def per_user_auc(y_pred: torch.Tensor, y: torch.Tensor, relevance_threshold: flo
     """Per-user ROC AUC over the full row with tie-averaged ranks (ties count one half), as
     RecBole's ``GAUC`` and scikit-learn's ``roc_auc_score``. Items scored -inf are not candidates
     (RecBole's convention for masked items). Returns float64 (batch,) tensors: AUC (0 where
-    undefined), number of positive candidates, and whether the user has both classes.
+    undefined), number of positive candidates, whether the user has both classes, and the value
+    checks of ``rank`` (taken in the same pass).
 
     AUC(u) = (sum of the ascending ranks of the positives - P (P + 1) / 2) / (P Q); each row is
     sorted once (O(num_items log num_items)); no host synchronisation."""
@@ -371,9 +378,14 @@ def per_user_auc(y_pred: torch.Tensor, y: torch.Tensor, relevance_threshold: flo
     rank_sum = torch.empty(num_rows, dtype=torch.float64, device=y_pred.device)
     positives = torch.empty_like(rank_sum)
     candidates = torch.empty_like(rank_sum)
+    has_nan = torch.empty(num_rows, dtype=torch.bool, device=y_pred.device)
+    lowest = torch.zeros(num_rows, dtype=torch.float64, device=y.device)
     for rows in _row_chunks(num_rows, 8 * num_cols, y_pred.device):
         scores = y_pred[rows].contiguous()
         ascending, order = torch.sort(scores, dim=1)
+        has_nan[rows] = ascending[:, -1].isnan()  # NaN sorts last
+        if y.dtype != torch.bool:
+            lowest[rows] = y[rows].amin(1).to(torch.float64)
         first = torch.searchsorted(ascending, ascending, right=False)
         after_last = torch.searchsorted(ascending, ascending, right=True)
         masked = (scores == float("-inf")).sum(1, dtype=torch.float64)
@@ -386,4 +398,5 @@ def per_user_auc(y_pred: torch.Tensor, y: torch.Tensor, relevance_threshold: flo
     negatives = candidates - positives
     defined = (positives > 0) & (negatives > 0)
     auc = (rank_sum - positives * (positives + 1) / 2) / (positives * negatives).clamp(min=1)
-    return torch.where(defined, auc, torch.zeros_like(auc)), positives, defined
+    invalid = _invalid_flags(has_nan.any(), lowest.amin())
+    return torch.where(defined, auc, torch.zeros_like(auc)), positives, defined, invalid

@@ -67,6 +67,8 @@ class CatalogCounts(CutoffResults, Metric):
         self.top_k = list(V.check_top_k(top_k))
         self.num_items = V.check_num_items("num_items", num_items)
         self.convention = V.check_choice("convention", convention, self._conventions)
+        # list position p (0-based) counts towards every k > p; it is added to the first such k
+        self._bucket_of_position = tuple(sum(k <= p for k in self.top_k) for p in range(self.top_k[-1]))
         if not callable(output_transform):
             raise TypeError(f"output_transform must be callable, got {type(output_transform).__name__}")
         super().__init__(output_transform, device=device, skip_unrolling=skip_unrolling)
@@ -89,10 +91,8 @@ class CatalogCounts(CutoffResults, Metric):
         bad = screen(invalid, on_cpu=y_pred.device.type == "cpu")
         if self._counts.shape[1] == 0:
             self._counts = torch.zeros(len(self.top_k), num_items, dtype=torch.float64, device=self._device)
-        # Position p of a list counts towards every k > p: add it to the first such cut-off's
-        # bucket here and take cumulative sums over the buckets in compute.
-        cutoffs = device_constant(self.top_k, torch.int64, order.device)
-        bucket = torch.searchsorted(cutoffs, torch.arange(order.shape[1], device=order.device), right=True)
+        # cumulative sums over the buckets in compute give the counts at each k
+        bucket = device_constant(self._bucket_of_position, torch.int64, order.device)[: order.shape[1]]
         flat_index = (bucket * num_items + order).flatten().to(self._device)
         weight = (~bad).to(torch.float64).to(self._device).expand(flat_index.shape[0])
         self._counts.view(-1).index_add_(0, flat_index, weight)

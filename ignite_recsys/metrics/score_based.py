@@ -18,7 +18,7 @@ from ignite.exceptions import NotComputableError
 from ignite.metrics.metric import Metric, reinit__is_reduced, sync_all_reduce
 
 from .. import _validation as V
-from .._ranking import full_row_checks, per_user_auc
+from .._ranking import per_user_auc
 from ._base import StreamingMean, _identity, raise_for_invalid_updates, screen
 
 GAUC_WEIGHTINGS = ("positives", "uniform")
@@ -66,11 +66,11 @@ class GAUC(StreamingMean):
         super().__init__(output_transform, device, skip_unrolling)
 
     def _batch_totals(self, y_pred, y):
-        auc, positives, defined = per_user_auc(y_pred, y, self.relevance_threshold)
+        auc, positives, defined, invalid = per_user_auc(y_pred, y, self.relevance_threshold)
         weight = defined.to(torch.float64)
         if self.weighting == "positives":
             weight = weight * positives
-        return (auc * weight).sum().reshape(1), weight.sum(), full_row_checks(y_pred, y)
+        return (auc * weight).sum().reshape(1), weight.sum(), invalid
 
     def _result(self, means):
         return means[0]
@@ -190,14 +190,16 @@ class PointwiseMean(StreamingMean):
         raise NotImplementedError
 
     def _invalid(self, y_pred, y, observed) -> dict:
+        """Value checks over the observed entries; ``y_pred`` and ``y`` are float64."""
         return {
             "y_pred contains NaN or infinite values": (~torch.isfinite(y_pred) & observed).any(),
-            "y contains NaN or infinite values": (~torch.isfinite(y.to(torch.float64)) & observed).any(),
+            "y contains NaN or infinite values": (~torch.isfinite(y) & observed).any(),
         }
 
     def _batch_totals(self, y_pred, y, mask):
         observed = torch.ones_like(y_pred, dtype=torch.bool) if mask is None else mask
-        loss = self._loss(y_pred.to(torch.float64), y.to(torch.float64))
+        y_pred, y = y_pred.to(torch.float64), y.to(torch.float64)
+        loss = self._loss(y_pred, y)
         total = torch.where(observed, loss, torch.zeros((), dtype=torch.float64, device=loss.device)).sum()
         return total.reshape(1), observed.sum(dtype=torch.float64), self._invalid(y_pred, y, observed)
 
@@ -283,8 +285,7 @@ class LogLoss(PointwiseMean):
 
     def _invalid(self, y_pred, y, observed):
         invalid = super()._invalid(y_pred, y, observed)
-        target = y.to(torch.float64)
-        invalid["y must hold targets in [0, 1]"] = (((target < 0) | (target > 1)) & observed).any()
+        invalid["y must hold targets in [0, 1]"] = (((y < 0) | (y > 1)) & observed).any()
         if not self.from_logits:
             invalid["y_pred must hold probabilities in [0, 1] (or pass from_logits=True)"] = (
                 ((y_pred < 0) | (y_pred > 1)) & observed
