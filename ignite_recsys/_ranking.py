@@ -6,12 +6,16 @@ per-user relevant count and the ideal gains. Every ranking metric reduces from i
 
 Selection. Items are ordered by score descending and, among equal scores, by item index
 ascending (what a stable descending argsort gives). The top ``depth`` items are found without
-sorting the catalog: the row is cut into blocks of ``_BLOCK`` items, the blocks are ranked by
-their maximum (recursively, under the same rule), and the exact top ``depth`` is taken among
-the items of the best ``depth`` blocks. This is exact: an item outside those blocks has at least
-``depth`` items ranked ahead of it (each better block's first maximum). The final selection uses
-unique int64 keys (order-preserving float bits, then the index), so the order is the same on CPU
-and CUDA. Everything is tensor code without host synchronisation.
+sorting the catalog, by a block pre-filter (as "Dr. Top-k", Gaihre et al., SC'21): the row is
+cut into blocks of ``_BLOCK`` consecutive items and each block is ranked by its best item, i.e.
+by (block maximum, block index); the best ``depth`` blocks are chosen (recursively, by the same
+rule), their best ``depth`` sub-blocks of ``_SUB_BLOCK`` items likewise, and the exact top
+``depth`` is taken among those items. This is exact: an item outside the chosen groups has at
+least ``depth`` items ranked ahead of it (the best item of each chosen group). One pass over the
+row (a max-reduction) plus selections among ~``depth * (N / _BLOCK / depth + 16)`` values replace
+``torch.topk``'s selection over all N. The final selection uses unique int64 keys
+(order-preserving float bits, then the item index), so the order is the same on CPU and CUDA.
+Everything is tensor code without host synchronisation.
 
 Ties. ``ties="stable"`` uses the order above. ``ties="average"`` reports the expected value over
 all orderings of tied scores (McSherry & Najork, ECIR 2008): each position of a tie group gets the
@@ -21,7 +25,6 @@ precision at each hit) use their exact expectation under a uniformly random orde
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Optional
 
@@ -29,7 +32,10 @@ import torch
 
 from ._validation import GainFunction
 
-_BLOCK = 32
+# Items per block of the first selection level: torch's CPU max-reduction is fast from 64
+# contiguous values (3x slower at 32). The best blocks are then cut into sub-blocks of 8.
+_BLOCK = 64
+_SUB_BLOCK = 8
 # Row chunk of CPU passes over (batch, num_items): temporaries stay in cache and are reused.
 _CHUNK_ELEMENTS = 1 << 18
 
@@ -71,7 +77,7 @@ def rank(
     top_relevant = (top_labels >= relevance_threshold).to(torch.float64)
     top_gain = None if gain_function is None else gains(top_labels, top_relevant, gain_function, relevance_threshold)
     needs_label_maxima = (
-        ideal and _ideal_needs_selection(labels, gain_function) and _top_values_uses_blocks(num_items, depth)
+        ideal and _ideal_needs_selection(labels, gain_function) and _label_maxima_are_used(num_items, depth)
     )
     num_relevant, lowest_label, label_maxima = _relevance_pass(labels, relevance_threshold, needs_label_maxima)
 
@@ -98,63 +104,100 @@ def rank(
 def stable_topk(x: torch.Tensor, k: int, detect_nan: bool = False):
     """Indices (batch, k) of the k largest entries of each row of ``x``, ordered by value
     descending then index ascending. With ``detect_nan``, also a (batch,) bool: row holds a NaN."""
-    num_cols = x.shape[1]
-    k = min(k, num_cols)
-    block = _block_size(num_cols, k)
-    if block == 1:
-        order = _exact_topk(x, k)
-        return (order, x.isnan().any(1)) if detect_nan else order
-    maxima = _block_maxima(x, block)
-    best_blocks = stable_topk(maxima, k).sort(1).values
-    offsets = torch.arange(block, device=x.device)
-    candidates = (best_blocks.unsqueeze(2) * block + offsets).flatten(1)  # ascending item index
-    in_range = candidates < num_cols  # only the last, partial block can overflow
-    values = x.gather(1, candidates.clamp(max=num_cols - 1))
-    values = values.masked_fill(~in_range, _lowest(x.dtype))
-    order = candidates.gather(1, _exact_topk(values, k))
-    return (order, maxima.isnan().any(1)) if detect_nan else order
+    order, has_nan = _best_items(x, min(k, x.shape[1]), sorted=True)
+    return (order, has_nan) if detect_nan else order
 
 
-def _block_maxima(x: torch.Tensor, block: int) -> torch.Tensor:
-    """Maximum of each run of ``block`` consecutive columns (the last run may be shorter)."""
-    num_cols = x.shape[1]
-    num_full = num_cols // block
-    maxima = x[:, : num_full * block].unflatten(1, (num_full, block)).amax(2)
-    if num_cols > num_full * block:
-        maxima = torch.cat([maxima, x[:, num_full * block :].amax(1, keepdim=True)], 1)
-    return maxima
+def _best_items(x: torch.Tensor, k: int, sorted: bool):
+    """``stable_topk``'s indices, in rank order only if ``sorted``, and the NaN flags."""
+    values, items, has_nan = _candidates(x, k, stable=True)
+    return items.gather(1, _exact_topk(values, items, k, sorted)), has_nan
 
 
-def _block_size(num_cols: int, k: int) -> int:
-    """Items per block at one level (1: select directly). The level costs a cheap max-reduction
-    over the row plus exact selection among ``num_cols / block`` maxima and ``k * block``
-    candidates; a block near sqrt(num_cols / k) balances the two, wide rows take the widest
-    block (the reduction vectorises best there)."""
-    if num_cols <= 4 * k:
-        return 1
-    ratio = num_cols / k
-    if ratio >= _BLOCK * _BLOCK:
-        return _BLOCK
-    return max(2, min(_BLOCK, 1 << round(0.5 * math.log2(ratio))))
+def _candidates(x: torch.Tensor, k: int, stable: bool, maxima: Optional[torch.Tensor] = None):
+    """A few items of each row that include its k best: (values, item indices, row holds a NaN).
+
+    Two levels of blocks (see the module docstring): blocks of ``_BLOCK`` items when the row holds
+    at least k of them, then sub-blocks of ``_SUB_BLOCK`` inside the best k blocks. A group's rank
+    is that of its best item, so groups are compared by (maximum, first item index); with
+    ``stable=False`` only values matter. The last, partial block is always a candidate.
+    ``maxima``: the maxima of the full blocks of ``_BLOCK``, if already computed."""
+    x = x.contiguous()
+    num_rows, num_cols = x.shape
+    # Each level pays off when the groups are many more than k (measured on CPU, k = 100).
+    group = _BLOCK if num_cols >= _BLOCK * k else _SUB_BLOCK if num_cols >= 20 * k else 1
+    if group == 1:
+        items = torch.arange(num_cols, device=x.device).expand(num_rows, -1)
+        return x, items, (x.isnan().any(1) if stable else None)
+    num_full = num_cols // group
+    if maxima is None:
+        maxima = _group_maxima(x[:, : num_full * group].unflatten(1, (num_full, group)))
+    best = _best_items(maxima, k, sorted=False)[0] if stable else maxima.topk(k, 1, sorted=False).indices
+    values = _rows_of_groups(x, best, group)  # (batch, k, group)
+    first_item = best * group
+    if group == _BLOCK:  # refine: the best k sub-blocks among the k blocks
+        sub_maxima = _group_maxima(values.view(num_rows, -1, _SUB_BLOCK))
+        sub_first_item = (first_item.unsqueeze(2) + _arange(0, _BLOCK, _SUB_BLOCK, x.device)).flatten(1)
+        if stable:
+            best_sub = _exact_topk(sub_maxima, sub_first_item, k, sorted=False)
+        else:
+            best_sub = sub_maxima.topk(k, 1, sorted=False).indices
+        values = values.view(num_rows, -1, _SUB_BLOCK).gather(1, best_sub.unsqueeze(2).expand(-1, -1, _SUB_BLOCK))
+        first_item = sub_first_item.gather(1, best_sub)
+    items = (first_item.unsqueeze(2) + _arange(0, values.shape[2], 1, x.device)).flatten(1)
+    values = values.flatten(1)
+    has_nan = maxima.isnan().any(1) if stable else None
+    tail_start = num_full * group
+    if tail_start < num_cols:
+        tail = x[:, tail_start:]
+        values = torch.cat([values, tail], 1)
+        items = torch.cat([items, _arange(tail_start, num_cols, 1, x.device).expand(num_rows, -1)], 1)
+        has_nan = has_nan | tail.isnan().any(1) if stable else None
+    return values, items, has_nan
 
 
-def _exact_topk(values: torch.Tensor, k: int) -> torch.Tensor:
-    """Column positions of the k best entries per row: value descending, column ascending."""
+def _group_maxima(groups: torch.Tensor) -> torch.Tensor:
+    """Maximum over the last dimension (batch, num_groups, size) -> (batch, num_groups). On CPU,
+    torch reduces 64 contiguous values fast but 8 slowly; max pooling does small groups faster."""
+    size = groups.shape[2]
+    if size < _BLOCK and groups.is_floating_point() and groups.device.type == "cpu":
+        flat = groups.reshape(-1, 1, size * groups.shape[1])
+        return torch.nn.functional.max_pool1d(flat, size).view(groups.shape[:2])
+    return groups.amax(2)
+
+
+def _rows_of_groups(x: torch.Tensor, best: torch.Tensor, size: int) -> torch.Tensor:
+    """The values of the groups ``best`` (batch, k) of ``size`` consecutive items, (batch, k, size).
+    Each group is one contiguous run of memory: a window view over the flat rows lets
+    ``index_select`` copy whole runs (several times faster than an element-wise gather)."""
+    num_rows, num_cols = x.shape
+    windows = x.as_strided((x.numel() - size + 1, size), (1, 1))
+    starts = best * size + _arange(0, num_rows * num_cols, num_cols, x.device).unsqueeze(1)
+    return windows.index_select(0, starts.flatten()).view(num_rows, -1, size)
+
+
+def _arange(start: int, end: int, step: int, device) -> torch.Tensor:
+    return torch.arange(start, end, step, device=device)
+
+
+def _exact_topk(values: torch.Tensor, items: torch.Tensor, k: int, sorted: bool = True) -> torch.Tensor:
+    """Column positions of the k best entries per row (value descending, item index ascending),
+    in that order if ``sorted``."""
     if values.dtype == torch.float64:  # 64-bit values leave no room for the index in a key
-        return torch.sort(values, dim=1, descending=True, stable=True).indices[:, :k]
+        by_item = items.argsort(1)
+        by_value = torch.sort(values.gather(1, by_item), dim=1, descending=True, stable=True).indices
+        return by_item.gather(1, by_value[:, :k])
     out = torch.empty(values.shape[0], k, dtype=torch.int64, device=values.device)
     for rows in _row_chunks(values.shape[0], 2 * values.shape[1], values.device):
-        out[rows] = _order_keys(values[rows]).topk(k, 1).indices
+        out[rows] = _order_keys(values[rows], items[rows]).topk(k, 1, sorted=sorted).indices
     return out
 
 
-def _order_keys(values: torch.Tensor) -> torch.Tensor:
-    """Unique int64 keys whose descending order is (value descending, column ascending)."""
-    as_float = values.to(torch.float32) + 0.0  # exact for 16/32-bit floats; -0.0 becomes +0.0
-    bits = as_float.view(torch.int32).to(torch.int64)
-    monotone = torch.where(bits < 0, bits ^ 0x7FFFFFFF, bits)  # signed order == float order
-    column = torch.arange(values.shape[1], device=values.device)
-    return monotone * (1 << 32) + ((1 << 32) - 1 - column)
+def _order_keys(values: torch.Tensor, items: torch.Tensor) -> torch.Tensor:
+    """Unique int64 keys whose descending order is (value descending, item index ascending)."""
+    bits = (values.to(torch.float32) + 0.0).view(torch.int32)  # exact for 16/32-bit floats; -0.0 -> +0.0
+    monotone = bits ^ ((bits >> 31) & 0x7FFFFFFF)  # signed integer order == float order
+    return (monotone.to(torch.int64) << 32) | ((1 << 32) - 1 - items)
 
 
 _CONSTANTS: dict = {}
@@ -189,8 +232,8 @@ def _row_chunks(num_rows: int, row_cost: int, device: torch.device):
 
 def _relevance_pass(labels: torch.Tensor, threshold: float, block_maxima: bool = False):
     """One pass over y: per-user relevant count (float64), the smallest label (for checks) and,
-    if asked, the maxima of blocks of ``_BLOCK`` labels (for the ideal ranking), computed while
-    each row chunk is in cache."""
+    if asked, the maxima of the full blocks of ``_BLOCK`` labels (for the ideal ranking), computed
+    while each row chunk is in cache."""
     num_rows, num_cols = labels.shape
     counts = torch.empty(num_rows, dtype=torch.float64, device=labels.device)
     if labels.dtype == torch.bool:
@@ -199,7 +242,8 @@ def _relevance_pass(labels: torch.Tensor, threshold: float, block_maxima: bool =
         lowest = torch.empty(num_rows, dtype=labels.dtype, device=labels.device)
     maxima = None
     if block_maxima:
-        maxima = torch.empty(num_rows, -(-num_cols // _BLOCK), dtype=labels.dtype, device=labels.device)
+        num_full = num_cols // _BLOCK
+        maxima = torch.empty(num_rows, num_full, dtype=labels.dtype, device=labels.device)
     buffer = None
     count_dtype = torch.float32 if num_cols < (1 << 24) else torch.float64  # float32 counts are exact below 2**24
     for rows in _row_chunks(num_rows, num_cols, labels.device):
@@ -211,7 +255,7 @@ def _relevance_pass(labels: torch.Tensor, threshold: float, block_maxima: bool =
         if labels.dtype != torch.bool:
             lowest[rows] = chunk.amin(1)
         if maxima is not None:
-            maxima[rows] = _block_maxima(chunk, _BLOCK)
+            maxima[rows] = _group_maxima(chunk[:, : num_full * _BLOCK].unflatten(1, (num_full, _BLOCK)))
     return counts, (lowest.amin() if lowest.ndim else lowest), maxima
 
 
@@ -245,24 +289,15 @@ def _ideal_gains(labels, num_relevant, depth, threshold, gain_function, label_ma
     return gains(best, (best >= threshold).to(torch.float64), gain_function, threshold)
 
 
-def _top_values_uses_blocks(num_cols: int, k: int) -> bool:
-    return num_cols > k * _BLOCK
+def _label_maxima_are_used(num_cols: int, k: int) -> bool:
+    """Whether ``_top_values`` starts from the maxima of full blocks of ``_BLOCK`` labels."""
+    return num_cols >= _BLOCK * k
 
 
 def _top_values(x: torch.Tensor, k: int, maxima: Optional[torch.Tensor] = None) -> torch.Tensor:
-    """The k largest values of each row, descending (values only, so ties need no rule). Any k
-    blocks with the largest maxima hold them: each such block adds at least one value >= the
-    k-th largest, and every larger value's block is among them. ``maxima``: the block maxima,
-    if already computed."""
-    num_cols = x.shape[1]
-    if not _top_values_uses_blocks(num_cols, k):
-        return x.topk(k, 1).values
-    if maxima is None:
-        maxima = _block_maxima(x, _BLOCK)
-    blocks = maxima.topk(k, 1).indices
-    candidates = (blocks.unsqueeze(2) * _BLOCK + torch.arange(_BLOCK, device=x.device)).flatten(1)
-    values = x.gather(1, candidates.clamp(max=num_cols - 1))
-    values = values.masked_fill(candidates >= num_cols, _lowest(x.dtype))
+    """The k largest values of each row, descending (values only, so ties need no rule).
+    ``maxima``: the maxima of the full blocks of ``_BLOCK``, if already computed."""
+    values, _, _ = _candidates(x, k, stable=False, maxima=maxima)
     return values.topk(k, 1).values
 
 

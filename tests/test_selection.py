@@ -1,0 +1,79 @@
+"""The shared top-k selection (block pre-filter) against numpy's stable argsort, on every path.
+
+Row widths straddle the thresholds where the selection switches between exact keys, one level of
+sub-blocks and two levels of blocks, with and without a last partial block; the value patterns
+put ties, infinities and the best items at block boundaries."""
+
+import numpy as np
+import pytest
+import torch
+
+from ignite_recsys._ranking import _BLOCK, _SUB_BLOCK, _top_values, stable_topk
+
+WIDTHS = [1, 5, 799, 800, 1999, 2000, 2001, 6399, 6400, 6463, 20_000, 70_001]
+
+
+def _pattern(rng, name, rows, width):
+    x = rng.random((rows, width)).astype(np.float32)
+    if name == "few_levels":  # heavy ties everywhere, including at the k-th position
+        x = np.round(x * 3) / 3
+    elif name == "all_equal":
+        x[:] = 0.0
+    elif name == "infinities":
+        x[:, ::3] = -np.inf
+        x[:, 5::97] = np.inf
+        x[1] = -np.inf
+    elif name == "descending":  # the best items all sit in the first blocks
+        x = np.tile(-np.arange(width, dtype=np.float32), (rows, 1))
+    elif name == "ascending":  # ... in the last (partial) block
+        x = np.tile(np.arange(width, dtype=np.float32), (rows, 1))
+    elif name == "block_edges":  # equal maxima at the edges of blocks and sub-blocks
+        x = np.zeros((rows, width), dtype=np.float32)
+        for size in (_SUB_BLOCK, _BLOCK):
+            x[:, size - 1 :: size] = 1.0
+            x[:, size :: size] = 1.0
+    elif name == "negative_zero":  # -0.0 == +0.0 is a tie, broken by index
+        x = np.where(x < 0.5, -0.0, 0.0).astype(np.float32)
+    return torch.from_numpy(np.ascontiguousarray(x))
+
+
+PATTERNS = ["random", "few_levels", "all_equal", "infinities", "descending", "ascending", "block_edges", "negative_zero"]
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+@pytest.mark.parametrize("k", [1, 7, 100])
+def test_stable_topk_equals_stable_argsort(rng, width, k):
+    for name in PATTERNS:
+        x = _pattern(rng, name, 3, width)
+        expected = np.argsort(-x.numpy(), axis=1, kind="stable")[:, :k]
+        got, has_nan = stable_topk(x, k, detect_nan=True)
+        np.testing.assert_array_equal(got.numpy(), expected, err_msg=name)
+        assert not has_nan.any()
+        values = np.sort(x.numpy(), axis=1)[:, ::-1][:, :k]
+        np.testing.assert_array_equal(_top_values(x, min(k, width)).numpy(), values, err_msg=name)
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("width", [799, 2001, 6463, 20_000])
+def test_stable_topk_other_float_dtypes(rng, dtype, width):
+    x = torch.from_numpy(np.round(rng.random((3, width)) * 50)).to(dtype)  # exact in every dtype, many ties
+    expected = np.argsort(-x.double().numpy(), axis=1, kind="stable")[:, :100]
+    np.testing.assert_array_equal(stable_topk(x, 100).numpy(), expected)
+
+
+@pytest.mark.parametrize("width", [799, 2001, 6463, 20_000])
+def test_top_values_of_integer_labels_are_exact(rng, width):
+    """Values only, in the labels' own dtype: int64 labels above 2**24 are not rounded."""
+    labels = torch.from_numpy(rng.integers(0, 5, size=(3, width))) + (1 << 40)
+    labels[1, -1] += 7  # the best label in the last, partial block
+    expected = np.sort(labels.numpy(), axis=1)[:, ::-1][:, :100]
+    np.testing.assert_array_equal(_top_values(labels, 100).numpy(), expected)
+
+
+@pytest.mark.parametrize("width", [5, 2001, 6463, 20_000])
+def test_nan_is_flagged_per_row(rng, width):
+    x = torch.rand(4, width, generator=torch.Generator().manual_seed(width))
+    x[2, width // 2] = float("nan")
+    x[3, -1] = float("nan")  # in the last, partial block (or the only block)
+    _, has_nan = stable_topk(x, 100, detect_nan=True)
+    assert has_nan.tolist() == [False, False, True, True]
