@@ -50,7 +50,8 @@ class RankedBatch:
     hit: torch.Tensor  # 1 if the item at position i is relevant
     hit_times_hits_so_far: torch.Tensor  # hit_i * (number of hits in positions 1..i)
     first_hit: torch.Tensor  # 1 if position i holds the first relevant item
-    num_relevant: torch.Tensor  # (batch,) |R|, the number of items with y >= relevance_threshold
+    num_relevant: Optional[torch.Tensor]  # (batch,) |R| = #items with y >= relevance_threshold, if asked
+    has_relevant: torch.Tensor  # (batch,) bool, |R| > 0
     gain: Optional[torch.Tensor]  # gain of the item at position i (0 if not relevant)
     ideal_gain: Optional[torch.Tensor]  # gains of the ideal ranking, descending
     invalid: dict  # message -> 0-d bool tensor, True when the batch holds an invalid value
@@ -65,8 +66,11 @@ def rank(
     ties: str = "stable",
     gain_function: Optional[GainFunction] = None,
     ideal: bool = False,
+    count_relevant: bool = True,
 ) -> RankedBatch:
-    """The shared ranking step. ``depth`` is the largest cut-off; it is clipped to num_items."""
+    """The shared ranking step. ``depth`` is the largest cut-off; it is clipped to num_items.
+    ``count_relevant=False`` leaves ``num_relevant`` out (for metrics that only need to know
+    whether a user has a relevant item), which saves a pass on CPU."""
     num_items = y_pred.shape[1]
     depth = min(depth, num_items)
     scores, labels = y_pred.contiguous(), y.contiguous()
@@ -76,10 +80,13 @@ def rank(
     top_labels = labels.gather(1, order).to(torch.float64)
     top_relevant = (top_labels >= relevance_threshold).to(torch.float64)
     top_gain = None if gain_function is None else gains(top_labels, top_relevant, gain_function, relevance_threshold)
-    needs_label_maxima = (
-        ideal and _ideal_needs_selection(labels, gain_function) and _label_maxima_are_used(num_items, depth)
+    selects_labels = ideal and _ideal_needs_selection(labels, gain_function)
+    num_relevant, has_relevant, lowest_label, label_maxima = _relevance_pass(
+        labels,
+        relevance_threshold,
+        count=count_relevant or (ideal and not selects_labels),  # the binary ideal counts
+        block_maxima=selects_labels and _label_maxima_are_used(num_items, depth),
     )
-    num_relevant, lowest_label, label_maxima = _relevance_pass(labels, relevance_threshold, needs_label_maxima)
 
     if ties == "stable":
         hits_so_far = top_relevant.cumsum(1)
@@ -97,7 +104,7 @@ def rank(
 
     invalid = _invalid_flags(score_is_nan.any(), lowest_label)
     return RankedBatch(
-        num_items, depth, hit, hit_times_hits_so_far, first_hit, num_relevant, gain, ideal_gain, invalid
+        num_items, depth, hit, hit_times_hits_so_far, first_hit, num_relevant, has_relevant, gain, ideal_gain, invalid
     )
 
 
@@ -230,33 +237,40 @@ def _row_chunks(num_rows: int, row_cost: int, device: torch.device):
         yield slice(start, start + step)
 
 
-def _relevance_pass(labels: torch.Tensor, threshold: float, block_maxima: bool = False):
-    """One pass over y: per-user relevant count (float64), the smallest label (for checks) and,
-    if asked, the maxima of the full blocks of ``_BLOCK`` labels (for the ideal ranking), computed
-    while each row chunk is in cache."""
+def _relevance_pass(labels: torch.Tensor, threshold: float, count: bool = True, block_maxima: bool = False):
+    """One pass over y, each row chunk read once from memory while it is in cache. Returns:
+    the per-user relevant count |R| (float64; None unless ``count``), whether each user has a
+    relevant item (bool), the smallest label (for the value checks) and, if ``block_maxima``,
+    the maxima of the full blocks of ``_BLOCK`` labels (for the ideal ranking). Without the count
+    a user has a relevant item iff its largest label is >= threshold: a max-reduction is cheaper
+    on CPU than a comparison plus a sum."""
     num_rows, num_cols = labels.shape
-    counts = torch.empty(num_rows, dtype=torch.float64, device=labels.device)
-    if labels.dtype == torch.bool:
-        lowest = torch.zeros((), device=labels.device)
-    else:
-        lowest = torch.empty(num_rows, dtype=labels.dtype, device=labels.device)
-    maxima = None
-    if block_maxima:
-        num_full = num_cols // _BLOCK
-        maxima = torch.empty(num_rows, num_full, dtype=labels.dtype, device=labels.device)
+    device = labels.device
+    counts = torch.empty(num_rows, dtype=torch.float64, device=device) if count else None
+    highest = None if count else torch.empty(num_rows, dtype=labels.dtype, device=device)
+    lowest = None if labels.dtype == torch.bool else torch.empty(num_rows, dtype=labels.dtype, device=device)
+    num_full = num_cols // _BLOCK
+    maxima = torch.empty(num_rows, num_full, dtype=labels.dtype, device=device) if block_maxima else None
     buffer = None
     count_dtype = torch.float32 if num_cols < (1 << 24) else torch.float64  # float32 counts are exact below 2**24
-    for rows in _row_chunks(num_rows, num_cols, labels.device):
+    for rows in _row_chunks(num_rows, num_cols, device):
         chunk = labels[rows]
-        if buffer is None:
-            buffer = torch.empty(chunk.shape, dtype=torch.float32, device=labels.device)
-        is_relevant = torch.ge(chunk, threshold, out=buffer[: chunk.shape[0]])  # float out: fast
-        counts[rows] = is_relevant.sum(1, dtype=count_dtype)
-        if labels.dtype != torch.bool:
+        if count:
+            if buffer is None:
+                buffer = torch.empty(chunk.shape, dtype=torch.float32, device=device)
+            is_relevant = torch.ge(chunk, threshold, out=buffer[: chunk.shape[0]])  # float out: fast
+            counts[rows] = is_relevant.sum(1, dtype=count_dtype)
+        if lowest is not None:
             lowest[rows] = chunk.amin(1)
         if maxima is not None:
             maxima[rows] = _group_maxima(chunk[:, : num_full * _BLOCK].unflatten(1, (num_full, _BLOCK)))
-    return counts, (lowest.amin() if lowest.ndim else lowest), maxima
+            if not count:
+                highest[rows] = torch.cat([maxima[rows], chunk[:, num_full * _BLOCK :]], 1).amax(1)
+        elif not count:
+            highest[rows] = chunk.amax(1)
+    has_relevant = counts > 0 if count else highest >= threshold
+    lowest = torch.zeros((), device=device) if lowest is None else lowest.amin()
+    return counts, has_relevant, lowest, maxima
 
 
 def gains(values: torch.Tensor, relevant: torch.Tensor, gain_function: GainFunction, threshold: float):
@@ -372,7 +386,7 @@ def hits_at_own_depth(y_pred: torch.Tensor, y: torch.Tensor, relevance_threshold
     |R| differs per user and is unbounded by any cut-off, so this sorts the full row
     (O(num_items log num_items)); no host synchronisation."""
     scores = y_pred.contiguous()
-    num_relevant, _, _ = _relevance_pass(y, relevance_threshold)
+    num_relevant, _, _, _ = _relevance_pass(y, relevance_threshold)
     sorted_scores, order = torch.sort(scores, dim=1, descending=True, stable=True)
     relevant_in_order = (y.gather(1, order) >= relevance_threshold).to(torch.float64)
     cut = (num_relevant.to(torch.int64) - 1).clamp(min=0).unsqueeze(1)

@@ -38,14 +38,21 @@ def test_every_metric_matches_numpy_reference_stable(rng, graded, ties, ignore_z
 
 
 @pytest.mark.parametrize("gain_function", ["exp_rank", "linear_rank"])
-def test_graded_ndcg_on_wide_catalog_uses_exact_ideal_ranking(rng, gain_function):
-    """N > 32 * depth: the ideal gains come from label block maxima taken in the relevance pass
-    (including a last, partial block); they must still be the exact top labels."""
+@pytest.mark.parametrize("ignore_zero_hits", [True, False])
+def test_graded_ndcg_on_wide_catalog_uses_exact_ideal_ranking(rng, gain_function, ignore_zero_hits):
+    """N >= 64 * depth: the ideal gains come from label block maxima taken in the relevance pass
+    (plus the last, partial block), and whether a user has a relevant item from those maxima;
+    both must be exact."""
     scores, relevance = random_batch(rng, 12, 700, graded=True, relevant_share=0.05, zero_users=1)
     relevance[3, 690:] = 4  # the best labels sit in the partial last block
-    top_k = [1, 5, 20]
-    expected = metric_means(scores.numpy(), relevance.numpy(), top_k, gain_kind=gain_function)
-    got = run_metric(R.NDCG(top_k, gain_function=gain_function), _split(scores, relevance, [5, 7]))
+    relevance[4, :] = 0
+    relevance[4, 650] = 2  # the only relevant item is in the partial last block
+    top_k = [1, 5, 10]
+    expected = metric_means(
+        scores.numpy(), relevance.numpy(), top_k, gain_kind=gain_function, ignore_zero_hits=ignore_zero_hits
+    )
+    metric = R.NDCG(top_k, gain_function=gain_function, ignore_zero_hits=ignore_zero_hits)
+    got = run_metric(metric, _split(scores, relevance, [5, 7]))
     np.testing.assert_allclose(got, expected["ndcg"], rtol=0, atol=1e-12)
 
 

@@ -132,7 +132,7 @@ class MeanOverUsers(StreamingMean):
         super().__init__(output_transform, device, skip_unrolling)
 
     def _per_user(self, y_pred: torch.Tensor, y: torch.Tensor):
-        """(values (batch, num_values) float64, |R| (batch,), invalid-flag dict)."""
+        """(values (batch, num_values) float64, has a relevant item (batch,) bool, invalid-flag dict)."""
         raise NotImplementedError
 
     def _empty_message(self) -> str:
@@ -142,11 +142,11 @@ class MeanOverUsers(StreamingMean):
         )
 
     def _batch_totals(self, y_pred, y):
-        values, num_relevant, invalid = self._per_user(y_pred, y)
+        values, has_relevant, invalid = self._per_user(y_pred, y)
         if self.ignore_zero_hits:
-            weight = (num_relevant > 0).to(torch.float64)
+            weight = has_relevant.to(torch.float64)
         else:
-            weight = torch.ones_like(num_relevant)
+            weight = torch.ones(has_relevant.shape, dtype=torch.float64, device=has_relevant.device)
         # Reduce each value over users as its own contiguous row: the summation order then does not
         # depend on how many values are combined (RankingMetrics equals the single classes bit for bit).
         per_value = (values * weight.unsqueeze(1)).t().contiguous()
@@ -158,6 +158,7 @@ class CutoffMetric(CutoffResults, MeanOverUsers):
     ascending-k order, and an attached Engine also gets ``"<name>@<k>"`` scalars."""
 
     _gain_function = None
+    _counts_relevant = False  # whether the values need |R| itself, not only whether |R| > 0
 
     def __init__(
         self,
@@ -188,5 +189,6 @@ class CutoffMetric(CutoffResults, MeanOverUsers):
             ties=self.ties,
             gain_function=self._gain_function,
             ideal=self._gain_function is not None,
+            count_relevant=self._counts_relevant,
         )
-        return self._values(ranked), ranked.num_relevant, ranked.invalid
+        return self._values(ranked), ranked.has_relevant, ranked.invalid

@@ -143,6 +143,7 @@ class Recall(_NormalizedCutoffMetric):
 
     _normalizations = F.RECALL_NORMALIZATIONS
     _default_normalization = "relevant"
+    _counts_relevant = True
 
     def _values(self, ranked):
         return F.recall(ranked, self.top_k, self.normalization)
@@ -203,6 +204,7 @@ class MAP(_NormalizedCutoffMetric):
                 "MAP: ties='average' is not available with normalization='hits' (the expectation of a "
                 "ratio of random counts); use ties='stable' or another normalization"
             )
+        self._counts_relevant = self.normalization != "hits"
 
     def _values(self, ranked):
         return F.average_precision(ranked, self.top_k, self.normalization)
@@ -242,6 +244,8 @@ class F1(CutoffMetric):
     [0.4]
     """
 
+    _counts_relevant = True
+
     def _values(self, ranked):
         return F.f1(ranked, self.top_k)
 
@@ -268,7 +272,7 @@ class RPrecision(MeanOverUsers):
 
     def _per_user(self, y_pred, y):
         hits, num_relevant = hits_at_own_depth(y_pred, y, self.relevance_threshold, self.ties)
-        return F._ratio(hits, num_relevant).unsqueeze(1), num_relevant, full_row_checks(y_pred, y)
+        return F._ratio(hits, num_relevant).unsqueeze(1), num_relevant > 0, full_row_checks(y_pred, y)
 
     def _result(self, means):
         return means[0]

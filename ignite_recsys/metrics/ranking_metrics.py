@@ -72,6 +72,10 @@ class RankingMetrics(MeanOverUsers):
         if ties == "average" and self.map_normalization == "hits" and "map" in self.metrics:
             raise ValueError("RankingMetrics: ties='average' is not available with map_normalization='hits'")
         self._cutoff_metrics = [name for name in self.metrics if name != "r_precision"]
+        # |R| itself (not only |R| > 0) is needed by these; counting it costs a pass on CPU
+        self._counts_relevant = bool({"recall", "f1"} & set(self._cutoff_metrics)) or (
+            "map" in self._cutoff_metrics and self.map_normalization != "hits"
+        )
         self._names = [f"{name}@{k}" for name in self._cutoff_metrics for k in self.top_k]
         if "r_precision" in self.metrics:
             self._names.append("r_precision")
@@ -98,7 +102,7 @@ class RankingMetrics(MeanOverUsers):
         needs_ndcg = "ndcg" in self._cutoff_metrics
         columns = []
         invalid = None
-        num_relevant = None
+        has_relevant = None
         if self._cutoff_metrics:
             ranked = rank(
                 y_pred,
@@ -108,8 +112,9 @@ class RankingMetrics(MeanOverUsers):
                 ties=self.ties,
                 gain_function=self.gain_function if needs_ndcg else None,
                 ideal=needs_ndcg,
+                count_relevant=self._counts_relevant,
             )
-            invalid, num_relevant = ranked.invalid, ranked.num_relevant
+            invalid, has_relevant = ranked.invalid, ranked.has_relevant
             formulas = {
                 "ndcg": lambda: F.ndcg(ranked, self.top_k),
                 "hit_rate": lambda: F.hit_rate(ranked, self.top_k),
@@ -124,7 +129,8 @@ class RankingMetrics(MeanOverUsers):
             hits, num_relevant = hits_at_own_depth(y_pred, y, self.relevance_threshold, self.ties)
             columns.append(F._ratio(hits, num_relevant).unsqueeze(1))
             invalid = invalid if invalid is not None else full_row_checks(y_pred, y)
-        return torch.cat(columns, 1), num_relevant, invalid
+            has_relevant = num_relevant > 0
+        return torch.cat(columns, 1), has_relevant, invalid
 
     def _result(self, means):
         return dict(zip(self._names, means))
