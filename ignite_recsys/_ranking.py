@@ -253,7 +253,8 @@ def _relevance_pass(labels: torch.Tensor, threshold: float, count: bool = True, 
     maxima = torch.empty(num_rows, num_full, dtype=labels.dtype, device=device) if block_maxima else None
     buffer = None
     count_dtype = torch.float32 if num_cols < (1 << 24) else torch.float64  # float32 counts are exact below 2**24
-    for rows in _row_chunks(num_rows, num_cols, device):
+    # Chunks keep the comparison buffer in cache; reductions alone do better with larger ones.
+    for rows in _row_chunks(num_rows, num_cols if count else num_cols // 4, device):
         chunk = labels[rows]
         if count:
             if buffer is None:
@@ -261,13 +262,14 @@ def _relevance_pass(labels: torch.Tensor, threshold: float, count: bool = True, 
             is_relevant = torch.ge(chunk, threshold, out=buffer[: chunk.shape[0]])  # float out: fast
             counts[rows] = is_relevant.sum(1, dtype=count_dtype)
         if lowest is not None:
-            lowest[rows] = chunk.amin(1)
+            torch.amin(chunk, 1, out=lowest[rows])
         if maxima is not None:
-            maxima[rows] = _group_maxima(chunk[:, : num_full * _BLOCK].unflatten(1, (num_full, _BLOCK)))
-            if not count:
-                highest[rows] = torch.cat([maxima[rows], chunk[:, num_full * _BLOCK :]], 1).amax(1)
+            torch.amax(chunk[:, : num_full * _BLOCK].unflatten(1, (num_full, _BLOCK)), 2, out=maxima[rows])
         elif not count:
-            highest[rows] = chunk.amax(1)
+            torch.amax(chunk, 1, out=highest[rows])
+    if maxima is not None and not count:
+        tail = labels[:, num_full * _BLOCK :]
+        highest = maxima.amax(1) if tail.shape[1] == 0 else torch.maximum(maxima.amax(1), tail.amax(1))
     has_relevant = counts > 0 if count else highest >= threshold
     lowest = torch.zeros((), device=device) if lowest is None else lowest.amin()
     return counts, has_relevant, lowest, maxima
