@@ -76,7 +76,6 @@ def rank(
     scores, labels = y_pred.contiguous(), y.contiguous()
 
     order, score_is_nan = stable_topk(scores, depth, detect_nan=True)
-    top_scores = scores.gather(1, order)
     top_labels = labels.gather(1, order).to(torch.float64)
     top_relevant = (top_labels >= relevance_threshold).to(torch.float64)
     top_gain = None if gain_function is None else gains(top_labels, top_relevant, gain_function, relevance_threshold)
@@ -95,7 +94,7 @@ def rank(
         first_hit = top_relevant * (hits_so_far == 1)
     else:
         hit, gain, hit_times_hits_so_far, first_hit = _tie_expectations(
-            scores, labels, top_scores, top_relevant, top_gain, relevance_threshold, gain_function
+            scores, labels, scores.gather(1, order), top_relevant, top_gain, relevance_threshold, gain_function
         )
 
     ideal_gain = None
