@@ -139,21 +139,21 @@ def _candidates(x: torch.Tensor, k: int, stable: bool, maxima: Optional[torch.Te
     if maxima is None:
         maxima = _group_maxima(x[:, : num_full * group].unflatten(1, (num_full, group)))
     best = _best_items(maxima, k, sorted=False)[0] if stable else maxima.topk(k, 1, sorted=False).indices
-    values = _rows_of_groups(x, best, group)  # (batch, k, group)
     first_item = best * group
+    tail_start = num_full * group
     if group == _BLOCK:  # refine: the best k sub-blocks among the k blocks
-        sub_maxima = _group_maxima(values.view(num_rows, -1, _SUB_BLOCK))
+        sub_maxima = _sub_block_maxima(x, best)
         sub_first_item = (first_item.unsqueeze(2) + _arange(0, _BLOCK, _SUB_BLOCK, x.device)).flatten(1)
         if stable:
             best_sub = _exact_topk(sub_maxima, sub_first_item, k, sorted=False)
         else:
             best_sub = sub_maxima.topk(k, 1, sorted=False).indices
-        values = values.view(num_rows, -1, _SUB_BLOCK).gather(1, best_sub.unsqueeze(2).expand(-1, -1, _SUB_BLOCK))
         first_item = sub_first_item.gather(1, best_sub)
+        group = _SUB_BLOCK
+    values = _rows_of_groups(x, first_item // group, group)  # (batch, k, group)
     items = (first_item.unsqueeze(2) + _arange(0, values.shape[2], 1, x.device)).flatten(1)
     values = values.flatten(1)
     has_nan = maxima.isnan().any(1) if stable else None
-    tail_start = num_full * group
     if tail_start < num_cols:
         tail = x[:, tail_start:]
         values = torch.cat([values, tail], 1)
@@ -170,6 +170,18 @@ def _group_maxima(groups: torch.Tensor) -> torch.Tensor:
         flat = groups.reshape(-1, 1, size * groups.shape[1])
         return torch.nn.functional.max_pool1d(flat, size).view(groups.shape[:2])
     return groups.amax(2)
+
+
+def _sub_block_maxima(x: torch.Tensor, best_blocks: torch.Tensor) -> torch.Tensor:
+    """Maxima (batch, k * _BLOCK / _SUB_BLOCK) of the sub-blocks of the blocks ``best_blocks``,
+    copying the blocks a row chunk at a time (the copy of all of them would be the largest
+    temporary of an update)."""
+    num_rows, k = best_blocks.shape
+    out = torch.empty(num_rows, k * (_BLOCK // _SUB_BLOCK), dtype=x.dtype, device=x.device)
+    for rows in _row_chunks(num_rows, k * _BLOCK, x.device):
+        blocks = _rows_of_groups(x[rows], best_blocks[rows], _BLOCK)
+        out[rows] = _group_maxima(blocks.view(blocks.shape[0], -1, _SUB_BLOCK))
+    return out
 
 
 def _rows_of_groups(x: torch.Tensor, best: torch.Tensor, size: int) -> torch.Tensor:
@@ -202,8 +214,9 @@ def _exact_topk(values: torch.Tensor, items: torch.Tensor, k: int, sorted: bool 
 def _order_keys(values: torch.Tensor, items: torch.Tensor) -> torch.Tensor:
     """Unique int64 keys whose descending order is (value descending, item index ascending)."""
     bits = (values.to(torch.float32) + 0.0).view(torch.int32)  # exact for 16/32-bit floats; -0.0 -> +0.0
-    monotone = bits ^ ((bits >> 31) & 0x7FFFFFFF)  # signed integer order == float order
-    return (monotone.to(torch.int64) << 32) | ((1 << 32) - 1 - items)
+    flip = (bits >> 31).bitwise_and_(0x7FFFFFFF)
+    keys = flip.bitwise_xor_(bits).to(torch.int64)  # signed integer order == float order
+    return keys.bitwise_left_shift_(32).bitwise_or_((1 << 32) - 1 - items)
 
 
 _CONSTANTS: dict = {}
