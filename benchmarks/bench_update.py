@@ -132,8 +132,12 @@ def memory(batch, items):
     (and of torch.topk, for scale), and the RSS growth over 20 more updates. Linux only."""
     if not os.path.exists("/proc/self/clear_refs"):
         return None
+    # A fixed mmap threshold: glibc then maps every allocation of 64 KiB or more afresh and
+    # unmaps it when freed, so the peak RSS counts the update's live buffers, not whatever the
+    # allocator happened to keep from earlier frees (without it the reading varies 0-5 MiB).
+    env = dict(os.environ, MALLOC_MMAP_THRESHOLD_="65536")
     result = subprocess.run([sys.executable, "-c", MEMORY_PROBE, str(batch), str(items)],
-                            capture_output=True, text=True, check=True)
+                            capture_output=True, text=True, check=True, env=env)
     extra, growth, one_temporary, topk = map(int, result.stdout.split())
     return {"peak_extra_bytes": extra, "growth_over_20_updates_bytes": growth,
             "one_BxN_float32_bytes": one_temporary, "torch_topk_peak_extra_bytes": topk}
