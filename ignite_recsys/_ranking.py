@@ -143,7 +143,7 @@ def _candidates(x: torch.Tensor, k: int, stable: bool, maxima: Optional[torch.Te
     tail_start = num_full * group
     if group == _BLOCK:  # refine: the best k sub-blocks among the k blocks
         sub_maxima = _sub_block_maxima(x, best)
-        sub_first_item = (first_item.unsqueeze(2) + _arange(0, _BLOCK, _SUB_BLOCK, x.device)).flatten(1)
+        sub_first_item = (first_item.unsqueeze(2) + torch.arange(0, _BLOCK, _SUB_BLOCK, device=x.device)).flatten(1)
         if stable:
             best_sub = _exact_topk(sub_maxima, sub_first_item, k, sorted=False)
         else:
@@ -151,13 +151,13 @@ def _candidates(x: torch.Tensor, k: int, stable: bool, maxima: Optional[torch.Te
         first_item = sub_first_item.gather(1, best_sub)
         group = _SUB_BLOCK
     values = _rows_of_groups(x, first_item // group, group)  # (batch, k, group)
-    items = (first_item.unsqueeze(2) + _arange(0, values.shape[2], 1, x.device)).flatten(1)
+    items = (first_item.unsqueeze(2) + torch.arange(values.shape[2], device=x.device)).flatten(1)
     values = values.flatten(1)
     has_nan = maxima.isnan().any(1) if stable else None
     if tail_start < num_cols:
         tail = x[:, tail_start:]
         values = torch.cat([values, tail], 1)
-        items = torch.cat([items, _arange(tail_start, num_cols, 1, x.device).expand(num_rows, -1)], 1)
+        items = torch.cat([items, torch.arange(tail_start, num_cols, device=x.device).expand(num_rows, -1)], 1)
         has_nan = has_nan | tail.isnan().any(1) if stable else None
     return values, items, has_nan
 
@@ -190,12 +190,8 @@ def _rows_of_groups(x: torch.Tensor, best: torch.Tensor, size: int) -> torch.Ten
     ``index_select`` copy whole runs (several times faster than an element-wise gather)."""
     num_rows, num_cols = x.shape
     windows = x.as_strided((x.numel() - size + 1, size), (1, 1))
-    starts = best * size + _arange(0, num_rows * num_cols, num_cols, x.device).unsqueeze(1)
+    starts = best * size + torch.arange(0, num_rows * num_cols, num_cols, device=x.device).unsqueeze(1)
     return windows.index_select(0, starts.flatten()).view(num_rows, -1, size)
-
-
-def _arange(start: int, end: int, step: int, device) -> torch.Tensor:
-    return torch.arange(start, end, step, device=device)
 
 
 def _exact_topk(values: torch.Tensor, items: torch.Tensor, k: int, sorted: bool = True) -> torch.Tensor:
@@ -233,10 +229,6 @@ def device_constant(values, dtype: torch.dtype, device: torch.device) -> torch.T
             host = host.pin_memory()
         _CONSTANTS[key] = (host, host.to(key[2], non_blocking=True))
     return _CONSTANTS[key][1]
-
-
-def _lowest(dtype: torch.dtype):
-    return float("-inf") if dtype.is_floating_point else torch.iinfo(dtype).min
 
 
 def _row_chunks(num_rows: int, row_cost: int, device: torch.device):

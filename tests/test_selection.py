@@ -37,7 +37,9 @@ def _pattern(rng, name, rows, width):
     return torch.from_numpy(np.ascontiguousarray(x))
 
 
-PATTERNS = ["random", "few_levels", "all_equal", "infinities", "descending", "ascending", "block_edges", "negative_zero"]
+PATTERNS = [
+    "random", "few_levels", "all_equal", "infinities", "descending", "ascending", "block_edges", "negative_zero",
+]
 
 
 @pytest.mark.parametrize("width", WIDTHS)
