@@ -6,14 +6,14 @@ per-user relevant count and the ideal gains. Every ranking metric reduces from i
 
 Selection. Items are ordered by score descending and, among equal scores, by item index
 ascending (what a stable descending argsort gives). The top ``depth`` items are found without
-sorting the catalog, by a block pre-filter (as "Dr. Top-k", Gaihre et al., SC'21): the row is
-cut into blocks of ``_BLOCK`` consecutive items and each block is ranked by its best item, i.e.
-by (block maximum, block index); the best ``depth`` blocks are chosen (recursively, by the same
-rule), their best ``depth`` sub-blocks of ``_SUB_BLOCK`` items likewise, and the exact top
-``depth`` is taken among those items. This is exact: an item outside the chosen groups has at
-least ``depth`` items ranked ahead of it (the best item of each chosen group). One pass over the
-row (a max-reduction) plus selections among ~``depth * (N / _BLOCK / depth + 16)`` values replace
-``torch.topk``'s selection over all N. The final selection uses unique int64 keys
+sorting the catalog, by a group pre-filter (as "Dr. Top-k", Gaihre et al., SC'21): the row is
+cut into groups of g consecutive items and each group is ranked by its best item, i.e. by
+(group maximum, group index); the best ``depth`` groups are chosen (recursively, by the same
+rule), then their best ``depth`` sub-groups of s items likewise, and the exact top ``depth`` is
+taken among those items. This is exact: an item outside the chosen groups has at least
+``depth`` items ranked ahead of it (the best item of each chosen group). (g, s) is (64, 8) on
+long rows and (16, 4) on shorter ones. One max-reduction over the row plus selections among
+~``N / g + depth * (g / s + s)`` values replace ``torch.topk``'s selection over all N. The final selection uses unique int64 keys
 (order-preserving float bits, then the item index), so the order is the same on CPU and CUDA.
 Everything is tensor code without host synchronisation.
 
@@ -32,10 +32,11 @@ import torch
 
 from ._validation import GainFunction
 
-# Items per block of the first selection level: torch's CPU max-reduction is fast from 64
-# contiguous values (3x slower at 32). The best blocks are then cut into sub-blocks of 8.
-_BLOCK = 64
-_SUB_BLOCK = 8
+# Selection groups: items per group of the first level -> items per sub-group of the second.
+# Long rows use groups of 64: torch's CPU max-reduction is fast over 64 contiguous values (3x
+# slower over 32); max pooling reduces the smaller groups faster than it.
+_SUB_GROUP = {64: 8, 16: 4}
+_FAST_REDUCTION = 64
 # Row chunk of CPU passes over (batch, num_items): temporaries stay in cache and are reused.
 _CHUNK_ELEMENTS = 1 << 18
 
@@ -84,7 +85,7 @@ def rank(
         labels,
         relevance_threshold,
         count=count_relevant or (ideal and not selects_labels),  # the binary ideal counts
-        block_maxima=selects_labels and _label_maxima_are_used(num_items, depth),
+        group=_first_group(num_items, depth) if selects_labels else None,
     )
 
     if ties == "stable":
@@ -123,37 +124,34 @@ def _best_items(x: torch.Tensor, k: int, sorted: bool):
 def _candidates(x: torch.Tensor, k: int, stable: bool, maxima: Optional[torch.Tensor] = None):
     """A few items of each row that include its k best: (values, item indices, row holds a NaN).
 
-    Groups of consecutive items (see the module docstring): blocks of ``_BLOCK`` items refined into
-    sub-blocks of ``_SUB_BLOCK`` inside the best k blocks, or sub-blocks alone on shorter rows. A group's rank
-    is that of its best item, so groups are compared by (maximum, first item index); with
-    ``stable=False`` only values matter. The last, partial block is always a candidate.
-    ``maxima``: the maxima of the full blocks of ``_BLOCK``, if already computed."""
+    Groups of consecutive items (see the module docstring): the best k groups of the row, then
+    the best k sub-groups inside them; ``_first_group`` picks the sizes. A group's rank is that of
+    its best item, so groups are compared by (maximum, first item index); with ``stable=False``
+    only values matter. The items after the last full group are always candidates.
+    ``maxima``: the maxima of the row's full groups of ``_first_group``, if already computed."""
     x = x.contiguous()
     num_rows, num_cols = x.shape
     group = _first_group(num_cols, k)
-    if group == 1:
+    if group is None:
         items = torch.arange(num_cols, device=x.device).expand(num_rows, -1)
         return x, items, (x.isnan().any(1) if stable else None)
+    sub_group = _SUB_GROUP[group]
     num_full = num_cols // group
     if maxima is None:
         maxima = _group_maxima(x[:, : num_full * group].unflatten(1, (num_full, group)))
     assert maxima.shape[1] == num_full, "maxima of other groups than this level's"
     best = _best_items(maxima, k, sorted=False)[0] if stable else maxima.topk(k, 1, sorted=False).indices
-    first_item = best * group
-    tail_start = num_full * group
-    if group == _BLOCK:  # refine: the best k sub-blocks among the k blocks
-        sub_maxima = _sub_block_maxima(x, best)
-        sub_first_item = (first_item.unsqueeze(2) + torch.arange(0, _BLOCK, _SUB_BLOCK, device=x.device)).flatten(1)
-        if stable:
-            best_sub = _exact_topk(sub_maxima, sub_first_item, k, sorted=False)
-        else:
-            best_sub = sub_maxima.topk(k, 1, sorted=False).indices
-        first_item = sub_first_item.gather(1, best_sub)
-        group = _SUB_BLOCK
-    values = _rows_of_groups(x, first_item // group, group)  # (batch, k, group)
-    items = (first_item.unsqueeze(2) + torch.arange(values.shape[2], device=x.device)).flatten(1)
-    values = values.flatten(1)
+    sub_maxima = _sub_group_maxima(x, best, group, sub_group)
+    sub_first_item = (best.unsqueeze(2) * group + torch.arange(0, group, sub_group, device=x.device)).flatten(1)
+    if stable:
+        best_sub = _exact_topk(sub_maxima, sub_first_item, k, sorted=False)
+    else:
+        best_sub = sub_maxima.topk(k, 1, sorted=False).indices
+    first_item = sub_first_item.gather(1, best_sub)
+    values = _rows_of_groups(x, first_item // sub_group, sub_group).flatten(1)
+    items = (first_item.unsqueeze(2) + torch.arange(sub_group, device=x.device)).flatten(1)
     has_nan = maxima.isnan().any(1) if stable else None
+    tail_start = num_full * group
     if tail_start < num_cols:
         tail = x[:, tail_start:]
         values = torch.cat([values, tail], 1)
@@ -162,34 +160,35 @@ def _candidates(x: torch.Tensor, k: int, stable: bool, maxima: Optional[torch.Te
     return values, items, has_nan
 
 
-def _first_group(num_cols: int, k: int) -> int:
-    """Items per group of the first level (1: select among all items). Measured on CPU with
-    k = 100: sub-blocks of 8 alone pay off from 20 k items, blocks of 64 refined into sub-blocks
-    of 8 from 200 k (below that, choosing k blocks of 64 prunes too little)."""
+def _first_group(num_cols: int, k: int) -> Optional[int]:
+    """Items per group of the first level (then ``_SUB_GROUP[group]`` per sub-group), or None to
+    select among all items. Measured on CPU with k = 100: the two levels pay off from 20 k items;
+    groups of 64 (fast to reduce) from 200 k, groups of 16 below (choosing k of few groups of 64
+    prunes too little)."""
     if num_cols >= 200 * k:
-        return _BLOCK
-    return _SUB_BLOCK if num_cols >= 20 * k else 1
+        return 64
+    return 16 if num_cols >= 20 * k else None
 
 
 def _group_maxima(groups: torch.Tensor) -> torch.Tensor:
     """Maximum over the last dimension (batch, num_groups, size) -> (batch, num_groups). On CPU,
     torch reduces 64 contiguous values fast but 8 slowly; max pooling does small groups faster."""
     size = groups.shape[2]
-    if size < _BLOCK and groups.is_floating_point() and groups.device.type == "cpu":
+    if size < _FAST_REDUCTION and groups.is_floating_point() and groups.device.type == "cpu":
         flat = groups.reshape(-1, 1, size * groups.shape[1])
         return torch.nn.functional.max_pool1d(flat, size).view(groups.shape[:2])
     return groups.amax(2)
 
 
-def _sub_block_maxima(x: torch.Tensor, best_blocks: torch.Tensor) -> torch.Tensor:
-    """Maxima (batch, k * _BLOCK / _SUB_BLOCK) of the sub-blocks of the blocks ``best_blocks``,
-    copying the blocks a row chunk at a time (the copy of all of them would be the largest
-    temporary of an update)."""
-    num_rows, k = best_blocks.shape
-    out = torch.empty(num_rows, k * (_BLOCK // _SUB_BLOCK), dtype=x.dtype, device=x.device)
-    for rows in _row_chunks(num_rows, k * _BLOCK, x.device):
-        blocks = _rows_of_groups(x[rows], best_blocks[rows], _BLOCK)
-        out[rows] = _group_maxima(blocks.view(blocks.shape[0], -1, _SUB_BLOCK))
+def _sub_group_maxima(x: torch.Tensor, groups: torch.Tensor, size: int, sub_size: int) -> torch.Tensor:
+    """Maxima (batch, k * size / sub_size) of the runs of ``sub_size`` items inside the groups
+    ``groups`` (batch, k) of ``size`` items, copying the groups a row chunk at a time (a copy of
+    all of them at once would be the largest temporary of an update)."""
+    num_rows, k = groups.shape
+    out = torch.empty(num_rows, k * (size // sub_size), dtype=x.dtype, device=x.device)
+    for rows in _row_chunks(num_rows, k * size, x.device):
+        values = _rows_of_groups(x[rows], groups[rows], size)
+        out[rows] = _group_maxima(values.view(values.shape[0], -1, sub_size))
     return out
 
 
@@ -250,11 +249,12 @@ def _row_chunks(num_rows: int, row_cost: int, device: torch.device):
         yield slice(start, start + step)
 
 
-def _relevance_pass(labels: torch.Tensor, threshold: float, count: bool = True, block_maxima: bool = False):
+def _relevance_pass(labels: torch.Tensor, threshold: float, count: bool = True, group: Optional[int] = None):
     """One pass over y, each row chunk read once from memory while it is in cache. Returns:
     the per-user relevant count |R| (float64; None unless ``count``), whether each user has a
-    relevant item (bool), the smallest label (for the value checks) and, if ``block_maxima``,
-    the maxima of the full blocks of ``_BLOCK`` labels (for the ideal ranking). Without the count
+    relevant item (bool), the smallest label (for the value checks) and, given ``group``, the
+    maxima of the full groups of ``group`` labels (the first level of the ideal ranking's
+    selection). Without the count
     a user has a relevant item iff its largest label is >= threshold: a max-reduction is cheaper
     on CPU than a comparison plus a sum."""
     num_rows, num_cols = labels.shape
@@ -262,8 +262,8 @@ def _relevance_pass(labels: torch.Tensor, threshold: float, count: bool = True, 
     counts = torch.empty(num_rows, dtype=torch.float64, device=device) if count else None
     highest = None if count else torch.empty(num_rows, dtype=labels.dtype, device=device)
     lowest = None if labels.dtype == torch.bool else torch.empty(num_rows, dtype=labels.dtype, device=device)
-    num_full = num_cols // _BLOCK
-    maxima = torch.empty(num_rows, num_full, dtype=labels.dtype, device=device) if block_maxima else None
+    num_full = num_cols // group if group else 0
+    maxima = torch.empty(num_rows, num_full, dtype=labels.dtype, device=device) if group else None
     buffer = None
     count_dtype = torch.float32 if num_cols < (1 << 24) else torch.float64  # float32 counts are exact below 2**24
     # Chunks keep the comparison buffer in cache; reductions alone do better with larger ones.
@@ -277,11 +277,11 @@ def _relevance_pass(labels: torch.Tensor, threshold: float, count: bool = True, 
         if lowest is not None:
             torch.amin(chunk, 1, out=lowest[rows])
         if maxima is not None:
-            torch.amax(chunk[:, : num_full * _BLOCK].unflatten(1, (num_full, _BLOCK)), 2, out=maxima[rows])
+            maxima[rows] = _group_maxima(chunk[:, : num_full * group].unflatten(1, (num_full, group)))
         elif not count:
             torch.amax(chunk, 1, out=highest[rows])
     if maxima is not None and not count:
-        tail = labels[:, num_full * _BLOCK :]
+        tail = labels[:, num_full * group :]
         highest = maxima.amax(1) if tail.shape[1] == 0 else torch.maximum(maxima.amax(1), tail.amax(1))
     has_relevant = counts > 0 if count else highest >= threshold
     lowest = torch.zeros((), device=device) if lowest is None else lowest.amin()
@@ -318,14 +318,9 @@ def _ideal_gains(labels, num_relevant, depth, threshold, gain_function, label_ma
     return gains(best, (best >= threshold).to(torch.float64), gain_function, threshold)
 
 
-def _label_maxima_are_used(num_cols: int, k: int) -> bool:
-    """Whether ``_top_values`` starts from the maxima of full blocks of ``_BLOCK`` labels."""
-    return _first_group(num_cols, k) == _BLOCK
-
-
 def _top_values(x: torch.Tensor, k: int, maxima: Optional[torch.Tensor] = None) -> torch.Tensor:
     """The k largest values of each row, descending (values only, so ties need no rule).
-    ``maxima``: the maxima of the full blocks of ``_BLOCK``, if already computed."""
+    ``maxima``: the maxima of the row's full groups of ``_first_group``, if already computed."""
     values, _, _ = _candidates(x, k, stable=False, maxima=maxima)
     return values.topk(k, 1).values
 
