@@ -13,9 +13,9 @@ rule), then their best ``depth`` sub-groups of s items likewise, and the exact t
 taken among those items. This is exact: an item outside the chosen groups has at least
 ``depth`` items ranked ahead of it (the best item of each chosen group). (g, s) is (64, 8) on
 long rows and (16, 4) on shorter ones. One max-reduction over the row plus selections among
-~``N / g + depth * (g / s + s)`` values replace ``torch.topk``'s selection over all N. The final selection uses unique int64 keys
-(order-preserving float bits, then the item index), so the order is the same on CPU and CUDA.
-Everything is tensor code without host synchronisation.
+~``N / g + depth * (g / s + s)`` values replace ``torch.topk``'s selection over all N. The final
+selection uses unique int64 keys (order-preserving float bits, then the item index), so the order
+is the same on CPU and CUDA. Everything is tensor code without host synchronisation.
 
 Ties. ``ties="stable"`` uses the order above. ``ties="average"`` reports the expected value over
 all orderings of tied scores (McSherry & Najork, ECIR 2008): each position of a tie group gets the
@@ -111,18 +111,20 @@ def rank(
 def stable_topk(x: torch.Tensor, k: int, detect_nan: bool = False):
     """Indices (batch, k) of the k largest entries of each row of ``x``, ordered by value
     descending then index ascending. With ``detect_nan``, also a (batch,) bool: row holds a NaN."""
-    order, has_nan = _best_items(x, min(k, x.shape[1]), sorted=True)
+    order, has_nan = _best_items(x, min(k, x.shape[1]), sorted=True, detect_nan=detect_nan)
     return (order, has_nan) if detect_nan else order
 
 
-def _best_items(x: torch.Tensor, k: int, sorted: bool):
-    """``stable_topk``'s indices, in rank order only if ``sorted``, and the NaN flags."""
-    values, items, has_nan = _candidates(x, k, stable=True)
-    return items.gather(1, _exact_topk(values, items, k, sorted)), has_nan
+def _best_items(x: torch.Tensor, k: int, sorted: bool, detect_nan: bool = False):
+    """``stable_topk``'s indices, in rank order only if ``sorted``, and the NaN flags (or None)."""
+    values, items, has_nan = _candidates(x, k, stable=True, detect_nan=detect_nan)
+    positions = _exact_topk(values, items, k, sorted)
+    return (positions if items is None else items.gather(1, positions)), has_nan
 
 
-def _candidates(x: torch.Tensor, k: int, stable: bool, maxima: Optional[torch.Tensor] = None):
-    """A few items of each row that include its k best: (values, item indices, row holds a NaN).
+def _candidates(x: torch.Tensor, k: int, stable: bool, maxima: Optional[torch.Tensor] = None, detect_nan=False):
+    """A few items of each row that include its k best: (values, their item indices or None when
+    they are the whole row, whether the row holds a NaN if ``detect_nan`` else None).
 
     Groups of consecutive items (see the module docstring): the best k groups of the row, then
     the best k sub-groups inside them; ``_first_group`` picks the sizes. A group's rank is that of
@@ -133,30 +135,30 @@ def _candidates(x: torch.Tensor, k: int, stable: bool, maxima: Optional[torch.Te
     num_rows, num_cols = x.shape
     group = _first_group(num_cols, k)
     if group is None:
-        items = torch.arange(num_cols, device=x.device).expand(num_rows, -1)
-        return x, items, (x.isnan().any(1) if stable else None)
+        return x, None, (x.isnan().any(1) if detect_nan else None)
     sub_group = _SUB_GROUP[group]
     num_full = num_cols // group
     if maxima is None:
         maxima = _group_maxima(x[:, : num_full * group].unflatten(1, (num_full, group)))
     assert maxima.shape[1] == num_full, "maxima of other groups than this level's"
     best = _best_items(maxima, k, sorted=False)[0] if stable else maxima.topk(k, 1, sorted=False).indices
+    subs_per_group = group // sub_group
+    sub_ids = (best.unsqueeze(2) * subs_per_group + torch.arange(subs_per_group, device=x.device)).flatten(1)
     sub_maxima = _sub_group_maxima(x, best, group, sub_group)
-    sub_first_item = (best.unsqueeze(2) * group + torch.arange(0, group, sub_group, device=x.device)).flatten(1)
     if stable:
-        best_sub = _exact_topk(sub_maxima, sub_first_item, k, sorted=False)
+        best_sub = _exact_topk(sub_maxima, sub_ids * sub_group, k, sorted=False)
     else:
         best_sub = sub_maxima.topk(k, 1, sorted=False).indices
-    first_item = sub_first_item.gather(1, best_sub)
-    values = _rows_of_groups(x, first_item // sub_group, sub_group).flatten(1)
-    items = (first_item.unsqueeze(2) + torch.arange(sub_group, device=x.device)).flatten(1)
-    has_nan = maxima.isnan().any(1) if stable else None
+    chosen = sub_ids.gather(1, best_sub)
+    values = _rows_of_groups(x, chosen, sub_group).flatten(1)
+    items = (chosen.unsqueeze(2) * sub_group + torch.arange(sub_group, device=x.device)).flatten(1)
+    has_nan = maxima.isnan().any(1) if detect_nan else None
     tail_start = num_full * group
     if tail_start < num_cols:
         tail = x[:, tail_start:]
         values = torch.cat([values, tail], 1)
         items = torch.cat([items, torch.arange(tail_start, num_cols, device=x.device).expand(num_rows, -1)], 1)
-        has_nan = has_nan | tail.isnan().any(1) if stable else None
+        has_nan = has_nan | tail.isnan().any(1) if detect_nan else None
     return values, items, has_nan
 
 
@@ -202,16 +204,21 @@ def _rows_of_groups(x: torch.Tensor, best: torch.Tensor, size: int) -> torch.Ten
     return windows.index_select(0, starts.flatten()).view(num_rows, -1, size)
 
 
-def _exact_topk(values: torch.Tensor, items: torch.Tensor, k: int, sorted: bool = True) -> torch.Tensor:
-    """Column positions of the k best entries per row (value descending, item index ascending),
-    in that order if ``sorted``."""
+def _exact_topk(values: torch.Tensor, items: Optional[torch.Tensor], k: int, sorted: bool = True) -> torch.Tensor:
+    """Column positions of the k best entries per row (value descending, item index ascending;
+    ``items=None``: the column is the item index), in that order if ``sorted``."""
     if values.dtype == torch.float64:  # 64-bit values leave no room for the index in a key
+        if items is None:
+            return torch.sort(values, dim=1, descending=True, stable=True).indices[:, :k]
         by_item = items.argsort(1)
         by_value = torch.sort(values.gather(1, by_item), dim=1, descending=True, stable=True).indices
         return by_item.gather(1, by_value[:, :k])
+    if items is None:
+        items = torch.arange(values.shape[1], device=values.device)  # broadcast over the rows
     out = torch.empty(values.shape[0], k, dtype=torch.int64, device=values.device)
     for rows in _row_chunks(values.shape[0], 2 * values.shape[1], values.device):
-        out[rows] = _order_keys(values[rows], items[rows]).topk(k, 1, sorted=sorted).indices
+        row_items = items if items.ndim == 1 else items[rows]
+        out[rows] = _order_keys(values[rows], row_items).topk(k, 1, sorted=sorted).indices
     return out
 
 
