@@ -77,9 +77,6 @@ def rank(
     scores, labels = y_pred.contiguous(), y.contiguous()
 
     order, score_is_nan = stable_topk(scores, depth, detect_nan=True)
-    top_labels = labels.gather(1, order).to(torch.float64)
-    top_relevant = (top_labels >= relevance_threshold).to(torch.float64)
-    top_gain = None if gain_function is None else gains(top_labels, top_relevant, gain_function, relevance_threshold)
     selects_labels = ideal and _ideal_needs_selection(labels, gain_function)
     num_relevant, has_relevant, lowest_label, label_maxima = _relevance_pass(
         labels,
@@ -87,6 +84,9 @@ def rank(
         count=count_relevant or (ideal and not selects_labels),  # the binary ideal counts
         group=_first_group(num_items, depth) if selects_labels else None,
     )
+    top_labels = labels.gather(1, order).to(torch.float64)
+    top_relevant = (top_labels >= relevance_threshold).to(torch.float64)
+    top_gain = None if gain_function is None else gains(top_labels, top_relevant, gain_function, relevance_threshold)
 
     if ties == "stable":
         hits_so_far = top_relevant.cumsum(1)
@@ -227,7 +227,7 @@ def _order_keys(values: torch.Tensor, items: torch.Tensor) -> torch.Tensor:
     bits = (values.to(torch.float32) + 0.0).view(torch.int32)  # exact for 16/32-bit floats; -0.0 -> +0.0
     flip = (bits >> 31).bitwise_and_(0x7FFFFFFF)
     keys = flip.bitwise_xor_(bits).to(torch.int64)  # signed integer order == float order
-    return keys.bitwise_left_shift_(32).bitwise_or_((1 << 32) - 1 - items)
+    return keys.bitwise_left_shift_(32).add_((1 << 32) - 1).sub_(items)  # low 32 bits: 2**32 - 1 - item
 
 
 _CONSTANTS: dict = {}
