@@ -80,3 +80,30 @@ def test_nan_is_flagged_per_row(rng, width):
     x[3, -1] = float("nan")  # in the last, partial block (or the only block)
     _, has_nan = stable_topk(x, 100, detect_nan=True)
     assert has_nan.tolist() == [False, False, True, True]
+
+
+def test_accelerator_variants_give_the_same_results(rng, monkeypatch):
+    """CUDA takes one pass over the whole batch and plain reductions instead of the CPU-tuned row
+    chunks and max pooling; switched on here on CPU, every ranking metric must be unchanged."""
+    import ignite_recsys as R
+    import ignite_recsys._ranking as ranking
+
+    top_k = [1, 5, 10, 20]
+    batches = []
+    for width in (150, 500, 5_000):  # direct selection, groups of 16, groups of 64 (k = 20)
+        scores = _pattern(rng, "few_levels", 6, width)
+        labels = torch.from_numpy(rng.integers(0, 4, size=(6, width)).astype(np.float32))
+        batches.append((scores, labels))
+
+    def results():
+        out = []
+        for scores, labels in batches:
+            metric = R.RankingMetrics(top_k)
+            metric.update((scores, labels))
+            out.append(metric.compute())
+            out.append(stable_topk(scores, 20).tolist())
+        return out
+
+    cpu_tuned = results()
+    monkeypatch.setattr(ranking, "_cpu_tuned", lambda device: False)
+    assert results() == cpu_tuned
