@@ -32,10 +32,11 @@ import torch
 
 from ._validation import GainFunction
 
-# Selection groups: items per group of the first level -> items per sub-group of the second.
-# Long rows use groups of 64: torch's CPU max-reduction is fast over 64 contiguous values (3x
-# slower over 32); max pooling reduces the smaller groups faster than it.
-_SUB_GROUP = {64: 8, 16: 4}
+# (items per group, items per sub-group) of the two selection levels. Long rows use groups of
+# 64: torch's CPU max-reduction is fast over 64 contiguous values (3x slower over 32); max
+# pooling reduces the smaller groups faster than it.
+_LONG_ROW_GROUPS = (64, 8)
+_SHORT_ROW_GROUPS = (16, 4)
 _FAST_REDUCTION = 64
 # Row chunk of CPU passes over (batch, num_items): temporaries stay in cache and are reused.
 _CHUNK_ELEMENTS = 1 << 18
@@ -78,11 +79,12 @@ def rank(
 
     order, score_is_nan = stable_topk(scores, depth, detect_nan=True)
     selects_labels = ideal and _ideal_needs_selection(labels, gain_function)
+    label_groups = _group_sizes(num_items, depth) if selects_labels else None
     num_relevant, has_relevant, lowest_label, label_maxima = _relevance_pass(
         labels,
         relevance_threshold,
         count=count_relevant or (ideal and not selects_labels),  # the binary ideal counts
-        group=_first_group(num_items, depth) if selects_labels else None,
+        group=label_groups[0] if label_groups else None,
     )
     top_labels = labels.gather(1, order).to(torch.float64)
     top_relevant = (top_labels >= relevance_threshold).to(torch.float64)
@@ -122,21 +124,23 @@ def _best_items(x: torch.Tensor, k: int, sorted: bool, detect_nan: bool = False)
     return (positions if items is None else items.gather(1, positions)), has_nan
 
 
-def _candidates(x: torch.Tensor, k: int, stable: bool, maxima: Optional[torch.Tensor] = None, detect_nan=False):
+def _candidates(
+    x: torch.Tensor, k: int, stable: bool, maxima: Optional[torch.Tensor] = None, detect_nan: bool = False
+):
     """A few items of each row that include its k best: (values, their item indices or None when
     they are the whole row, whether the row holds a NaN if ``detect_nan`` else None).
 
     Groups of consecutive items (see the module docstring): the best k groups of the row, then
-    the best k sub-groups inside them; ``_first_group`` picks the sizes. A group's rank is that of
+    the best k sub-groups inside them; ``_group_sizes`` picks the sizes. A group's rank is that of
     its best item, so groups are compared by (maximum, first item index); with ``stable=False``
     only values matter. The items after the last full group are always candidates.
-    ``maxima``: the maxima of the row's full groups of ``_first_group``, if already computed."""
+    ``maxima``: the maxima of the row's full groups (``_group_sizes``), if already computed."""
     x = x.contiguous()
     num_rows, num_cols = x.shape
-    group = _first_group(num_cols, k)
-    if group is None:
+    sizes = _group_sizes(num_cols, k)
+    if sizes is None:
         return x, None, (x.isnan().any(1) if detect_nan else None)
-    sub_group = _SUB_GROUP[group]
+    group, sub_group = sizes
     num_full = num_cols // group
     if maxima is None:
         maxima = _group_maxima(x[:, : num_full * group].unflatten(1, (num_full, group)))
@@ -162,14 +166,13 @@ def _candidates(x: torch.Tensor, k: int, stable: bool, maxima: Optional[torch.Te
     return values, items, has_nan
 
 
-def _first_group(num_cols: int, k: int) -> Optional[int]:
-    """Items per group of the first level (then ``_SUB_GROUP[group]`` per sub-group), or None to
-    select among all items. Measured on CPU with k = 100: the two levels pay off from 20 k items;
-    groups of 64 (fast to reduce) from 200 k, groups of 16 below (choosing k of few groups of 64
-    prunes too little)."""
+def _group_sizes(num_cols: int, k: int) -> Optional[tuple]:
+    """(items per group, items per sub-group), or None to select among all items. Measured on
+    CPU with k = 100: the two levels pay off from 20 k items; groups of 64 from 200 k, groups of
+    16 below (choosing k of few groups of 64 prunes too little)."""
     if num_cols >= 200 * k:
-        return 64
-    return 16 if num_cols >= 20 * k else None
+        return _LONG_ROW_GROUPS
+    return _SHORT_ROW_GROUPS if num_cols >= 20 * k else None
 
 
 def _group_maxima(groups: torch.Tensor) -> torch.Tensor:
@@ -334,7 +337,7 @@ def _ideal_gains(labels, num_relevant, depth, threshold, gain_function, label_ma
 
 def _top_values(x: torch.Tensor, k: int, maxima: Optional[torch.Tensor] = None) -> torch.Tensor:
     """The k largest values of each row, descending (values only, so ties need no rule).
-    ``maxima``: the maxima of the row's full groups of ``_first_group``, if already computed."""
+    ``maxima``: the maxima of the row's full groups (``_group_sizes``), if already computed."""
     values, _, _ = _candidates(x, k, stable=False, maxima=maxima)
     return values.topk(k, 1).values
 

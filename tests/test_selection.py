@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from ignite_recsys._ranking import _SUB_GROUP, _top_values, stable_topk
+from ignite_recsys._ranking import _LONG_ROW_GROUPS, _SHORT_ROW_GROUPS, _top_values, stable_topk
 
 # k = 100: below 2000 all items, from 2000 groups of 16, from 20000 groups of 64
 WIDTHS = [1, 5, 799, 800, 1999, 2000, 2001, 6399, 6400, 6463, 19_999, 20_000, 20_033, 70_001]
@@ -30,7 +30,7 @@ def _pattern(rng, name, rows, width):
         x = np.tile(np.arange(width, dtype=np.float32), (rows, 1))
     elif name == "block_edges":  # equal maxima at the edges of groups and sub-groups
         x = np.zeros((rows, width), dtype=np.float32)
-        for size in sorted({*_SUB_GROUP, *_SUB_GROUP.values()}):
+        for size in sorted({*_LONG_ROW_GROUPS, *_SHORT_ROW_GROUPS}):
             x[:, size - 1 :: size] = 1.0
             x[:, size :: size] = 1.0
     elif name == "negative_zero":  # -0.0 == +0.0 is a tie, broken by index
