@@ -49,15 +49,18 @@ def median_seconds(candidates, repeats):
 def candidates(scores, labels, items):
     import ignite_recsys as R
 
-    def ours(metric):
+    def ours(metric, targets=labels):
         def run():
             metric.reset()
-            metric.update((scores, labels))
+            metric.update((scores, targets))
         return run
 
+    six = ["ndcg", "hit_rate", "recall", "precision", "map", "mrr"]
     out = {
         "torch.topk(100)": lambda: torch.topk(scores, 100),
-        "RankingMetrics (6 metrics x 6 k)": ours(R.RankingMetrics(TOP_K, metrics=["ndcg", "hit_rate", "recall", "precision", "map", "mrr"])),
+        "RankingMetrics (6 metrics x 6 k)": ours(R.RankingMetrics(TOP_K, metrics=six)),
+        # the same binary labels as bool: NDCG's ideal ranking then needs only the relevant count
+        "RankingMetrics, bool labels": ours(R.RankingMetrics(TOP_K, metrics=six), labels.bool()),
     }
     for name in ("NDCG", "HitRate", "Recall", "Precision", "MAP", "MRR"):
         out[f"{name}"] = ours(getattr(R, name)(TOP_K))
