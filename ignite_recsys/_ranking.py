@@ -38,6 +38,8 @@ from ._validation import GainFunction
 _LONG_ROW_GROUPS = (64, 8)
 _SHORT_ROW_GROUPS = (16, 4)
 _FAST_REDUCTION = 64
+# Smallest strided group worth a two-step selection of values (measured on CPU, k = 100).
+_MIN_VALUE_GROUP = 3
 # Row chunk of CPU passes over (batch, num_items): temporaries stay in cache and are reused.
 _CHUNK_ELEMENTS = 1 << 18
 
@@ -79,22 +81,22 @@ def rank(
 
     order, score_is_nan = stable_topk(scores, depth, detect_nan=True)
     selects_labels = ideal and _ideal_needs_selection(labels, gain_function)
-    label_groups = _group_sizes(num_items, depth) if selects_labels else None
+    label_group = _value_group_size(num_items, depth) if selects_labels else None
     num_relevant, has_relevant, lowest_label, label_maxima = _relevance_pass(
         labels,
         relevance_threshold,
         count=count_relevant or (ideal and not selects_labels),  # the binary ideal counts
-        group=label_groups[0] if label_groups else None,
+        strided_group=label_group,
     )
     top_labels = labels.gather(1, order).to(torch.float64)
-    top_relevant = (top_labels >= relevance_threshold).to(torch.float64)
+    top_relevant = _indicator(torch.ge, top_labels, relevance_threshold)
     top_gain = None if gain_function is None else gains(top_labels, top_relevant, gain_function, relevance_threshold)
 
     if ties == "stable":
         hits_so_far = top_relevant.cumsum(1)
         hit, gain = top_relevant, top_gain
         hit_times_hits_so_far = top_relevant * hits_so_far
-        first_hit = top_relevant * (hits_so_far == 1)
+        first_hit = top_relevant * _indicator(torch.eq, hits_so_far, 1)
     else:
         hit, gain, hit_times_hits_so_far, first_hit = _tie_expectations(
             scores, labels, scores.gather(1, order), top_relevant, top_gain, relevance_threshold, gain_function
@@ -119,50 +121,42 @@ def stable_topk(x: torch.Tensor, k: int, detect_nan: bool = False):
 
 def _best_items(x: torch.Tensor, k: int, sorted: bool, detect_nan: bool = False):
     """``stable_topk``'s indices, in rank order only if ``sorted``, and the NaN flags (or None)."""
-    values, items, has_nan = _candidates(x, k, stable=True, detect_nan=detect_nan)
+    values, items, has_nan = _candidates(x, k, detect_nan=detect_nan)
     positions = _exact_topk(values, items, k, sorted)
     return (positions if items is None else items.gather(1, positions)), has_nan
 
 
-def _candidates(
-    x: torch.Tensor, k: int, stable: bool, maxima: Optional[torch.Tensor] = None, detect_nan: bool = False
-):
+def _candidates(x: torch.Tensor, k: int, detect_nan: bool = False):
     """A few items of each row that include its k best: (values, their item indices or None when
     they are the whole row, whether the row holds a NaN if ``detect_nan`` else None).
 
     Groups of consecutive items (see the module docstring): the best k groups of the row, then
     the best k sub-groups inside them; ``_group_sizes`` picks the sizes. A group's rank is that of
-    its best item, so groups are compared by (maximum, first item index); with ``stable=False``
-    only values matter. The items after the last full group are always candidates.
-    ``maxima``: the maxima of the row's full groups (``_group_sizes``), if already computed."""
+    its best item, so groups are compared by (maximum, first item index). The items after the
+    last full group are always candidates."""
     x = x.contiguous()
     num_rows, num_cols = x.shape
     sizes = _group_sizes(num_cols, k)
     if sizes is None:
-        return x, None, (x.isnan().any(1) if detect_nan else None)
+        return x, None, (_holds_nan(x) if detect_nan else None)
     group, sub_group = sizes
     num_full = num_cols // group
-    if maxima is None:
-        maxima = _group_maxima(x[:, : num_full * group].unflatten(1, (num_full, group)))
-    assert maxima.shape[1] == num_full, "maxima of other groups than this level's"
-    best = _best_items(maxima, k, sorted=False)[0] if stable else maxima.topk(k, 1, sorted=False).indices
+    maxima = _group_maxima(x[:, : num_full * group].unflatten(1, (num_full, group)))
+    best = _best_items(maxima, k, sorted=False)[0]
     subs_per_group = group // sub_group
     sub_ids = (best.unsqueeze(2) * subs_per_group + torch.arange(subs_per_group, device=x.device)).flatten(1)
     sub_maxima = _sub_group_maxima(x, best, group, sub_group)
-    if stable:
-        best_sub = _exact_topk(sub_maxima, sub_ids * sub_group, k, sorted=False)
-    else:
-        best_sub = sub_maxima.topk(k, 1, sorted=False).indices
+    best_sub = _exact_topk(sub_maxima, sub_ids * sub_group, k, sorted=False)
     chosen = sub_ids.gather(1, best_sub)
     values = _rows_of_groups(x, chosen, sub_group).flatten(1)
     items = (chosen.unsqueeze(2) * sub_group + torch.arange(sub_group, device=x.device)).flatten(1)
-    has_nan = maxima.isnan().any(1) if detect_nan else None
+    has_nan = _holds_nan(maxima) if detect_nan else None
     tail_start = num_full * group
     if tail_start < num_cols:
         tail = x[:, tail_start:]
         values = torch.cat([values, tail], 1)
         items = torch.cat([items, torch.arange(tail_start, num_cols, device=x.device).expand(num_rows, -1)], 1)
-        has_nan = has_nan | tail.isnan().any(1) if detect_nan else None
+        has_nan = has_nan | _holds_nan(tail) if detect_nan else None
     return values, items, has_nan
 
 
@@ -266,21 +260,21 @@ def _row_chunks(num_rows: int, row_cost: int, device: torch.device):
         yield slice(start, start + step)
 
 
-def _relevance_pass(labels: torch.Tensor, threshold: float, count: bool = True, group: Optional[int] = None):
+def _relevance_pass(labels: torch.Tensor, threshold: float, count: bool = True, strided_group: Optional[int] = None):
     """One pass over y, each row chunk read once from memory while it is in cache. Returns:
     the per-user relevant count |R| (float64; None unless ``count``), whether each user has a
-    relevant item (bool), the smallest label (for the value checks) and, given ``group``, the
-    maxima of the full groups of ``group`` labels (the first level of the ideal ranking's
-    selection). Without the count
-    a user has a relevant item iff its largest label is >= threshold: a max-reduction is cheaper
-    on CPU than a comparison plus a sum."""
+    relevant item (bool), the smallest label (for the value checks) and, given ``strided_group``,
+    the maxima of the strided groups of that many labels (``_strided_groups``; the first step of
+    the ideal ranking's selection). Without the count a user has a relevant item iff its largest
+    label is >= threshold: a max-reduction is cheaper on CPU than a comparison plus a sum."""
     num_rows, num_cols = labels.shape
     device = labels.device
     counts = torch.empty(num_rows, dtype=torch.float64, device=device) if count else None
     highest = None if count else torch.empty(num_rows, dtype=labels.dtype, device=device)
     lowest = None if labels.dtype == torch.bool else torch.empty(num_rows, dtype=labels.dtype, device=device)
-    num_full = num_cols // group if group else 0
-    maxima = torch.empty(num_rows, num_full, dtype=labels.dtype, device=device) if group else None
+    maxima = None
+    if strided_group:
+        maxima = torch.empty(num_rows, num_cols // strided_group, dtype=labels.dtype, device=device)
     buffer = None
     count_dtype = torch.float32 if num_cols < (1 << 24) else torch.float64  # float32 counts are exact below 2**24
     # Chunks keep the comparison buffer in cache; reductions alone do better with larger ones.
@@ -294,11 +288,11 @@ def _relevance_pass(labels: torch.Tensor, threshold: float, count: bool = True, 
         if lowest is not None:
             torch.amin(chunk, 1, out=lowest[rows])
         if maxima is not None:
-            maxima[rows] = _group_maxima(chunk[:, : num_full * group].unflatten(1, (num_full, group)))
+            torch.amax(_strided_groups(chunk, strided_group), 1, out=maxima[rows])
         elif not count:
             torch.amax(chunk, 1, out=highest[rows])
     if maxima is not None and not count:
-        tail = labels[:, num_full * group :]
+        tail = labels[:, maxima.shape[1] * strided_group :]
         highest = maxima.amax(1) if tail.shape[1] == 0 else torch.maximum(maxima.amax(1), tail.amax(1))
     has_relevant = counts > 0 if count else highest >= threshold
     lowest = torch.zeros((), device=device) if lowest is None else lowest.amin()
@@ -306,18 +300,31 @@ def _relevance_pass(labels: torch.Tensor, threshold: float, count: bool = True, 
 
 
 def gains(values: torch.Tensor, relevant: torch.Tensor, gain_function: GainFunction, threshold: float):
-    """Gain of each relevance value; 0 where the item is not relevant (y < threshold)."""
+    """Gain of each relevance value; 0 where the item is not relevant (y < threshold).
+    ``relevant`` is the float 0/1 indicator. The built-in gains are 0 at a masked value of 0, so
+    they mask by a product (finite: a label below the threshold is finite), not a select."""
     if gain_function == "exp_rank":
-        raw = torch.exp2(values) - 1
-    elif gain_function == "linear_rank":
-        raw = values
-    elif gain_function == "binary":
-        raw = torch.ones_like(values)
-    elif gain_function == "exp_rank_shifted":
-        raw = torch.exp2(values - threshold + 1) - 1
-    else:
-        raw = torch.as_tensor(gain_function(values), dtype=torch.float64, device=values.device)
+        return torch.exp2(values * relevant) - 1
+    if gain_function == "linear_rank":
+        return values * relevant
+    if gain_function == "binary":
+        return relevant.clone()
+    if gain_function == "exp_rank_shifted":
+        return torch.exp2((values - threshold + 1) * relevant) - 1
+    raw = torch.as_tensor(gain_function(values), dtype=torch.float64, device=values.device)
     return torch.where(relevant > 0, raw, torch.zeros((), dtype=torch.float64, device=values.device))
+
+
+def _indicator(compare, x: torch.Tensor, value) -> torch.Tensor:
+    """``compare(x, value)`` as float64 0/1. Written straight into a float tensor: on CPU, bool
+    results and selects over them cost several times a float operation."""
+    return compare(x, value, out=torch.empty(x.shape, dtype=torch.float64, device=x.device))
+
+
+def _holds_nan(x: torch.Tensor) -> torch.Tensor:
+    """(batch,) bool: the row holds a NaN. A max-reduction propagates NaN and is cheaper on CPU
+    than ``isnan().any(1)``."""
+    return x.amax(1).isnan()
 
 
 def _ideal_needs_selection(labels: torch.Tensor, gain_function) -> bool:
@@ -332,14 +339,46 @@ def _ideal_gains(labels, num_relevant, depth, threshold, gain_function, label_ma
         relevant = (positions < num_relevant.unsqueeze(1)).to(torch.float64)
         return gains(relevant, relevant, gain_function, threshold)
     best = _top_values(labels, depth, label_maxima).to(torch.float64)
-    return gains(best, (best >= threshold).to(torch.float64), gain_function, threshold)
+    return gains(best, _indicator(torch.ge, best, threshold), gain_function, threshold)
 
 
 def _top_values(x: torch.Tensor, k: int, maxima: Optional[torch.Tensor] = None) -> torch.Tensor:
     """The k largest values of each row, descending (values only, so ties need no rule).
-    ``maxima``: the maxima of the row's full groups (``_group_sizes``), if already computed."""
-    values, _, _ = _candidates(x, k, stable=False, maxima=maxima)
-    return values.topk(k, 1).values
+
+    Strided groups (``_strided_groups``): the best k groups by maximum, then the k largest of
+    their items and of the items after the last full group. Exact for values, whichever of
+    equal maxima is chosen: every item outside the chosen groups is at most the k-th chosen
+    maximum, and the chosen groups hold k items at least that large. ``maxima``: the groups'
+    maxima, if already computed."""
+    num_cols = x.shape[1]
+    group = _value_group_size(num_cols, k)
+    if group is None:
+        return x.topk(k, 1).values
+    groups = _strided_groups(x, group)
+    if maxima is None:
+        maxima = groups.amax(1)
+    best = maxima.topk(k, 1, sorted=False).indices
+    candidates = groups.gather(2, best.unsqueeze(1).expand(-1, group, -1)).flatten(1)
+    tail_start = maxima.shape[1] * group
+    if tail_start < num_cols:
+        candidates = torch.cat([candidates, x[:, tail_start:]], 1)
+    return candidates.topk(k, 1).values
+
+
+def _value_group_size(num_cols: int, k: int) -> Optional[int]:
+    """Items per strided group for ``_top_values``, or None to select among all items. About
+    sqrt(num_cols / k), which balances the two selections (among num_cols / g maxima, then
+    among g k items)."""
+    group = round((num_cols / k) ** 0.5)
+    return group if group >= _MIN_VALUE_GROUP else None
+
+
+def _strided_groups(x: torch.Tensor, group: int) -> torch.Tensor:
+    """A view (batch, group, num_cols // group) of the row's first items: column j of it is the
+    group {j, j + s, j + 2 s, ...} with s = num_cols // group. Its maxima (``amax(1)``) reduce
+    across contiguous runs, which vectorises well on CPU (unlike maxima of small runs)."""
+    stride = x.shape[1] // group
+    return x[:, : group * stride].unflatten(1, (group, stride))
 
 
 def _tie_expectations(scores, labels, top_scores, top_relevant, top_gain, threshold, gain_function):

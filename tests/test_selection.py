@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from ignite_recsys._ranking import _LONG_ROW_GROUPS, _SHORT_ROW_GROUPS, _top_values, stable_topk
+from ignite_recsys._ranking import _LONG_ROW_GROUPS, _SHORT_ROW_GROUPS, _top_values, _value_group_size, stable_topk
 
 # k = 100: below 2000 all items, from 2000 groups of 16, from 20000 groups of 64
 WIDTHS = [1, 5, 799, 800, 1999, 2000, 2001, 6399, 6400, 6463, 19_999, 20_000, 20_033, 70_001]
@@ -71,6 +71,24 @@ def test_top_values_of_integer_labels_are_exact(rng, width):
     labels[1, -1] += 7  # the best label in the last, partial block
     expected = np.sort(labels.numpy(), axis=1)[:, ::-1][:, :100]
     np.testing.assert_array_equal(_top_values(labels, 100).numpy(), expected)
+
+
+@pytest.mark.parametrize("width", [624, 625, 626, 1_001, 10_007, 70_001])
+@pytest.mark.parametrize("k", [1, 7, 100])
+def test_top_values_with_whole_strided_groups_among_the_best(rng, width, k):
+    """The values-only selection takes the best k strided groups {j, j + s, j + 2s, ...}: a group
+    that holds several of the best values, equal maxima in more than k groups, and the best
+    value in the items after the last full group must all come out exactly."""
+    group = _value_group_size(width, k) or 1
+    stride = width // group
+    x = np.round(rng.random((4, width)) * 2).astype(np.float32)  # ties at the k-th value
+    x[0, 3 : group * stride : stride] = 5.0  # one whole group among the best
+    x[1, : group * stride : stride] = 4.0  # its neighbours too
+    x[1, 1 : group * stride : stride] = 4.0
+    x[2, group * stride :] = 9.0  # the tail (empty when the groups cover the row)
+    x[3] = 1.0  # all equal
+    expected = np.sort(x, axis=1)[:, ::-1][:, :k]
+    np.testing.assert_array_equal(_top_values(torch.from_numpy(x), k).numpy(), expected)
 
 
 @pytest.mark.parametrize("width", [5, 2001, 6463, 20_000])
