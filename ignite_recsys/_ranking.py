@@ -141,7 +141,7 @@ def _candidates(x: torch.Tensor, k: int, detect_nan: bool = False):
         return x, None, (_holds_nan(x) if detect_nan else None)
     group, sub_group = sizes
     num_full = num_cols // group
-    maxima = _group_maxima(x[:, : num_full * group].unflatten(1, (num_full, group)))
+    maxima = _group_maxima(x, group)
     best = _best_items(maxima, k, sorted=False)[0]
     subs_per_group = group // sub_group
     sub_ids = (best.unsqueeze(2) * subs_per_group + torch.arange(subs_per_group, device=x.device)).flatten(1)
@@ -169,14 +169,14 @@ def _group_sizes(num_cols: int, k: int) -> Optional[tuple]:
     return _SHORT_ROW_GROUPS if num_cols >= 20 * k else None
 
 
-def _group_maxima(groups: torch.Tensor) -> torch.Tensor:
-    """Maximum over the last dimension (batch, num_groups, size) -> (batch, num_groups). On CPU,
-    torch reduces 64 contiguous values fast but 8 slowly; max pooling does small groups faster."""
-    size = groups.shape[2]
-    if size < _FAST_REDUCTION and groups.is_floating_point() and _cpu_tuned(groups.device):
-        flat = groups.reshape(-1, 1, size * groups.shape[1])
-        return torch.nn.functional.max_pool1d(flat, size).view(groups.shape[:2])
-    return groups.amax(2)
+def _group_maxima(x: torch.Tensor, size: int) -> torch.Tensor:
+    """Maxima (batch, num_cols // size) of the full groups of ``size`` consecutive items of each
+    row. On CPU, torch reduces 64 contiguous values fast but 8 slowly; max pooling does small
+    groups faster (and skips the last partial group without a copy)."""
+    num_full = x.shape[1] // size
+    if size < _FAST_REDUCTION and x.is_floating_point() and _cpu_tuned(x.device):
+        return torch.nn.functional.max_pool1d(x.unsqueeze(1), size).squeeze(1)
+    return x[:, : num_full * size].unflatten(1, (num_full, size)).amax(2)
 
 
 def _sub_group_maxima(x: torch.Tensor, groups: torch.Tensor, size: int, sub_size: int) -> torch.Tensor:
@@ -187,7 +187,7 @@ def _sub_group_maxima(x: torch.Tensor, groups: torch.Tensor, size: int, sub_size
     out = torch.empty(num_rows, k * (size // sub_size), dtype=x.dtype, device=x.device)
     for rows in _row_chunks(num_rows, k * size, x.device):
         values = _rows_of_groups(x[rows], groups[rows], size)
-        out[rows] = _group_maxima(values.view(values.shape[0], -1, sub_size))
+        out[rows] = _group_maxima(values.view(values.shape[0], -1), sub_size)
     return out
 
 
@@ -210,21 +210,29 @@ def _exact_topk(values: torch.Tensor, items: Optional[torch.Tensor], k: int, sor
         by_item = items.argsort(1)
         by_value = torch.sort(values.gather(1, by_item), dim=1, descending=True, stable=True).indices
         return by_item.gather(1, by_value[:, :k])
+    # low 32 bits of a key: 2**32 - 1 - item, so that the lower index ranks first
     if items is None:
-        items = torch.arange(values.shape[1], device=values.device)  # broadcast over the rows
+        low_bits = torch.arange(_LOW_MASK, _LOW_MASK - values.shape[1], -1, device=values.device)  # every row
+    else:
+        low_bits = torch.rsub(items, _LOW_MASK)
     out = torch.empty(values.shape[0], k, dtype=torch.int64, device=values.device)
     for rows in _row_chunks(values.shape[0], 2 * values.shape[1], values.device):
-        row_items = items if items.ndim == 1 else items[rows]
-        out[rows] = _order_keys(values[rows], row_items).topk(k, 1, sorted=sorted).indices
+        row_low_bits = low_bits if low_bits.ndim == 1 else low_bits[rows]
+        out[rows] = _order_keys(values[rows], row_low_bits).topk(k, 1, sorted=sorted).indices
     return out
 
 
-def _order_keys(values: torch.Tensor, items: torch.Tensor) -> torch.Tensor:
-    """Unique int64 keys whose descending order is (value descending, item index ascending)."""
+_LOW_MASK = (1 << 32) - 1
+
+
+def _order_keys(values: torch.Tensor, low_bits: torch.Tensor) -> torch.Tensor:
+    """Unique int64 keys whose descending order is (value descending, item index ascending):
+    the order-preserving integer of the value in the high 32 bits, ``low_bits`` = 2**32 - 1 -
+    item below."""
     bits = (values.to(torch.float32) + 0.0).view(torch.int32)  # exact for 16/32-bit floats; -0.0 -> +0.0
     flip = (bits >> 31).bitwise_and_(0x7FFFFFFF)
-    keys = flip.bitwise_xor_(bits).to(torch.int64)  # signed integer order == float order
-    return keys.bitwise_left_shift_(32).add_((1 << 32) - 1).sub_(items)  # low 32 bits: 2**32 - 1 - item
+    high = flip.bitwise_xor_(bits)  # signed integer order == float order
+    return torch.add(low_bits, high, alpha=1 << 32)  # int64, exact: |high| < 2**31
 
 
 _CONSTANTS: dict = {}
