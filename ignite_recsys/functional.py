@@ -7,6 +7,7 @@ Positions are 1-based; ``hits@k`` is the number of relevant items among the top 
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Sequence
 
 import torch
@@ -26,7 +27,15 @@ def _at(per_position: torch.Tensor, top_k: Sequence[int]) -> torch.Tensor:
 
 
 def _positions(ranked: RankedBatch) -> torch.Tensor:
-    return torch.arange(1, ranked.depth + 1, dtype=torch.float64, device=ranked.hit.device)
+    return _position_constants(ranked.depth, ranked.hit.device)[0]
+
+
+@lru_cache(maxsize=64)
+def _position_constants(depth: int, device: torch.device) -> tuple:
+    """(positions 1..depth, discounts 1 / log2(position + 1)), float64, made once per depth and
+    device; read-only."""
+    positions = torch.arange(1, depth + 1, dtype=torch.float64, device=device)
+    return positions, 1.0 / torch.log2(positions + 1)
 
 
 def _cutoffs(top_k: Sequence[int], like: torch.Tensor) -> torch.Tensor:
@@ -35,8 +44,7 @@ def _cutoffs(top_k: Sequence[int], like: torch.Tensor) -> torch.Tensor:
 
 def _ratio(numerator: torch.Tensor, denominator: torch.Tensor) -> torch.Tensor:
     """numerator / denominator, 0 where the denominator is 0."""
-    safe = torch.where(denominator > 0, denominator, torch.ones_like(denominator))
-    return torch.where(denominator > 0, numerator / safe, torch.zeros_like(numerator))
+    return torch.where(denominator > 0, numerator / denominator, 0.0)
 
 
 def hits(ranked: RankedBatch, top_k: Sequence[int]) -> torch.Tensor:
@@ -89,8 +97,8 @@ def average_precision(ranked: RankedBatch, top_k: Sequence[int], normalization: 
 
 
 def discounts(depth: int, device) -> torch.Tensor:
-    """1 / log2(i + 1) for positions i = 1..depth."""
-    return 1.0 / torch.log2(torch.arange(2, depth + 2, dtype=torch.float64, device=device))
+    """1 / log2(i + 1) for positions i = 1..depth (read-only)."""
+    return _position_constants(depth, torch.device(device))[1]
 
 
 def ndcg(ranked: RankedBatch, top_k: Sequence[int]) -> torch.Tensor:
