@@ -277,14 +277,14 @@ def _relevance_pass(labels: torch.Tensor, threshold: float, count: bool = True, 
     label is >= threshold: a max-reduction is cheaper on CPU than a comparison plus a sum."""
     num_rows, num_cols = labels.shape
     device = labels.device
-    counts = torch.empty(num_rows, dtype=torch.float64, device=device) if count else None
+    count_dtype = torch.float32 if num_cols < (1 << 24) else torch.float64  # float32 counts are exact below 2**24
+    counts = torch.empty(num_rows, dtype=count_dtype, device=device) if count else None
     highest = None if count else torch.empty(num_rows, dtype=labels.dtype, device=device)
     lowest = None if labels.dtype == torch.bool else torch.empty(num_rows, dtype=labels.dtype, device=device)
     maxima = None
     if strided_group:
         maxima = torch.empty(num_rows, num_cols // strided_group, dtype=labels.dtype, device=device)
     buffer = None
-    count_dtype = torch.float32 if num_cols < (1 << 24) else torch.float64  # float32 counts are exact below 2**24
     # Chunks keep the comparison buffer in cache; reductions alone do better with larger ones.
     for rows in _row_chunks(num_rows, num_cols if count else num_cols // 4, device):
         chunk = labels[rows]
@@ -292,7 +292,7 @@ def _relevance_pass(labels: torch.Tensor, threshold: float, count: bool = True, 
             if buffer is None:
                 buffer = torch.empty(chunk.shape, dtype=torch.float32, device=device)
             is_relevant = torch.ge(chunk, threshold, out=buffer[: chunk.shape[0]])  # float out: fast
-            counts[rows] = is_relevant.sum(1, dtype=count_dtype)
+            torch.sum(is_relevant, 1, dtype=count_dtype, out=counts[rows])
         if lowest is not None:
             torch.amin(chunk, 1, out=lowest[rows])
         if maxima is not None:
@@ -302,6 +302,7 @@ def _relevance_pass(labels: torch.Tensor, threshold: float, count: bool = True, 
     if maxima is not None and not count:
         tail = labels[:, maxima.shape[1] * strided_group :]
         highest = maxima.amax(1) if tail.shape[1] == 0 else torch.maximum(maxima.amax(1), tail.amax(1))
+    counts = counts.to(torch.float64) if count else None
     has_relevant = counts > 0 if count else highest >= threshold
     lowest = torch.zeros((), device=device) if lowest is None else lowest.amin()
     return counts, has_relevant, lowest, maxima
