@@ -144,12 +144,12 @@ def _candidates(x: torch.Tensor, k: int, detect_nan: bool = False):
     maxima = _group_maxima(x, group)
     best = _best_items(maxima, k, sorted=False)[0]
     subs_per_group = group // sub_group
-    sub_ids = (best.unsqueeze(2) * subs_per_group + torch.arange(subs_per_group, device=x.device)).flatten(1)
+    sub_ids = _runs(best, subs_per_group)
     sub_maxima = _sub_group_maxima(x, best, group, sub_group)
     best_sub = _exact_topk(sub_maxima, sub_ids * sub_group, k, sorted=False)
     chosen = sub_ids.gather(1, best_sub)
     values = _rows_of_groups(x, chosen, sub_group).flatten(1)
-    items = (chosen.unsqueeze(2) * sub_group + torch.arange(sub_group, device=x.device)).flatten(1)
+    items = _runs(chosen, sub_group)
     has_nan = _holds_nan(maxima) if detect_nan else None
     tail_start = num_full * group
     if tail_start < num_cols:
@@ -191,13 +191,20 @@ def _sub_group_maxima(x: torch.Tensor, groups: torch.Tensor, size: int, sub_size
     return out
 
 
+def _runs(first: torch.Tensor, length: int) -> torch.Tensor:
+    """(batch, n * length): the indices first * length + 0 .. length - 1 of each of the n runs in
+    ``first`` (batch, n), e.g. the items of chosen groups."""
+    return torch.add(torch.arange(length, device=first.device), first.unsqueeze(2), alpha=length).flatten(1)
+
+
 def _rows_of_groups(x: torch.Tensor, best: torch.Tensor, size: int) -> torch.Tensor:
     """The values of the groups ``best`` (batch, k) of ``size`` consecutive items, (batch, k, size).
     Each group is one contiguous run of memory: a window view over the flat rows lets
     ``index_select`` copy whole runs (several times faster than an element-wise gather)."""
     num_rows, num_cols = x.shape
     windows = x.as_strided((x.numel() - size + 1, size), (1, 1))
-    starts = best * size + torch.arange(0, num_rows * num_cols, num_cols, device=x.device).unsqueeze(1)
+    row_starts = torch.arange(0, num_rows * num_cols, num_cols, device=x.device).unsqueeze(1)
+    starts = torch.add(row_starts, best, alpha=size)
     return windows.index_select(0, starts.flatten()).view(num_rows, -1, size)
 
 
