@@ -236,10 +236,14 @@ def _order_keys(values: torch.Tensor, low_bits: torch.Tensor) -> torch.Tensor:
     """Unique int64 keys whose descending order is (value descending, item index ascending):
     the order-preserving integer of the value in the high 32 bits, ``low_bits`` = 2**32 - 1 -
     item below."""
-    bits = (values.to(torch.float32) + 0.0).view(torch.int32)  # exact for 16/32-bit floats; -0.0 -> +0.0
-    flip = (bits >> 31).bitwise_and_(0x7FFFFFFF)
-    high = flip.bitwise_xor_(bits)  # signed integer order == float order
-    return torch.add(low_bits, high, alpha=1 << 32)  # int64, exact: |high| < 2**31
+    return _ordered_int32(values).to(torch.int64).bitwise_left_shift_(32).add_(low_bits)
+
+
+def _ordered_int32(values: torch.Tensor) -> torch.Tensor:
+    """int32 whose signed order is the float order of ``values`` (16/32-bit floats, exact; -0.0
+    and +0.0 equal)."""
+    bits = (values.to(torch.float32) + 0.0).view(torch.int32)
+    return (bits >> 31).bitwise_and_(0x7FFFFFFF).bitwise_xor_(bits)
 
 
 _CONSTANTS: dict = {}
