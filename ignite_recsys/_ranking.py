@@ -25,12 +25,13 @@ precision at each hit) use their exact expectation under a uniformly random orde
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
-from typing import Optional
+from typing import Callable, Optional, Union
 
 import torch
 
-from ._validation import GainFunction
+from ._validation import GainFunction, check_gain_output
 
 # (items per group, items per sub-group) of the two selection levels. Long rows use groups of
 # 64: torch's CPU max-reduction is fast over 64 contiguous values (3x slower over 32); max
@@ -44,6 +45,38 @@ _MIN_VALUE_GROUP = 3
 _CHUNK_ELEMENTS = 1 << 18
 
 
+@dataclass(frozen=True)
+class Relevance:
+    """Which labels are relevant: ``y >= threshold`` compared in the labels' own dtype (the
+    threshold rounded to it, exactly what ``y >= threshold`` does in torch, so a float32 label
+    0.7 meets the threshold 0.7), or ``y > 0`` when the threshold is None. Every comparison of a
+    label with the threshold, in every metric and on every path, goes through one of these."""
+
+    compare: Callable  # torch.ge or torch.gt
+    value: Union[int, float]  # exactly representable in the labels' dtype
+
+    @classmethod
+    def of(cls, threshold: Optional[float], dtype: torch.dtype) -> "Relevance":
+        if threshold is None:
+            return cls(torch.gt, 0)
+        if dtype == torch.bool:
+            return cls(torch.ge, 1 if threshold <= 1 else 2)  # True is 1
+        if not dtype.is_floating_point:
+            lowest_relevant = math.ceil(threshold)  # an integer label is >= t iff it is >= ceil(t)
+            largest = torch.iinfo(dtype).max
+            # a Python int outside the dtype's range would wrap around in torch's comparison
+            return cls(torch.ge, lowest_relevant) if lowest_relevant <= largest else cls(torch.gt, largest)
+        return cls(torch.ge, float(torch.tensor(threshold, dtype=dtype)))
+
+    def mask(self, labels: torch.Tensor) -> torch.Tensor:
+        """bool, True where the label is relevant."""
+        return self.compare(labels, self.value)
+
+    def indicator(self, labels: torch.Tensor) -> torch.Tensor:
+        """float64 0/1, 1 where the label is relevant (see ``_indicator``)."""
+        return _indicator(self.compare, labels, self.value)
+
+
 @dataclass
 class RankedBatch:
     """What every ranking metric needs of one batch. Tensors are float64, shape (batch, depth)
@@ -54,7 +87,7 @@ class RankedBatch:
     hit: torch.Tensor  # 1 if the item at position i is relevant
     hit_times_hits_so_far: torch.Tensor  # hit_i * (number of hits in positions 1..i)
     first_hit: torch.Tensor  # 1 if position i holds the first relevant item
-    num_relevant: Optional[torch.Tensor]  # (batch,) |R| = #items with y >= relevance_threshold, if asked
+    num_relevant: Optional[torch.Tensor]  # (batch,) |R| = the number of relevant items, if asked
     has_relevant: torch.Tensor  # (batch,) bool, |R| > 0
     gain: Optional[torch.Tensor]  # gain of the item at position i (0 if not relevant)
     ideal_gain: Optional[torch.Tensor]  # gains of the ideal ranking, descending
@@ -66,30 +99,32 @@ def rank(
     y: torch.Tensor,
     *,
     depth: int,
-    relevance_threshold: float,
+    relevance_threshold: Optional[float],
     ties: str = "stable",
     gain_function: Optional[GainFunction] = None,
     ideal: bool = False,
     count_relevant: bool = True,
 ) -> RankedBatch:
     """The shared ranking step. ``depth`` is the largest cut-off; it is clipped to num_items.
-    ``count_relevant=False`` leaves ``num_relevant`` out (for metrics that only need to know
-    whether a user has a relevant item), which saves a pass on CPU."""
+    ``relevance_threshold``: see :class:`Relevance`. ``count_relevant=False`` leaves
+    ``num_relevant`` out (for metrics that only need to know whether a user has a relevant
+    item), which saves a pass on CPU."""
     num_items = y_pred.shape[1]
     depth = min(depth, num_items)
     scores, labels = y_pred.contiguous(), y.contiguous()
+    relevance = Relevance.of(relevance_threshold, labels.dtype)
 
     order, score_is_nan = stable_topk(scores, depth, detect_nan=True)
     selects_labels = ideal and _ideal_needs_selection(labels, gain_function)
     label_group = _value_group_size(num_items, depth) if selects_labels else None
     num_relevant, has_relevant, lowest_label, label_maxima = _relevance_pass(
         labels,
-        relevance_threshold,
+        relevance,
         count=count_relevant or (ideal and not selects_labels),  # the binary ideal counts
         strided_group=label_group,
     )
     top_labels = labels.gather(1, order).to(torch.float64)
-    top_relevant = _indicator(torch.ge, top_labels, relevance_threshold)
+    top_relevant = relevance.indicator(top_labels)
     top_gain = None if gain_function is None else gains(top_labels, top_relevant, gain_function, relevance_threshold)
 
     if ties == "stable":
@@ -99,14 +134,18 @@ def rank(
         first_hit = top_relevant * _indicator(torch.eq, hits_so_far, 1)
     else:
         hit, gain, hit_times_hits_so_far, first_hit = _tie_expectations(
-            scores, labels, scores.gather(1, order), top_relevant, top_gain, relevance_threshold, gain_function
+            scores, labels, scores.gather(1, order), top_relevant, top_gain, relevance, gain_function,
+            relevance_threshold,
         )
 
     ideal_gain = None
     if ideal:
-        ideal_gain = _ideal_gains(labels, num_relevant, depth, relevance_threshold, gain_function, label_maxima)
+        ideal_gain = _ideal_gains(labels, num_relevant, depth, relevance, gain_function, label_maxima,
+                                  relevance_threshold)
 
     invalid = _invalid_flags(score_is_nan.any(), lowest_label)
+    if gain_function is not None:
+        invalid.update(_gain_flags(gain_function, gain, ideal_gain))
     return RankedBatch(
         num_items, depth, hit, hit_times_hits_so_far, first_hit, num_relevant, has_relevant, gain, ideal_gain, invalid
     )
@@ -279,13 +318,13 @@ def _row_chunks(num_rows: int, row_cost: int, device: torch.device):
         yield slice(start, start + step)
 
 
-def _relevance_pass(labels: torch.Tensor, threshold: float, count: bool = True, strided_group: Optional[int] = None):
+def _relevance_pass(labels: torch.Tensor, relevance: Relevance, count: bool = True, strided_group: Optional[int] = None):
     """One pass over y, each row chunk read once from memory while it is in cache. Returns:
     the per-user relevant count |R| (float64; None unless ``count``), whether each user has a
     relevant item (bool), the smallest label (for the value checks) and, given ``strided_group``,
     the maxima of the strided groups of that many labels (``_strided_groups``; the first step of
     the ideal ranking's selection). Without the count a user has a relevant item iff its largest
-    label is >= threshold: a max-reduction is cheaper on CPU than a comparison plus a sum."""
+    label is relevant: a max-reduction is cheaper on CPU than a comparison plus a sum."""
     num_rows, num_cols = labels.shape
     device = labels.device
     count_dtype = torch.float32 if num_cols < (1 << 24) else torch.float64  # float32 counts are exact below 2**24
@@ -302,7 +341,7 @@ def _relevance_pass(labels: torch.Tensor, threshold: float, count: bool = True, 
         if count:
             if buffer is None:
                 buffer = torch.empty(chunk.shape, dtype=torch.float32, device=device)
-            is_relevant = torch.ge(chunk, threshold, out=buffer[: chunk.shape[0]])  # float out: fast
+            is_relevant = relevance.compare(chunk, relevance.value, out=buffer[: chunk.shape[0]])  # float out: fast
             torch.sum(is_relevant, 1, dtype=count_dtype, out=counts[rows])
         if lowest is not None:
             torch.amin(chunk, 1, out=lowest[rows])
@@ -314,15 +353,16 @@ def _relevance_pass(labels: torch.Tensor, threshold: float, count: bool = True, 
         tail = labels[:, maxima.shape[1] * strided_group :]
         highest = maxima.amax(1) if tail.shape[1] == 0 else torch.maximum(maxima.amax(1), tail.amax(1))
     counts = counts.to(torch.float64) if count else None
-    has_relevant = counts > 0 if count else highest >= threshold
+    has_relevant = counts > 0 if count else relevance.mask(highest)
     lowest = torch.zeros((), device=device) if lowest is None else lowest.amin()
     return counts, has_relevant, lowest, maxima
 
 
-def gains(values: torch.Tensor, relevant: torch.Tensor, gain_function: GainFunction, threshold: float):
-    """Gain of each relevance value; 0 where the item is not relevant (y < threshold).
-    ``relevant`` is the float 0/1 indicator. The built-in gains are 0 at a masked value of 0, so
-    they mask by a product (finite: a label below the threshold is finite), not a select."""
+def gains(values: torch.Tensor, relevant: torch.Tensor, gain_function: GainFunction, threshold: Optional[float]):
+    """Gain of each relevance value (float64); 0 where the item is not relevant. ``relevant`` is
+    the float 0/1 indicator. The built-in gains are 0 at a masked value of 0, so they mask by a
+    product (finite: a label that is not relevant is finite), not a select. ``threshold`` is the
+    metric's ``relevance_threshold``, used by ``"exp_rank_shifted"``."""
     if gain_function == "exp_rank":
         return torch.exp2(values * relevant) - 1
     if gain_function == "linear_rank":
@@ -331,8 +371,25 @@ def gains(values: torch.Tensor, relevant: torch.Tensor, gain_function: GainFunct
         return relevant.clone()
     if gain_function == "exp_rank_shifted":
         return torch.exp2((values - threshold + 1) * relevant) - 1
-    raw = torch.as_tensor(gain_function(values), dtype=torch.float64, device=values.device)
+    raw = check_gain_output(gain_function(values), values)
     return torch.where(relevant > 0, raw, torch.zeros((), dtype=torch.float64, device=values.device))
+
+
+def _gain_flags(gain_function: GainFunction, *gain_tensors: Optional[torch.Tensor]) -> dict:
+    """Value checks of the gains used: each must be finite (``2 ** y`` overflows float64 for
+    y >= 1024, an infinite label has an infinite gain) and, for a custom gain, non-negative."""
+    used = [g for g in gain_tensors if g is not None]
+    name = getattr(gain_function, "__name__", "custom") if callable(gain_function) else repr(gain_function)
+    flags = {
+        f"y gives an infinite or NaN gain under gain_function={name} (2**y overflows float64 for "
+        "y >= 1024, and an infinite label has an infinite gain); rescale the labels or use "
+        "another gain_function": torch.stack([~torch.isfinite(g).all() for g in used]).any()
+    }
+    if callable(gain_function):
+        flags[f"gain_function={name} returned a negative gain for a relevant label; gains must be >= 0"] = (
+            torch.stack([(g < 0).any() for g in used]).any()
+        )
+    return flags
 
 
 def _indicator(compare, x: torch.Tensor, value) -> torch.Tensor:
@@ -352,14 +409,14 @@ def _ideal_needs_selection(labels: torch.Tensor, gain_function) -> bool:
     return not (gain_function == "binary" or labels.dtype == torch.bool)
 
 
-def _ideal_gains(labels, num_relevant, depth, threshold, gain_function, label_maxima=None):
+def _ideal_gains(labels, num_relevant, depth, relevance, gain_function, label_maxima, threshold):
     """Gains of the best possible ranking, (batch, depth), from the top ``depth`` labels."""
     if not _ideal_needs_selection(labels, gain_function):
         positions = torch.arange(depth, device=labels.device, dtype=torch.float64)
         relevant = (positions < num_relevant.unsqueeze(1)).to(torch.float64)
         return gains(relevant, relevant, gain_function, threshold)
     best = _top_values(labels, depth, label_maxima).to(torch.float64)
-    return gains(best, _indicator(torch.ge, best, threshold), gain_function, threshold)
+    return gains(best, relevance.indicator(best), gain_function, threshold)
 
 
 def _top_values(x: torch.Tensor, k: int, maxima: Optional[torch.Tensor] = None) -> torch.Tensor:
@@ -401,7 +458,7 @@ def _strided_groups(x: torch.Tensor, group: int) -> torch.Tensor:
     return x[:, : group * stride].unflatten(1, (group, stride))
 
 
-def _tie_expectations(scores, labels, top_scores, top_relevant, top_gain, threshold, gain_function):
+def _tie_expectations(scores, labels, top_scores, top_relevant, top_gain, relevance, gain_function, threshold):
     """Per-position expectations over uniformly random orders within each group of tied scores."""
     depth = top_scores.shape[1]
     position = torch.arange(depth, device=scores.device)
@@ -420,7 +477,7 @@ def _tie_expectations(scores, labels, top_scores, top_relevant, top_gain, thresh
     # The last group may continue past the cut: take its totals over the whole row.
     in_last_group = top_scores == top_scores[:, -1:]
     last_count, last_relevant, last_gain = _last_group_totals(
-        scores, labels, top_scores[:, -1:], threshold, gain_function
+        scores, labels, top_scores[:, -1:], relevance, gain_function, threshold
     )
     size = torch.where(in_last_group, last_count.unsqueeze(1), (end - start + 1).to(torch.float64))
     relevant = torch.where(in_last_group, last_relevant.unsqueeze(1), group_total(top_relevant))
@@ -450,7 +507,7 @@ def _first_success_probability(slot, size, successes):
     return torch.where(possible, torch.exp(log_p), torch.zeros_like(log_p))
 
 
-def _last_group_totals(scores, labels, boundary, threshold, gain_function):
+def _last_group_totals(scores, labels, boundary, relevance, gain_function, threshold=None):
     """Over the whole row, the items whose score equals ``boundary`` (batch, 1): their number,
     how many are relevant and their total gain."""
     num_rows, num_cols = scores.shape
@@ -458,7 +515,7 @@ def _last_group_totals(scores, labels, boundary, threshold, gain_function):
     for rows in _row_chunks(num_rows, 4 * num_cols, scores.device):
         tied = (scores[rows] == boundary[rows]).to(torch.float64)
         label_values = labels[rows].to(torch.float64)
-        relevant = (label_values >= threshold).to(torch.float64)
+        relevant = relevance.indicator(label_values)
         totals[0, rows] = tied.sum(1)
         totals[1, rows] = (tied * relevant).sum(1)
         if gain_function is not None:
@@ -472,25 +529,28 @@ def hits_at_own_depth(y_pred: torch.Tensor, y: torch.Tensor, relevance_threshold
     |R| differs per user and is unbounded by any cut-off, so this sorts the full row
     (O(num_items log num_items)); no host synchronisation."""
     scores = y_pred.contiguous()
-    num_relevant, _, _, _ = _relevance_pass(y, relevance_threshold)
+    relevance = Relevance.of(relevance_threshold, y.dtype)
+    num_relevant, _, _, _ = _relevance_pass(y, relevance)
     sorted_scores, order = torch.sort(scores, dim=1, descending=True, stable=True)
-    relevant_in_order = (y.gather(1, order) >= relevance_threshold).to(torch.float64)
+    relevant_in_order = relevance.indicator(y.gather(1, order))
     cut = (num_relevant.to(torch.int64) - 1).clamp(min=0).unsqueeze(1)
     hits = relevant_in_order.cumsum(1).gather(1, cut).squeeze(1)
     if ties == "average":
         boundary = sorted_scores.gather(1, cut)
         above = (scores > boundary).to(torch.float64)
         ahead = above.sum(1)
-        count, relevant, _ = _last_group_totals(scores, y, boundary, relevance_threshold, None)
-        relevant_ahead = (above * (y >= relevance_threshold)).sum(1)
+        count, relevant, _ = _last_group_totals(scores, y, boundary, relevance, None)
+        relevant_ahead = (above * relevance.mask(y)).sum(1)
         hits = relevant_ahead + (num_relevant - ahead) * relevant / count
     return torch.where(num_relevant > 0, hits, torch.zeros_like(hits)), num_relevant
 
 
 def _invalid_flags(any_nan_score: torch.Tensor, lowest_label: torch.Tensor) -> dict:
+    """``lowest_label``: the smallest label of the batch (NaN propagates through ``amin``).
+    Negative labels are legal (not relevant); NaN and -inf labels are not."""
     return {
         "y_pred contains NaN scores (+inf and -inf are allowed)": any_nan_score,
-        "y contains negative or NaN relevance values": ~(lowest_label >= 0),
+        "y contains NaN or -inf relevance values (negative labels are allowed)": ~(lowest_label > float("-inf")),
     }
 
 
@@ -515,6 +575,7 @@ def per_user_auc(y_pred: torch.Tensor, y: torch.Tensor, relevance_threshold: flo
     candidates = torch.empty_like(rank_sum)
     has_nan = torch.empty(num_rows, dtype=torch.bool, device=y_pred.device)
     lowest = torch.zeros(num_rows, dtype=torch.float64, device=y.device)
+    relevance = Relevance.of(relevance_threshold, y.dtype)
     for rows in _row_chunks(num_rows, 8 * num_cols, y_pred.device):
         scores = y_pred[rows].contiguous()
         ascending, order = torch.sort(scores, dim=1)
@@ -526,7 +587,7 @@ def per_user_auc(y_pred: torch.Tensor, y: torch.Tensor, relevance_threshold: flo
         masked = (scores == float("-inf")).sum(1, dtype=torch.float64)
         # 1-based rank among candidates, averaged over the tie group
         average_rank = (first + after_last + 1).to(torch.float64) / 2 - masked.unsqueeze(1)
-        is_positive = (y[rows].gather(1, order) >= relevance_threshold) & (ascending > float("-inf"))
+        is_positive = relevance.mask(y[rows].gather(1, order)) & (ascending > float("-inf"))
         rank_sum[rows] = torch.where(is_positive, average_rank, 0.0).sum(1)
         positives[rows] = is_positive.sum(1, dtype=torch.float64)
         candidates[rows] = num_cols - masked

@@ -16,6 +16,10 @@ from typing import Any, Callable, Union
 import torch
 
 TIE_RULES = ("stable", "average")
+# dtypes accepted as scores and as relevance labels (others, e.g. uint16/32/64 or float8, lack the
+# kernels the ranking step needs: they are refused here with a TypeError, before anything runs)
+SCORE_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+LABEL_DTYPES = (torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64) + SCORE_DTYPES
 GAIN_FUNCTIONS = ("exp_rank", "linear_rank", "binary", "exp_rank_shifted")
 GainFunction = Union[str, Callable[[torch.Tensor], torch.Tensor]]
 
@@ -51,6 +55,13 @@ def check_positive_float(name: str, value: Any) -> float:
     return float(value)
 
 
+def check_relevance_threshold(value: Any) -> Union[float, None]:
+    """A finite threshold > 0 (relevant: ``y >= t``), or None (relevant: ``y > 0``)."""
+    if value is None:
+        return None
+    return check_positive_float("relevance_threshold", value)
+
+
 def check_choice(name: str, value: Any, choices: Sequence[str]) -> str:
     if not isinstance(value, str):
         raise TypeError(f"{name} must be one of {list(choices)}, got {value!r} of type {type(value).__name__}")
@@ -59,10 +70,29 @@ def check_choice(name: str, value: Any, choices: Sequence[str]) -> str:
     return value
 
 
-def check_gain_function(value: Any) -> GainFunction:
+def check_gain_function(value: Any, relevance_threshold: Union[float, None] = 1.0) -> GainFunction:
     if callable(value):
         return value
-    return check_choice("gain_function", value, GAIN_FUNCTIONS)
+    value = check_choice("gain_function", value, GAIN_FUNCTIONS)
+    if value == "exp_rank_shifted" and relevance_threshold is None:
+        raise ValueError("gain_function='exp_rank_shifted' shifts by relevance_threshold, which must then be a number, got None")
+    return value
+
+
+def check_gain_output(gains: Any, values: torch.Tensor) -> torch.Tensor:
+    """The output of a custom ``gain_function`` called on ``values``: one gain per value."""
+    if not isinstance(gains, torch.Tensor):
+        raise TypeError(f"gain_function must return a torch.Tensor of gains, got {type(gains).__name__}")
+    if gains.shape != values.shape:
+        raise ValueError(
+            f"gain_function must return one gain per relevance value (shape {tuple(values.shape)}), "
+            f"got shape {tuple(gains.shape)}"
+        )
+    if gains.is_complex() or gains.dtype == torch.bool or gains.device != values.device:
+        raise TypeError(
+            f"gain_function must return real gains on {values.device}, got dtype {gains.dtype} on {gains.device}"
+        )
+    return gains.detach().to(torch.float64)
 
 
 def check_positive_int(name: str, value: Any) -> int:
@@ -81,8 +111,7 @@ def check_scores_and_relevance(output: Any) -> tuple[torch.Tensor, torch.Tensor]
         raise ValueError(f"update expects a tuple (y_pred, y) of 2 tensors, got a sequence of length {len(output)}")
     y_pred, y = output
     for name, tensor in (("y_pred", y_pred), ("y", y)):
-        if not isinstance(tensor, torch.Tensor):
-            raise TypeError(f"{name} must be a torch.Tensor, got {type(tensor).__name__}")
+        _check_dense_tensor(name, tensor)
         if tensor.ndim != 2:
             raise ValueError(f"{name} must be 2-D (batch, num_items), got shape {tuple(tensor.shape)}")
     if y_pred.shape != y.shape:
@@ -91,13 +120,12 @@ def check_scores_and_relevance(output: Any) -> tuple[torch.Tensor, torch.Tensor]
         raise ValueError("y_pred and y must hold at least one user (batch dimension is 0)")
     if y_pred.shape[1] == 0:
         raise ValueError("y_pred and y must hold at least one item (num_items dimension is 0)")
-    if not y_pred.is_floating_point():
-        raise TypeError(f"y_pred must hold floating-point scores, got dtype {y_pred.dtype}")
-    if y.is_complex() or not (y.is_floating_point() or y.dtype == torch.bool or _is_integer_dtype(y.dtype)):
-        raise TypeError(f"y must hold bool, integer or floating-point relevance, got dtype {y.dtype}")
+    _check_dtype("y_pred", y_pred, SCORE_DTYPES, "floating-point scores")
+    _check_dtype("y", y, LABEL_DTYPES, "bool, integer or floating-point relevance")
     if y_pred.device != y.device:
         raise ValueError(f"y_pred and y must be on the same device, got {y_pred.device} and {y.device}")
-    return y_pred, y
+    # Metrics read values only: no autograd graph is kept or needed (detach is free).
+    return y_pred.detach(), y.detach()
 
 
 def check_pointwise(output: Any) -> tuple[torch.Tensor, torch.Tensor, Union[torch.Tensor, None]]:
@@ -113,21 +141,19 @@ def check_pointwise(output: Any) -> tuple[torch.Tensor, torch.Tensor, Union[torc
     mask = output[2] if len(output) == 3 else None
     named = [("y_pred", y_pred), ("y", y)] + ([("mask", mask)] if mask is not None else [])
     for name, tensor in named:
-        if not isinstance(tensor, torch.Tensor):
-            raise TypeError(f"{name} must be a torch.Tensor, got {type(tensor).__name__}")
+        _check_dense_tensor(name, tensor)
         if tensor.shape != y_pred.shape:
             raise ValueError(f"{name} must have the shape of y_pred {tuple(y_pred.shape)}, got {tuple(tensor.shape)}")
         if tensor.device != y_pred.device:
             raise ValueError(f"{name} must be on y_pred's device {y_pred.device}, got {tensor.device}")
     if y_pred.ndim == 0 or y_pred.numel() == 0:
         raise ValueError(f"y_pred must hold at least one entry in at least one dimension, got shape {tuple(y_pred.shape)}")
-    if not y_pred.is_floating_point():
-        raise TypeError(f"y_pred must hold floating-point scores, got dtype {y_pred.dtype}")
-    if y.is_complex() or not (y.is_floating_point() or y.dtype == torch.bool or _is_integer_dtype(y.dtype)):
-        raise TypeError(f"y must hold bool, integer or floating-point targets, got dtype {y.dtype}")
+    _check_dtype("y_pred", y_pred, SCORE_DTYPES, "floating-point scores")
+    _check_dtype("y", y, LABEL_DTYPES, "bool, integer or floating-point targets")
     if mask is not None and mask.dtype != torch.bool:
         raise TypeError(f"mask must be a bool tensor (True = observed entry), got dtype {mask.dtype}")
-    return y_pred, y, mask
+    # Metrics read values only: no autograd graph is kept in the state (detach is free).
+    return y_pred.detach(), y.detach(), (None if mask is None else mask.detach())
 
 
 def check_num_items(name: str, value: Any) -> Union[int, None]:
@@ -157,9 +183,22 @@ def raise_if_invalid(flags: dict[str, torch.Tensor]) -> None:
             raise ValueError(message)
 
 
+def _check_dense_tensor(name: str, tensor: Any) -> None:
+    if not isinstance(tensor, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(tensor).__name__}")
+    if tensor.layout != torch.strided:
+        raise TypeError(
+            f"{name} must be a dense (strided) tensor, got layout {tensor.layout}; "
+            f"convert it with {name}.to_dense()"
+        )
+
+
+def _check_dtype(name: str, tensor: torch.Tensor, accepted: tuple, what: str) -> None:
+    if tensor.dtype not in accepted:
+        names = ", ".join(str(dtype).replace("torch.", "") for dtype in accepted)
+        raise TypeError(f"{name} must hold {what} ({names}), got dtype {tensor.dtype}")
+
+
 def _is_int(value: Any) -> bool:
     return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
-
-def _is_integer_dtype(dtype: torch.dtype) -> bool:
-    return not dtype.is_floating_point and not dtype.is_complex and dtype != torch.bool

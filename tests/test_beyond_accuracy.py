@@ -332,7 +332,7 @@ def test_top_k_metrics_reject_bad_updates_without_state_change(factory, case):
     before = {k: v.clone() for k, v in _state(metric).items()}
     output, error, message = TOP_K_BAD[case]
     if factory == "gauc" and case == "wrong width":
-        output, error, message = ((torch.rand(3, 5), -torch.ones(3, 5)), ValueError, "negative")
+        output, error, message = ((torch.rand(3, 5), torch.full((3, 5), float("nan"))), ValueError, "NaN")
     with pytest.raises(error, match=re.escape(message)):
         metric.update(output)
     for key, value in _state(metric).items():
@@ -429,7 +429,7 @@ def test_catalog_size_must_stay_fixed():
     [
         (lambda: R.ItemCoverage(2), LIST_BATCH, (_NAN, torch.zeros(3, 5))),
         (lambda: R.Novelty(2, TRAIN_COUNTS), LIST_BATCH, (_NAN, torch.zeros(3, 5))),
-        (lambda: R.GAUC(), AUC_BATCH, (AUC_BATCH[0], -AUC_BATCH[1])),
+        (lambda: R.GAUC(), AUC_BATCH, (AUC_BATCH[0], AUC_BATCH[1] * float("nan"))),
         (lambda: R.AUC(), AUC_BATCH, (AUC_BATCH[0] * float("nan"), AUC_BATCH[1])),
         (lambda: R.LogLoss(), (torch.tensor([0.3]), torch.tensor([1.0])), (torch.tensor([3.0]), torch.tensor([1.0]))),
     ],

@@ -115,7 +115,9 @@ class StreamingMean(Metric):
 
 class MeanOverUsers(StreamingMean):
     """The mean over counted users of per-user values. A user is counted if it has a relevant
-    item (``y >= relevance_threshold``) or if ``ignore_zero_hits`` is False."""
+    item or if ``ignore_zero_hits`` is False. An item is relevant when ``y >= relevance_threshold``
+    compared in y's dtype (as torch compares; see :class:`~ignite_recsys._ranking.Relevance`),
+    or when ``y > 0`` if ``relevance_threshold`` is None."""
 
     def __init__(
         self,
@@ -127,7 +129,7 @@ class MeanOverUsers(StreamingMean):
         ties: str = "stable",
     ):
         self.ignore_zero_hits = V.check_bool("ignore_zero_hits", ignore_zero_hits)
-        self.relevance_threshold = V.check_positive_float("relevance_threshold", relevance_threshold)
+        self.relevance_threshold = V.check_relevance_threshold(relevance_threshold)
         self.ties = V.check_choice("ties", ties, V.TIE_RULES)
         super().__init__(output_transform, device, skip_unrolling)
 

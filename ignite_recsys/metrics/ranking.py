@@ -5,7 +5,9 @@ Common arguments (ignite's ``NDCG`` signature):
 - ``top_k``: an int or a sequence of distinct positive ints; results come in ascending k order.
   A k beyond the number of items reads the whole, shorter list (Precision still divides by k).
 - ``ignore_zero_hits``: users without a relevant item are skipped (True) or count as 0 (False).
-- ``relevance_threshold``: an item is relevant when ``y >= relevance_threshold``, in every metric.
+- ``relevance_threshold``: an item is relevant when ``y >= relevance_threshold``, in every metric,
+  compared in y's own dtype as torch compares (a float32 label 0.7 meets the threshold 0.7);
+  ``None``: every positive label is relevant (``y > 0``). Negative labels are never relevant.
 - ``ties``: ``"stable"`` ranks equal scores by item index, lower first (as a stable descending
   argsort; identical on CPU and CUDA); ``"average"`` gives the expected value over all orders of
   tied scores (McSherry & Najork, ECIR 2008), as torchmetrics and scikit-learn report NDCG.
@@ -66,7 +68,7 @@ class NDCG(CutoffMetric):
         *,
         ties: str = "stable",
     ):
-        self.gain_function = self._gain_function = V.check_gain_function(gain_function)
+        self.gain_function = self._gain_function = V.check_gain_function(gain_function, relevance_threshold)
         super().__init__(
             top_k, ignore_zero_hits, relevance_threshold, output_transform, device, skip_unrolling, ties=ties
         )

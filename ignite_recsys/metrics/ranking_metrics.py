@@ -61,7 +61,7 @@ class RankingMetrics(MeanOverUsers):
     ):
         self.top_k = list(V.check_top_k(top_k))
         self.metrics = self._check_metrics(metrics)
-        self.gain_function = V.check_gain_function(gain_function)
+        self.gain_function = V.check_gain_function(gain_function, relevance_threshold)
         self.map_normalization = V.check_choice("map_normalization", map_normalization, F.MAP_NORMALIZATIONS)
         self.recall_normalization = V.check_choice(
             "recall_normalization", recall_normalization, F.RECALL_NORMALIZATIONS

@@ -18,7 +18,7 @@ from ignite.exceptions import NotComputableError
 from ignite.metrics.metric import Metric, reinit__is_reduced, sync_all_reduce
 
 from .. import _validation as V
-from .._ranking import per_user_auc
+from .._ranking import Relevance, per_user_auc
 from ._base import StreamingMean, _identity, raise_for_invalid_updates, screen
 
 GAUC_WEIGHTINGS = ("positives", "uniform")
@@ -142,7 +142,7 @@ class AUC(Metric):
         bits = scores.view(torch.int32).to(torch.int64)
         ordered = torch.where(bits < 0, bits ^ 0x7FFFFFFF, bits) + (1 << 31)  # unsigned, float order
         bucket = ordered >> (32 - self.resolution_bits)
-        is_negative = (y < self.relevance_threshold).to(torch.int64)
+        is_negative = (~Relevance.of(self.relevance_threshold, y.dtype).mask(y)).to(torch.int64)
         index = (is_negative << self.resolution_bits) + bucket
         counted = observed & (scores > float("-inf")) & ~bad
         self._histogram.view(-1).index_add_(

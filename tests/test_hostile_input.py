@@ -1,0 +1,272 @@
+"""Hostile but realistic input: thresholds in the labels' precision, gains that overflow, custom
+gains, unsupported dtypes and layouts, tensors that require grad. Every expected value comes
+from the numpy references in ``references.py`` (or is stated by hand); every refused batch must
+leave the state bit for bit as it was."""
+
+import math
+import re
+
+import numpy as np
+import pytest
+import torch
+
+import ignite_recsys as R
+from conftest import CUTOFF_CLASSES, random_batch, run_metric
+from references import metric_means
+
+# Every metric that compares labels with relevance_threshold, as (name, factory(threshold)).
+THRESHOLD_METRICS = {name: (lambda t, cls=cls: cls([1, 2], relevance_threshold=t)) for name, cls in CUTOFF_CLASSES.items()}
+THRESHOLD_METRICS["ndcg_average"] = lambda t: R.NDCG([1, 2], relevance_threshold=t, ties="average")
+THRESHOLD_METRICS["r_precision"] = lambda t: R.RPrecision(relevance_threshold=t)
+THRESHOLD_METRICS["r_precision_average"] = lambda t: R.RPrecision(relevance_threshold=t, ties="average")
+THRESHOLD_METRICS["ranking_metrics"] = lambda t: R.RankingMetrics(
+    [1, 2], metrics=list(CUTOFF_CLASSES) + ["r_precision"], relevance_threshold=t
+)
+THRESHOLD_METRICS["gauc"] = lambda t: R.GAUC(relevance_threshold=t)
+THRESHOLD_METRICS["auc"] = lambda t: R.AUC(relevance_threshold=t)
+
+
+def _state(metric):
+    return {key: value.clone() for key, value in next(iter(metric.state_dict().values()))[0].items()}
+
+
+def _assert_refused_and_untouched(metric, good, bad, error, message):
+    metric.update(good)
+    before = _state(metric)
+    with pytest.raises(error, match=message):
+        metric.update(bad)
+    after = _state(metric)
+    for key in before:
+        assert torch.equal(before[key], after[key]), key
+
+
+def _values(result):
+    if isinstance(result, dict):
+        return list(result.values())
+    return result if isinstance(result, list) else [result]
+
+
+# --- One threshold rule: y >= t compared in y's dtype ------------------------------------------
+@pytest.mark.parametrize("name", sorted(THRESHOLD_METRICS))
+def test_float32_label_equal_to_the_threshold_is_relevant(name):
+    # 0.7 as float32 is 0.69999998; `y >= 0.7` on float32 labels is True, so both users have one
+    # relevant item, ranked first: every value is the perfect one.
+    y_pred = torch.tensor([[1.0, 0.0], [1.0, 0.0]])
+    y = torch.tensor([[1.0, 0.0], [0.7, 0.0]])
+    assert bool((y >= 0.7).all(1).logical_or((y >= 0.7).any(1)).all())  # what a torch user writes
+    metric = THRESHOLD_METRICS[name](0.7)
+    metric.update((y_pred, y))
+    got = _values(metric.compute())
+    if name.startswith("ranking_metrics"):
+        names = list(metric.compute())
+        expected = [0.5 if n == "precision@2" else (2 / 3 if n == "f1@2" else 1.0) for n in names]
+    elif name == "precision":
+        expected = [1.0, 0.5]
+    elif name == "f1":
+        expected = [1.0, 2 / 3]
+    else:
+        expected = [1.0] * len(got)
+    np.testing.assert_allclose(got, expected, atol=1e-12)
+
+
+@pytest.mark.parametrize("label_dtype", [torch.float16, torch.bfloat16, torch.float32])
+@pytest.mark.parametrize("ties", ["stable", "average"])
+def test_graded_labels_in_low_precision_match_reference_with_rounded_threshold(rng, label_dtype, ties):
+    scores, _ = random_batch(rng, 12, 7, ties=ties == "average")
+    grades = rng.choice([0.0, 0.3, 0.7, 1.1, 2.9], size=(12, 7))
+    labels = torch.tensor(grades).to(label_dtype)
+    threshold = 0.7
+    rounded = float(torch.tensor(threshold, dtype=label_dtype))  # what `labels >= 0.7` compares with
+    expected = metric_means(scores.numpy(), labels.double().numpy(), [1, 3, 7], ties=ties,
+                            threshold=rounded, gain_kind="linear_rank")
+    for name, cls in CUTOFF_CLASSES.items():
+        kwargs = {"gain_function": "linear_rank"} if name == "ndcg" else {}
+        if name == "map" and ties == "average":
+            kwargs["normalization"] = "relevant"
+            reference = metric_means(scores.numpy(), labels.double().numpy(), [1, 3, 7], ties=ties,
+                                     threshold=rounded, map_norm="relevant")["map"]
+        else:
+            reference = expected[name]
+        got = run_metric(cls([1, 3, 7], relevance_threshold=threshold, ties=ties, **kwargs), [(scores, labels)])
+        np.testing.assert_allclose(got, reference, atol=1e-12, err_msg=name)
+    got = run_metric(R.RPrecision(relevance_threshold=threshold, ties=ties), [(scores, labels)])
+    assert got == pytest.approx(expected["r_precision"], abs=1e-12)
+
+
+@pytest.mark.parametrize(
+    "label_dtype,threshold,effective",
+    [
+        (torch.int64, 1.5, 2),  # an integer label is >= 1.5 iff it is >= 2
+        (torch.int8, 200, math.inf),  # above int8's range: nothing is relevant (no wrap-around)
+        (torch.uint8, 300, math.inf),
+        (torch.uint8, 2, 2),
+        (torch.bool, 1.0, 1),
+        (torch.bool, 1.5, math.inf),
+    ],
+)
+def test_integer_and_bool_labels_compare_exactly(rng, label_dtype, threshold, effective):
+    scores, _ = random_batch(rng, 10, 6)
+    top = 1 if label_dtype == torch.bool else (100 if label_dtype == torch.int8 else 250)
+    raw = rng.integers(0, 3, size=(10, 6)) * (top // 2)
+    if label_dtype == torch.bool:
+        raw = raw > 0
+    labels = torch.tensor(raw).to(label_dtype)
+    expected = metric_means(scores.numpy(), labels.double().numpy(), [1, 3], threshold=effective,
+                            ignore_zero_hits=False)
+    got = run_metric(R.Recall([1, 3], relevance_threshold=threshold, ignore_zero_hits=False), [(scores, labels)])
+    np.testing.assert_allclose(got, expected["recall"], atol=1e-12)
+    got = run_metric(R.HitRate([1, 3], relevance_threshold=threshold, ignore_zero_hits=False), [(scores, labels)])
+    np.testing.assert_allclose(got, expected["hit_rate"], atol=1e-12)
+
+
+@pytest.mark.parametrize("ties", ["stable", "average"])
+def test_threshold_none_counts_every_positive_label(rng, ties):
+    scores, _ = random_batch(rng, 15, 8, ties=ties == "average")
+    grades = rng.choice([-1.0, 0.0, 1e-30, 0.25, 0.5, 3.0], size=(15, 8))
+    labels = torch.tensor(grades, dtype=torch.float64)
+    smallest_positive = 1e-30  # y > 0 among these values is y >= 1e-30
+    expected = metric_means(scores.numpy(), grades, [1, 4], ties=ties, threshold=smallest_positive,
+                            gain_kind="linear_rank", map_norm="relevant")
+    for name, cls in CUTOFF_CLASSES.items():
+        kwargs = {"gain_function": "linear_rank"} if name == "ndcg" else {}
+        if name == "map":
+            kwargs["normalization"] = "relevant"
+        got = run_metric(cls([1, 4], relevance_threshold=None, ties=ties, **kwargs), [(scores, labels)])
+        np.testing.assert_allclose(got, expected[name], atol=1e-12, err_msg=name)
+
+
+def test_exp_rank_shifted_needs_a_numeric_threshold():
+    with pytest.raises(ValueError, match="exp_rank_shifted"):
+        R.NDCG(5, relevance_threshold=None, gain_function="exp_rank_shifted")
+
+
+def test_negative_labels_are_not_relevant(rng):
+    scores, _ = random_batch(rng, 20, 9)
+    grades = rng.choice([-3.0, -1.0, 0.0, 1.0, 2.0], size=(20, 9))
+    expected = metric_means(scores.numpy(), grades, [1, 3, 9], ignore_zero_hits=False)
+    for name, cls in CUTOFF_CLASSES.items():
+        got = run_metric(cls([1, 3, 9], ignore_zero_hits=False), [(scores, torch.tensor(grades))])
+        np.testing.assert_allclose(got, expected[name], atol=1e-12, err_msg=name)
+
+
+# --- Gains that overflow, custom gains ---------------------------------------------------------
+@pytest.mark.parametrize("ties", ["stable", "average"])
+@pytest.mark.parametrize("label", [1024.0, 5000.0, math.inf])
+def test_overflowing_gain_is_refused_with_state_untouched(ties, label):
+    good = (torch.tensor([[0.3, 0.1, 0.9, 0.2]]), torch.tensor([[0.0, 1.0, 1.0, 0.0]]))
+    # with ties="average" the huge label sits outside the top 1 but in its tie group
+    y_pred = torch.tensor([[0.9, 0.5, 0.5, 0.1]])
+    y = torch.tensor([[1.0, 0.0, label, 0.0]], dtype=torch.float64)
+    metric = R.NDCG([1], ties=ties)
+    _assert_refused_and_untouched(metric, good, (y_pred, y), ValueError, "infinite or NaN gain")
+    metric.update(good)
+    assert all(math.isfinite(v) for v in metric.compute())
+
+
+def test_linear_gain_of_large_labels_is_finite_and_exact(rng):
+    scores, _ = random_batch(rng, 6, 5)
+    grades = rng.choice([0.0, 1500.0, 3000.0], size=(6, 5))
+    expected = metric_means(scores.numpy(), grades, [2, 5], gain_kind="linear_rank")["ndcg"]
+    got = run_metric(R.NDCG([2, 5], gain_function="linear_rank"), [(scores, torch.tensor(grades))])
+    np.testing.assert_allclose(got, expected, atol=1e-12)
+
+
+def test_exp_rank_just_below_overflow_is_exact():
+    y_pred = torch.tensor([[0.1, 0.9]])
+    y = torch.tensor([[1023.0, 1.0]], dtype=torch.float64)
+    expected = (1 / math.log2(2) + (2.0**1023 - 1) / math.log2(3)) / ((2.0**1023 - 1) / math.log2(2) + 1 / math.log2(3))
+    assert run_metric(R.NDCG([2]), [(y_pred, y)]) == pytest.approx([expected], rel=1e-12)
+
+
+GOOD = (torch.tensor([[0.3, 0.1, 0.9, 0.2], [0.5, 0.4, 0.3, 0.2]]), torch.tensor([[0.0, 1.0, 2.0, 0.0], [1.0, 0.0, 0.0, 3.0]]))
+
+
+@pytest.mark.parametrize(
+    "gain,error,message",
+    [
+        (lambda y: torch.full_like(y, float("nan")), ValueError, "infinite or NaN gain"),
+        (lambda y: y / 0.0, ValueError, "infinite or NaN gain"),
+        (lambda y: -y, ValueError, "negative gain"),
+        (lambda y: torch.ones(y.shape[1], dtype=y.dtype), ValueError, "one gain per relevance value"),
+        (lambda y: y.sum(), ValueError, "one gain per relevance value"),
+        (lambda y: y.tolist(), TypeError, "must return a torch.Tensor"),
+        (lambda y: y > 0, TypeError, "real gains"),
+    ],
+)
+@pytest.mark.parametrize("ties", ["stable", "average"])
+def test_custom_gain_output_is_checked(gain, error, message, ties):
+    metric = R.NDCG([1, 3], gain_function=lambda y: y, ties=ties)
+    metric.update(GOOD)
+    before = _state(metric)
+    metric.gain_function = metric._gain_function = gain
+    with pytest.raises(error, match=message):
+        metric.update(GOOD)
+    for key, value in _state(metric).items():
+        assert torch.equal(before[key], value), key
+
+
+def test_custom_gain_matches_reference(rng):
+    scores, _ = random_batch(rng, 10, 6)
+    grades = rng.choice([0.0, 1.0, 2.0, 3.0], size=(10, 6))
+    expected = metric_means(scores.numpy(), grades, [1, 3], gain_kind=lambda r: r**2 + 1)["ndcg"]
+    got = run_metric(R.NDCG([1, 3], gain_function=lambda y: y**2 + 1), [(scores, torch.tensor(grades))])
+    np.testing.assert_allclose(got, expected, atol=1e-12)
+
+
+# --- Unsupported dtypes and layouts: a clear TypeError at the check ----------------------------
+ALL_FACTORIES = {
+    "ndcg": lambda: R.NDCG([1, 3]),
+    "ranking_metrics": lambda: R.RankingMetrics([1, 3], metrics=list(CUTOFF_CLASSES) + ["r_precision"]),
+    "r_precision": lambda: R.RPrecision(),
+    "item_coverage": lambda: R.ItemCoverage([1, 3]),
+    "novelty": lambda: R.Novelty([1, 3], item_popularity=torch.tensor([3.0, 1.0, 2.0, 5.0])),
+    "gauc": lambda: R.GAUC(),
+    "auc": lambda: R.AUC(),
+    "mae": lambda: R.MAE(),
+    "log_loss": lambda: R.LogLoss(),
+}
+GOOD_01 = (torch.tensor([[0.3, 0.1, 0.9, 0.2]]), torch.tensor([[0.0, 1.0, 1.0, 0.0]]))
+
+
+def _unsupported_inputs():
+    y_pred, y = GOOD_01
+    cases = {}
+    for dtype in (torch.uint16, torch.uint32, torch.uint64):
+        cases[f"y {dtype}"] = ((y_pred, y.to(dtype)), TypeError, rf"y must hold .*got dtype {dtype}")
+    for dtype in (torch.float8_e4m3fn, torch.float8_e5m2):
+        cases[f"y_pred {dtype}"] = ((y_pred.to(dtype), y), TypeError, rf"y_pred must hold .*got dtype {dtype}")
+        cases[f"y {dtype}"] = ((y_pred, y.to(dtype)), TypeError, rf"y must hold .*got dtype {dtype}")
+    cases["y_pred sparse coo"] = ((y_pred.to_sparse(), y), TypeError, "y_pred must be a dense")
+    cases["y_pred sparse csr"] = ((y_pred.to_sparse_csr(), y), TypeError, "y_pred must be a dense")
+    cases["y_pred quantized"] = (
+        (torch.quantize_per_tensor(y_pred, 0.1, 0, torch.quint8), y), TypeError, "y_pred must",
+    )
+    return cases
+
+
+UNSUPPORTED = _unsupported_inputs()
+
+
+@pytest.mark.parametrize("factory", sorted(ALL_FACTORIES))
+@pytest.mark.parametrize("case", sorted(UNSUPPORTED))
+def test_unsupported_dtype_or_layout_is_a_clear_type_error(factory, case):
+    output, error, message = UNSUPPORTED[case]
+    _assert_refused_and_untouched(ALL_FACTORIES[factory](), GOOD_01, output, error, message)
+
+
+# --- Tensors that require grad -----------------------------------------------------------------
+@pytest.mark.parametrize("factory", sorted(ALL_FACTORIES))
+def test_inputs_that_require_grad_are_accepted_and_leave_no_graph(factory):
+    y_pred, y = GOOD_01
+    plain = ALL_FACTORIES[factory]()
+    plain.update((y_pred, y))
+    y_pred_grad = (y_pred * 1.0).requires_grad_()
+    y_grad = (y * 1.0).requires_grad_()
+    metric = ALL_FACTORIES[factory]()
+    metric.update((y_pred_grad * 1.0, y_grad * 1.0))  # non-leaf tensors with a graph behind them
+    assert metric.compute() == plain.compute()
+    for key, value in _state(metric).items():
+        assert not value.requires_grad and value.grad_fn is None, key
+    for name, value in vars(metric).items():
+        if isinstance(value, torch.Tensor):
+            assert value.grad_fn is None, name
