@@ -1,0 +1,332 @@
+"""Property-based fuzzing: random malformed and extreme inputs thrown at every metric.
+
+For every input, either
+- the metric refuses it with a ``ValueError``/``TypeError`` whose message names the argument at
+  fault, and its state is bit for bit what it was; or
+- it accepts it, and ``compute()`` gives finite values equal to an independent numpy reference
+  over every batch it accepted (or ``NotComputableError`` exactly when the reference has nothing
+  to average).
+Inputs that an independent predicate (written here from the documented rules) calls valid must
+be accepted. The references rank with a stable sort in float64 and compare pairs directly.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from ignite.exceptions import NotComputableError
+
+import ignite_recsys as R
+from references import coverage, entropy, gini, metric_means, top_lists
+
+TOP_K = [1, 3]
+SCORE_VALUES = [0.0, -0.0, 1.0, -1.0, 0.5, 2.0, 1e-45, 1e30, -1e30, math.inf, -math.inf, math.nan]
+LABEL_VALUES = [0.0, 1.0, 2.0, 0.5, 3.0, -1.0, 1e-40, 2000.0, math.inf, -math.inf, math.nan]
+SCORE_DTYPES = [torch.float16, torch.bfloat16, torch.float32, torch.float64]
+LABEL_DTYPES = [torch.bool, torch.uint8, torch.int8, torch.int64] + SCORE_DTYPES
+ODD_DTYPES = [torch.uint16, torch.uint32, torch.complex64, torch.float8_e4m3fn, torch.int32]
+# a refusal must name what is wrong: one of update's arguments (or the tuple itself)
+NAMES_AN_ARGUMENT = re.compile(r"\b(y_pred|y|mask|update|gain_function|num_items|item_popularity)\b")
+FUZZ = settings(
+    max_examples=60, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True, database=None
+)
+
+
+def _cast(values, dtype):
+    """A tensor of ``dtype`` from float64 values (integer dtypes take finite values rounded and
+    clipped into their range; that is what a user's integer tensor would hold)."""
+    array = np.asarray(values, dtype=np.float64)
+    if dtype == torch.bool:
+        return torch.from_numpy(np.nan_to_num(array) > 0)
+    if not dtype.is_floating_point and not dtype.is_complex:
+        info = torch.iinfo(dtype)
+        array = np.clip(np.nan_to_num(array, posinf=info.max, neginf=info.min), info.min, min(info.max, 2**53))
+        return torch.from_numpy(np.round(array)).to(dtype)
+    return torch.from_numpy(array).to(dtype)
+
+
+@st.composite
+def batches(draw, pointwise=False):
+    """A (y_pred, y[, mask]) update argument: mostly well formed with extreme values, sometimes
+    malformed in structure, shape, dtype or layout."""
+    users = draw(st.integers(0, 3))
+    items = draw(st.integers(0, 5))
+    shape = (users, items)
+    y_shape = shape
+    flaw = draw(st.sampled_from(["none"] * 8 + ["y shape", "1-D", "3-D", "odd dtype", "sparse", "arity", "list"]))
+    if flaw == "y shape":
+        y_shape = (users, items + 1)
+    if flaw == "1-D":
+        shape = y_shape = (items,)
+    if flaw == "3-D":
+        shape = y_shape = (users, 1, items)
+    score_dtype = draw(st.sampled_from(SCORE_DTYPES))
+    label_dtype = draw(st.sampled_from(SCORE_DTYPES if pointwise else LABEL_DTYPES))
+    if flaw == "odd dtype":
+        if draw(st.booleans()):
+            score_dtype = draw(st.sampled_from(ODD_DTYPES))
+        else:
+            label_dtype = draw(st.sampled_from(ODD_DTYPES))
+    score_pool = [0.1, 0.9, 0.3, 0.0, 1.0, 0.5] if pointwise and draw(st.booleans()) else SCORE_VALUES
+    label_pool = [0.0, 1.0] if pointwise and draw(st.booleans()) else LABEL_VALUES
+    n, m = int(np.prod(shape)), int(np.prod(y_shape))
+    scores = np.array(draw(st.lists(st.sampled_from(score_pool), min_size=n, max_size=n)), dtype=np.float64)
+    labels = np.array(draw(st.lists(st.sampled_from(label_pool), min_size=m, max_size=m)), dtype=np.float64)
+    y_pred = _cast(scores.reshape(shape), score_dtype) if score_dtype != torch.float8_e4m3fn else torch.zeros(shape, dtype=score_dtype)
+    y = _cast(labels.reshape(y_shape), label_dtype) if label_dtype != torch.float8_e4m3fn else torch.zeros(y_shape, dtype=label_dtype)
+    if flaw == "sparse" and y_pred.ndim == 2:
+        y_pred = y_pred.to_sparse()
+    output = [y_pred, y]
+    if pointwise and draw(st.booleans()):
+        output.append(torch.from_numpy(np.array(draw(st.lists(st.booleans(), min_size=m, max_size=m)))).reshape(y_shape))
+    if flaw == "arity":
+        output = output[:1] if draw(st.booleans()) else output + [y]
+    if flaw == "list":
+        return [t.tolist() for t in output] if draw(st.booleans()) else y_pred
+    return tuple(output)
+
+
+def _state(metric):
+    return {key: value.clone() for key, value in next(iter(metric.state_dict().values()))[0].items()}
+
+
+def _well_formed(output, pointwise=False):
+    """The structural rules: a tuple of dense tensors of one shape and accepted dtypes."""
+    if not isinstance(output, tuple) or len(output) not in ((2, 3) if pointwise else (2,)):
+        return False
+    if not all(isinstance(t, torch.Tensor) and t.layout == torch.strided for t in output):
+        return False
+    y_pred, y = output[0], output[1]
+    if any(t.shape != y_pred.shape for t in output) or y_pred.numel() == 0:
+        return False
+    if not pointwise and y_pred.ndim != 2:
+        return False
+    if len(output) == 3 and output[2].dtype != torch.bool:
+        return False
+    return y_pred.dtype in SCORE_DTYPES and y.dtype in LABEL_DTYPES
+
+
+def _check(metric, output, accepted_batches, valid, reference):
+    """Update with ``output`` and check the outcome; returns the batches accepted so far."""
+    before = _state(metric)
+    try:
+        metric.update(output)
+    except (ValueError, TypeError) as error:
+        assert not valid, f"a valid input was refused: {error}"
+        assert NAMES_AN_ARGUMENT.search(str(error)), f"the message names no argument: {error}"
+        after = _state(metric)
+        assert before.keys() == after.keys()
+        for key in before:
+            assert torch.equal(before[key], after[key]), key
+        return accepted_batches
+    accepted = accepted_batches + [tuple(t.to(torch.float64) if t.dtype != torch.bool else t for t in output)]
+    expected = reference(accepted)
+    if expected is None:
+        with pytest.raises(NotComputableError):
+            metric.compute()
+    else:
+        got = metric.compute()
+        got = list(got.values()) if isinstance(got, dict) else (got if isinstance(got, list) else [got])
+        assert all(math.isfinite(v) for v in got), got
+        if callable(expected):
+            expected(got, metric)
+        else:
+            np.testing.assert_allclose(got, expected, rtol=1e-9, atol=1e-12)
+    return accepted
+
+
+def _stack(batches_):
+    scores = np.concatenate([b[0].numpy().astype(np.float64) for b in batches_])
+    labels = np.concatenate([b[1].numpy().astype(np.float64) for b in batches_])
+    return scores, labels
+
+
+def _valid_ranking_values(output, gain=None):
+    """NaN scores, NaN or -inf labels are invalid; for NDCG also labels of infinite gain."""
+    y_pred, y = output
+    scores, labels = y_pred.double(), y.double()
+    if scores.isnan().any() or labels.isnan().any() or (labels == -math.inf).any():
+        return False
+    if gain == "exp":
+        return not (labels >= 1024).any()  # 2**y overflows float64
+    return gain is None or not (labels == math.inf).any()
+
+
+RANKING = {
+    "ndcg": (lambda: R.NDCG(TOP_K), "ndcg", "exp"),
+    "ndcg_linear_average": (lambda: R.NDCG(TOP_K, gain_function="linear_rank", ties="average"), "ndcg", "linear"),
+    "hit_rate": (lambda: R.HitRate(TOP_K, relevance_threshold=1.0), "hit_rate", None),
+    "recall": (lambda: R.Recall(TOP_K), "recall", None),
+    "precision_average": (lambda: R.Precision(TOP_K, ties="average"), "precision", None),
+    "map": (lambda: R.MAP(TOP_K, ignore_zero_hits=False), "map", None),
+    "mrr": (lambda: R.MRR(TOP_K), "mrr", None),
+    "f1": (lambda: R.F1(TOP_K), "f1", None),
+    "r_precision": (lambda: R.RPrecision(), "r_precision", None),
+    "ranking_metrics": (
+        lambda: R.RankingMetrics(TOP_K, metrics=["ndcg", "recall", "mrr", "r_precision"]), None, "exp"
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(RANKING))
+@FUZZ
+@given(output=batches())
+def test_ranking_metrics_refuse_cleanly_or_match_reference(name, output):
+    make, key, gain = RANKING[name]
+    metric = make()
+    good = (torch.tensor([[0.2, 0.9, 0.4]]), torch.tensor([[1.0, 0.0, 2.0]]))
+    metric.update(good)
+    valid = _well_formed(output) and _valid_ranking_values(output, gain)
+    kwargs = {} if "linear" not in name else {"gain_kind": "linear_rank"}
+    ties = "average" if "average" in name else "stable"
+    ignore = name != "map"
+
+    def reference(accepted):
+        totals = {}
+        for scores, labels in [b[:2] for b in accepted]:
+            scores, labels = scores.double().numpy(), labels.double().numpy()
+            means = metric_means(scores, labels, TOP_K, ties=ties, ignore_zero_hits=ignore, **kwargs)
+            counted = sum(1 for row in labels if not ignore or (row >= 1).any())
+            if means is None:
+                continue
+            for metric_name, values in means.items():
+                totals.setdefault(metric_name, []).append((np.atleast_1d(values), counted))
+        if not totals:
+            return None
+        mean = {n: sum(v * c for v, c in parts) / sum(c for _, c in parts) for n, parts in totals.items()}
+        if key is None:
+            return [x for n in ("ndcg", "recall", "mrr") for x in mean[n]] + list(mean["r_precision"])
+        return list(mean[key])
+
+    _check(metric, output, [good], valid, reference)
+
+
+def _pairwise_auc(scores, positive):
+    """P(score of a positive > score of a negative), ties counting one half; None if undefined."""
+    pos, neg = scores[positive], scores[~positive]
+    if len(pos) == 0 or len(neg) == 0:
+        return None
+    greater = (pos[:, None] > neg[None, :]).sum() + 0.5 * (pos[:, None] == neg[None, :]).sum()
+    return greater / (len(pos) * len(neg))
+
+
+@FUZZ
+@given(output=batches())
+def test_gauc_refuses_cleanly_or_matches_reference(output):
+    metric = R.GAUC()
+    good = (torch.tensor([[0.2, 0.9, 0.4]]), torch.tensor([[1.0, 0.0, 2.0]]))
+    metric.update(good)
+
+    def reference(accepted):
+        rows = [(s, y) for batch in accepted for s, y in zip(*(t.double().numpy() for t in batch[:2]))]
+        values, weights = [], []
+        for row_scores, row_labels in rows:
+            candidate = row_scores > -np.inf
+            auc = _pairwise_auc(row_scores[candidate], row_labels[candidate] >= 1)
+            if auc is not None:
+                values.append(auc)
+                weights.append((row_labels[candidate] >= 1).sum())
+        return None if not values else [float(np.average(values, weights=weights))]
+
+    valid = _well_formed(output) and _valid_ranking_values(output)
+    _check(metric, output, [good], valid, reference)
+
+
+@FUZZ
+@given(output=batches(pointwise=True))
+def test_auc_refuses_cleanly_or_is_within_its_bound(output):
+    metric = R.AUC()
+    good = (torch.tensor([0.2, 0.9, 0.4]), torch.tensor([1.0, 0.0, 2.0]))
+    metric.update(good)
+
+    def reference(accepted):
+        scores, positive = [], []
+        for batch in accepted:
+            observed = np.ones(batch[0].shape, bool) if len(batch) == 2 else batch[2].numpy()
+            s, y = batch[0].double().numpy()[observed], batch[1].double().numpy()[observed]
+            scores.append(s[s > -np.inf])
+            positive.append(y[s > -np.inf] >= 1)
+        auc = _pairwise_auc(np.concatenate(scores), np.concatenate(positive))
+        if auc is None:
+            return None
+        return lambda got, m: (_ for _ in ()).throw(AssertionError((got, auc))) if abs(got[0] - auc) > m.error_bound() + 1e-12 else None
+
+    valid = _well_formed(output, pointwise=True)
+    if valid:
+        observed = torch.ones_like(output[0], dtype=torch.bool) if len(output) == 2 else output[2]
+        s, y = output[0].double()[observed], output[1].double()[observed]
+        valid = not (s.isnan().any() or y.isnan().any() or (y == -math.inf).any())
+    _check(metric, output, [good], valid, reference)
+
+
+POINTWISE = {
+    "mae": (R.MAE, lambda p, y: np.abs(p - y), lambda m: m, False),
+    "rmse": (R.RMSE, lambda p, y: (p - y) ** 2, math.sqrt, False),
+    "log_loss": (
+        R.LogLoss,
+        lambda p, y: -(y * np.log(np.clip(p, 1e-15, 1 - 1e-15)) + (1 - y) * np.log(1 - np.clip(p, 1e-15, 1 - 1e-15))),
+        lambda m: m,
+        True,
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(POINTWISE))
+@FUZZ
+@given(output=batches(pointwise=True))
+def test_pointwise_losses_refuse_cleanly_or_match_reference(name, output):
+    make, loss, finish, unit_range = POINTWISE[name]
+    metric = make()
+    good = (torch.tensor([0.2, 0.9, 0.4]), torch.tensor([1.0, 0.0, 1.0]))
+    metric.update(good)
+
+    def reference(accepted):
+        losses = []
+        for batch in accepted:
+            observed = np.ones(batch[0].shape, bool) if len(batch) == 2 else batch[2].numpy()
+            losses.append(loss(batch[0].double().numpy()[observed], batch[1].double().numpy()[observed]))
+        values = np.concatenate(losses)
+        return None if values.size == 0 else [finish(float(values.mean()))]
+
+    valid = _well_formed(output, pointwise=True)
+    if valid:
+        observed = torch.ones_like(output[0], dtype=torch.bool) if len(output) == 2 else output[2]
+        p, y = output[0].double()[observed], output[1].double()[observed]
+        valid = bool(torch.isfinite(p).all() and torch.isfinite(y).all())
+        if unit_range:
+            valid = valid and bool(((p >= 0) & (p <= 1) & (y >= 0) & (y <= 1)).all())
+    _check(metric, output, [good], valid, reference)
+
+
+CATALOG = {
+    "item_coverage": (lambda: R.ItemCoverage(TOP_K, num_items=3), lambda lists: coverage(lists, 3)),
+    "gini": (lambda: R.GiniIndex(TOP_K, num_items=3), lambda lists: gini(lists, 3)),
+    "entropy": (lambda: R.ShannonEntropy(TOP_K, num_items=3), lambda lists: entropy(lists, 3)),
+    "average_popularity": (
+        lambda: R.AveragePopularity(TOP_K, item_popularity=torch.tensor([4.0, 1.0, 0.0])),
+        lambda lists: float(np.mean([np.mean([[4.0, 1.0, 0.0][i] for i in items]) for items in lists])),
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CATALOG))
+@FUZZ
+@given(output=batches())
+def test_catalog_metrics_refuse_cleanly_or_match_reference(name, output):
+    make, value_of = CATALOG[name]
+    metric = make()
+    good = (torch.tensor([[0.2, 0.9, 0.4]]), torch.tensor([[1.0, 0.0, 2.0]]))
+    metric.update(good)
+
+    def reference(accepted):
+        scores, _ = _stack(accepted)
+        return [value_of(top_lists(scores, k)) for k in TOP_K]
+
+    valid = _well_formed(output) and output[0].shape[1] == 3 and not output[0].double().isnan().any()
+    _check(metric, output, [good], valid, reference)
