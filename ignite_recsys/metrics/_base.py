@@ -86,7 +86,8 @@ class StatefulMetric(Metric):
 
     def _configuration(self) -> str:
         names = ("top_k", "metrics", "num_items", "resolution_bits")
-        return ", ".join(f"{n}={getattr(self, n)!r}" for n in names if getattr(self, n, None) is not None)
+        # self.__dict__, not getattr: ignite's Metric answers any unknown attribute with a function
+        return ", ".join(f"{n}={self.__dict__[n]!r}" for n in names if self.__dict__.get(n) is not None)
 
     def _check_state(self, state: Any) -> None:
         name = type(self).__name__
