@@ -193,7 +193,8 @@ def _catalog_size_worker(local_rank, folder):
     rank = idist.get_rank()
     batch = random_batch(np.random.default_rng(rank), 4, 10 + 2 * rank)
     messages = {}
-    for name, metric in {"coverage": R.ItemCoverage([1, 3]), "gini": R.GiniIndex(2), "entropy": R.ShannonEntropy(3)}.items():
+    metrics = {"coverage": R.ItemCoverage([1, 3]), "gini": R.GiniIndex(2), "entropy": R.ShannonEntropy(3)}
+    for name, metric in metrics.items():
         metric.update(batch)
         try:
             metric.compute()

@@ -72,7 +72,11 @@ def test_metrics_loaded_from_one_dict_share_nothing(rng, name):
 _POPULARITY = torch.arange(25) % 7 + 1
 
 MISMATCHES = {
-    "cut-offs": (lambda: R.NDCG([5, 10]), lambda: R.NDCG([5]), r"'_sum' has shape \(2,\), this metric \(top_k=\[5\]\) expects \(1,\)"),
+    "cut-offs": (
+        lambda: R.NDCG([5, 10]),
+        lambda: R.NDCG([5]),
+        r"'_sum' has shape \(2,\), this metric \(top_k=\[5\]\) expects \(1,\)",
+    ),
     "metric names": (
         lambda: R.RankingMetrics([1, 3], metrics=["ndcg", "recall"]),
         lambda: R.RankingMetrics([1, 3], metrics=["ndcg"]),
@@ -88,7 +92,11 @@ MISMATCHES = {
         lambda: R.AUC(resolution_bits=14),
         r"'_histogram' has shape \(2, 4096\), this metric \(resolution_bits=14\) expects \(2, 16384\)",
     ),
-    "catalog cut-offs": (lambda: R.ItemCoverage([1, 3, 5]), lambda: R.ItemCoverage([1, 3]), r"'_counts' has shape \(3, 25\)"),
+    "catalog cut-offs": (
+        lambda: R.ItemCoverage([1, 3, 5]),
+        lambda: R.ItemCoverage([1, 3]),
+        r"'_counts' has shape \(3, 25\)",
+    ),
     "catalog size given": (
         lambda: R.GiniIndex([1, 3], num_items=25),
         lambda: R.GiniIndex([1, 3], num_items=30),

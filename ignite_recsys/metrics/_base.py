@@ -2,8 +2,10 @@
 
 ``StreamingMean`` holds ``num_values`` float64 sums and one float64 count, O(num_values) on
 ``device`` and summed across processes. Subclasses say how a batch turns into (sums, count).
-``MeanOverUsers`` adds the relevance options of the per-user ranking metrics; ``CutoffMetric``
-the cut-offs ``top_k``.
+``StatefulMetric`` (the base of every metric here) makes ``state_dict`` a snapshot, checks what
+``load_state_dict`` is given, reduces copies of the state in ``compute`` and keeps a loaded state
+when an Engine resumes mid-epoch. ``MeanOverUsers`` adds the relevance options of the per-user
+ranking metrics; ``CutoffMetric`` the cut-offs ``top_k``.
 
 Value checks (NaN scores, negative relevance, ...) run eagerly for CPU inputs: ``update`` raises
 before any state changes. For CUDA inputs they run on the device without synchronising: the bad

@@ -134,7 +134,9 @@ class CatalogCounts(CutoffResults, StatefulMetric):
                 f"{type(self).__name__}: processes saw different catalog sizes (from {smallest} to {largest} "
                 "items); pass num_items, and give every process rows of all num_items items"
             )
-        counts = self._counts if width else torch.zeros(len(self.top_k), largest, dtype=torch.float64, device=self._device)
+        counts = self._counts
+        if width == 0:
+            counts = torch.zeros(len(self.top_k), largest, dtype=torch.float64, device=self._device)
         return idist.all_reduce(counts.clone()), idist.all_reduce(self._num_invalid_updates.clone())
 
     def _from_counts(self, counts: torch.Tensor) -> torch.Tensor:
