@@ -117,3 +117,102 @@ def test_distributed_equals_single_process(world_size):
                     np.testing.assert_allclose(list(got[name].values()), list(value.values()), atol=1e-9)
                 else:
                     np.testing.assert_allclose(got[name], value, atol=1e-9, err_msg=f"{name} rank {rank}")
+
+
+# --- compute() leaves the local state as it was, also when it raises ---------------------------
+def _rank_batches(rank):
+    """Per rank: a first batch with no relevant item (so compute() raises), then two batches."""
+    rng = np.random.default_rng(11 + rank)
+    scores, _ = random_batch(rng, 5, 20)
+    return (scores, torch.zeros(5, 20)), [random_batch(rng, 6, 20, graded=True, ties=True) for _ in range(2)]
+
+
+_RAISING_FACTORIES = {
+    "auc": lambda: R.AUC(resolution_bits=12),
+    "auc_bound": lambda: _AUCBound(resolution_bits=12),
+    "ndcg": lambda: R.NDCG([1, 5]),
+    "gauc": lambda: R.GAUC(),
+}
+
+
+def _raising_compute_worker(local_rank, folder):
+    from ignite.exceptions import NotComputableError
+
+    rank = idist.get_rank()
+    empty, batches = _rank_batches(rank)
+    results = {}
+    for name, factory in _RAISING_FACTORIES.items():
+        metric = factory()
+        metric.update(empty)
+        try:
+            metric.compute()
+            results[name + "_first"] = "returned"
+        except NotComputableError:
+            results[name + "_first"] = "NotComputableError"
+        for batch in batches:
+            metric.update(batch)
+        results[name] = metric.compute()
+    # A batch with invalid values, as the deferred (CUDA) check sees it: it adds nothing and each
+    # compute() reports it once, however often compute() is called.
+    import ignite_recsys._validation as V
+
+    V.raise_if_invalid = lambda flags: None
+    metric = R.NDCG([1, 5])
+    metric.update(batches[0])
+    if rank == 0:
+        scores, relevance = batches[1]
+        metric.update((torch.where(relevance > 0, float("nan"), scores), relevance))
+    messages = []
+    for _ in range(2):
+        try:
+            metric.compute()
+        except ValueError as error:
+            messages.append(str(error))
+    results["invalid_messages"] = messages
+    with open(os.path.join(folder, f"rank{rank}.json"), "w") as handle:
+        json.dump(results, handle)
+
+
+def test_compute_that_raises_leaves_the_local_state_unchanged():
+    union = [batch for rank in range(2) for batch in [_rank_batches(rank)[0]] + _rank_batches(rank)[1]]
+    with tempfile.TemporaryDirectory() as folder:
+        with idist.Parallel(backend="gloo", nproc_per_node=2) as parallel:
+            parallel.run(_raising_compute_worker, folder)
+        for rank in range(2):
+            with open(os.path.join(folder, f"rank{rank}.json")) as handle:
+                got = json.load(handle)
+            for name, factory in _RAISING_FACTORIES.items():
+                assert got[name + "_first"] == "NotComputableError", name
+                np.testing.assert_allclose(got[name], run_metric(factory(), union), rtol=0, atol=1e-9, err_msg=name)
+            assert len(got["invalid_messages"]) == 2
+            assert all("NDCG: 1 update(s)" in message for message in got["invalid_messages"])
+
+
+# --- catalog sizes that differ across processes -------------------------------------------------
+def _catalog_size_worker(local_rank, folder):
+    rank = idist.get_rank()
+    batch = random_batch(np.random.default_rng(rank), 4, 10 + 2 * rank)
+    messages = {}
+    metrics = {"coverage": R.ItemCoverage([1, 3]), "gini": R.GiniIndex(2), "entropy": R.ShannonEntropy(3)}
+    for name, metric in metrics.items():
+        metric.update(batch)
+        try:
+            metric.compute()
+            messages[name] = "returned"
+        except ValueError as error:
+            messages[name] = str(error)
+    with open(os.path.join(folder, f"rank{rank}.json"), "w") as handle:
+        json.dump(messages, handle)
+
+
+def test_different_catalog_sizes_raise_the_same_error_on_every_rank():
+    with tempfile.TemporaryDirectory() as folder:
+        with idist.Parallel(backend="gloo", nproc_per_node=2) as parallel:
+            parallel.run(_catalog_size_worker, folder)
+        got = []
+        for rank in range(2):
+            with open(os.path.join(folder, f"rank{rank}.json")) as handle:
+                got.append(json.load(handle))
+    assert got[0] == got[1]
+    for name, message in got[0].items():
+        assert "different catalog sizes (from 10 to 12 items); pass num_items" in message, name

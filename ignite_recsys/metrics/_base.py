@@ -2,8 +2,10 @@
 
 ``StreamingMean`` holds ``num_values`` float64 sums and one float64 count, O(num_values) on
 ``device`` and summed across processes. Subclasses say how a batch turns into (sums, count).
-``MeanOverUsers`` adds the relevance options of the per-user ranking metrics; ``CutoffMetric``
-the cut-offs ``top_k``.
+``StatefulMetric`` (the base of every metric here) makes ``state_dict`` a snapshot, checks what
+``load_state_dict`` is given, reduces copies of the state in ``compute`` and keeps a loaded state
+when an Engine resumes mid-epoch. ``MeanOverUsers`` adds the relevance options of the per-user
+ranking metrics; ``CutoffMetric`` the cut-offs ``top_k``.
 
 Value checks (NaN scores, negative relevance, ...) run eagerly for CPU inputs: ``update`` raises
 before any state changes. For CUDA inputs they run on the device without synchronising: the bad
@@ -12,11 +14,14 @@ batch adds nothing and ``compute`` raises.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Callable, Sequence, Union
 
+import ignite.distributed as idist
 import torch
+from ignite.engine import Events
 from ignite.exceptions import NotComputableError
-from ignite.metrics.metric import Metric, reinit__is_reduced, sync_all_reduce
+from ignite.metrics.metric import Metric, reinit__is_reduced
 
 from .. import _validation as V
 from .._ranking import RankedBatch, rank
@@ -55,7 +60,115 @@ class CutoffResults:
             engine.state.metrics[f"{name}@{k}"] = value
 
 
-class StreamingMean(Metric):
+_PER_RANK = "__metric_state_per_rank"  # the one key of ignite's ``Metric.state_dict()``
+
+
+class StatefulMetric(Metric):
+    """What every metric here shares about its state (the tensors named in
+    ``_state_dict_all_req_keys``):
+
+    - ``state_dict()`` is a snapshot (copies), and ``load_state_dict`` copies in, so neither side
+      changes when the other is updated.
+    - ``load_state_dict`` refuses a state of another shape (another configuration: cut-offs,
+      metric names, catalog size, histogram size) with a ValueError naming the state key and both
+      shapes, before anything changes.
+    - ``compute`` reduces copies of the state across processes (``_reduced``): the local state is
+      the same after ``compute``, whether it returns or raises.
+    - A metric loaded from a checkpoint and attached to an Engine that resumes mid-epoch keeps
+      the loaded state at that epoch's ``EPOCH_STARTED`` instead of resetting it.
+    """
+
+    _resume_pending = False  # set by load_state_dict, consumed by the next ``started``
+
+    # Shapes ------------------------------------------------------------------------------------
+    def _state_shapes(self) -> dict:
+        """The shape each state tensor must have (None: any size in that dimension). By default
+        the current shapes, which ``reset`` fixed from the configuration."""
+        return {key: tuple(getattr(self, key).shape) for key in self._state_dict_all_req_keys}
+
+    def _configuration(self) -> str:
+        names = ("top_k", "metrics", "num_items", "resolution_bits")
+        # self.__dict__, not getattr: ignite's Metric answers any unknown attribute with a function
+        return ", ".join(f"{n}={self.__dict__[n]!r}" for n in names if self.__dict__.get(n) is not None)
+
+    def _check_state(self, state: Any) -> None:
+        name = type(self).__name__
+        if not isinstance(state, Mapping):
+            raise TypeError(f"{name}.load_state_dict: the state must be a mapping, got {type(state).__name__}")
+        for key, expected in self._state_shapes().items():
+            if key not in state:
+                raise ValueError(f"{name}.load_state_dict: the state has no {key!r} (keys: {sorted(state)})")
+            value = state[key]
+            if not isinstance(value, torch.Tensor) or value.is_complex():
+                raise TypeError(f"{name}.load_state_dict: {key!r} must be a real tensor, got {value!r:.60}")
+            shape = tuple(value.shape)
+            if len(shape) != len(expected) or any(e is not None and e != s for e, s in zip(expected, shape)):
+                wanted = tuple("any" if e is None else e for e in expected)
+                raise ValueError(
+                    f"{name}.load_state_dict: {key!r} has shape {shape}, this metric ({self._configuration()}) "
+                    f"expects {wanted}; the state comes from a metric with another configuration"
+                )
+
+    # Checkpoints -------------------------------------------------------------------------------
+    def state_dict(self):
+        state = super().state_dict()
+        state[_PER_RANK] = [
+            {key: value.clone() if isinstance(value, torch.Tensor) else value for key, value in per_rank.items()}
+            for per_rank in state[_PER_RANK]
+        ]
+        return state
+
+    def load_state_dict(self, state_dict: Mapping) -> None:
+        rank = idist.get_rank()
+        if (
+            isinstance(state_dict, Mapping)
+            and list(state_dict) == [_PER_RANK]
+            and isinstance(state_dict[_PER_RANK], Sequence)
+            and len(state_dict[_PER_RANK]) == idist.get_world_size()
+        ):  # otherwise ignite raises its own error below
+            per_rank = list(state_dict[_PER_RANK])
+            self._check_state(per_rank[rank])
+            current = {key: getattr(self, key) for key in self._state_dict_all_req_keys}
+            per_rank[rank] = {
+                key: value.detach().to(current[key].device, current[key].dtype, copy=True)
+                if key in current
+                else value
+                for key, value in per_rank[rank].items()
+            }
+            state_dict = {_PER_RANK: per_rank}
+        super().load_state_dict(state_dict)
+        self._resume_pending = True
+
+    def started(self, engine) -> None:
+        """Reset at the start of each epoch, except when the Engine resumes mid-epoch from a
+        checkpoint this metric was loaded from: the state then holds that epoch's first batches."""
+        resuming, self._resume_pending = self._resume_pending, False
+        state = engine.state
+        if (
+            resuming
+            and engine.last_event_name == Events.EPOCH_STARTED
+            and state.epoch_length
+            and state.iteration % state.epoch_length != 0
+        ):
+            return
+        self.reset()
+
+    # Distributed -------------------------------------------------------------------------------
+    def _reduced(self, *specs: str) -> list:
+        """The state tensors named in ``specs`` (``"name"`` or ``"name:OP"``, OP among SUM, MIN,
+        MAX; SUM by default) reduced over processes, as copies: the state itself never changes.
+        In a single process the state tensors themselves (callers must not modify them)."""
+        values = []
+        for spec in specs:
+            key, _, op = spec.partition(":")
+            value = getattr(self, key)
+            if idist.get_world_size() > 1:
+                value = idist.all_reduce(value.clone(), op=op or "SUM")
+            values.append(value)
+        return values
+
+
+class StreamingMean(StatefulMetric):
     """``compute`` returns ``sums / count`` (through ``_result``), accumulated over batches."""
 
     _state_dict_all_req_keys = ("_sum", "_count", "_num_invalid_updates")
@@ -105,12 +218,12 @@ class StreamingMean(Metric):
         self._count += torch.where(bad, zero, count).to(self._device)
         self._num_invalid_updates += bad.to(torch.float64).to(self._device)
 
-    @sync_all_reduce("_sum", "_count", "_num_invalid_updates")
     def compute(self) -> Any:
-        raise_for_invalid_updates(self, self._num_invalid_updates)
-        if self._count == 0:
+        total, count, num_invalid = self._reduced("_sum", "_count", "_num_invalid_updates")
+        raise_for_invalid_updates(self, num_invalid)
+        if count == 0:
             raise NotComputableError(self._empty_message())
-        return self._result((self._sum / self._count).tolist())
+        return self._result((total / count).tolist())
 
 
 class MeanOverUsers(StreamingMean):

@@ -32,11 +32,11 @@ from typing import Callable, Optional, Sequence, Union
 import ignite.distributed as idist
 import torch
 from ignite.exceptions import NotComputableError
-from ignite.metrics.metric import Metric, reinit__is_reduced
+from ignite.metrics.metric import reinit__is_reduced
 
 from .. import _validation as V
 from .._ranking import device_constant, stable_topk
-from ._base import CutoffResults, StreamingMean, _identity, raise_for_invalid_updates, screen
+from ._base import CutoffResults, StatefulMetric, StreamingMean, _identity, raise_for_invalid_updates, screen
 
 _NAN_SCORES = "y_pred contains NaN scores (+inf and -inf are allowed)"
 
@@ -47,7 +47,7 @@ def _top_items(y_pred: torch.Tensor, top_k: list):
     return order, {_NAN_SCORES: has_nan.any()}
 
 
-class CatalogCounts(CutoffResults, Metric):
+class CatalogCounts(CutoffResults, StatefulMetric):
     """How often each catalog item appears in the top-k lists, per cut-off: a (len(top_k),
     num_items) float64 state (exact integer counts), taken from the first batch unless
     ``num_items`` is given, and summed across processes."""
@@ -67,8 +67,7 @@ class CatalogCounts(CutoffResults, Metric):
         self.top_k = list(V.check_top_k(top_k))
         self.num_items = V.check_num_items("num_items", num_items)
         self.convention = V.check_choice("convention", convention, self._conventions)
-        # list position p (0-based) counts towards every k > p; it is added to the first such k
-        self._bucket_of_position = tuple(sum(k <= p for k in self.top_k) for p in range(self.top_k[-1]))
+        self._buckets_by_depth: dict = {}
         if not callable(output_transform):
             raise TypeError(f"output_transform must be callable, got {type(output_transform).__name__}")
         super().__init__(output_transform, device=device, skip_unrolling=skip_unrolling)
@@ -92,11 +91,25 @@ class CatalogCounts(CutoffResults, Metric):
         if self._counts.shape[1] == 0:
             self._counts = torch.zeros(len(self.top_k), num_items, dtype=torch.float64, device=self._device)
         # cumulative sums over the buckets in compute give the counts at each k
-        bucket = device_constant(self._bucket_of_position, torch.int64, order.device)[: order.shape[1]]
+        bucket = self._bucket_of_position(order.shape[1], order.device)
         flat_index = (bucket * num_items + order).flatten().to(self._device)
         weight = (~bad).to(torch.float64).to(self._device).expand(flat_index.shape[0])
         self._counts.view(-1).index_add_(0, flat_index, weight)
         self._num_invalid_updates += bad.to(torch.float64).to(self._device)
+
+    def _bucket_of_position(self, depth: int, device: torch.device) -> torch.Tensor:
+        """(depth,) int64: list position p (0-based) counts towards every k > p and is added to the
+        first such k, bucket #{k <= p}. Made once per (depth, device); depth = min(max k, num_items)."""
+        key = (depth, device)
+        if key not in self._buckets_by_depth:
+            positions = torch.arange(depth, dtype=torch.int64, device=device)
+            cutoffs = device_constant(self.top_k, torch.int64, device)
+            self._buckets_by_depth[key] = torch.searchsorted(cutoffs, positions, right=True)
+        return self._buckets_by_depth[key]
+
+    def _state_shapes(self) -> dict:
+        # without num_items the catalog size is whatever the checkpointed metric saw
+        return {"_counts": (len(self.top_k), self.num_items), "_num_invalid_updates": ()}
 
     def compute(self) -> list:
         counts, num_invalid = self._synced_state()
@@ -106,20 +119,25 @@ class CatalogCounts(CutoffResults, Metric):
         return self._from_counts(counts.cumsum(0)).tolist()
 
     def _synced_state(self):
-        """The counts summed over processes (without touching the local state). A process that
-        saw no batch contributes zeros of the common catalog size."""
-        counts, num_invalid = self._counts, self._num_invalid_updates
+        """The counts summed over processes (copies: the local state never changes). A process
+        that saw no batch contributes zeros of the common catalog size; different sizes raise the
+        same ValueError on every process."""
         if idist.get_world_size() == 1:
-            return counts, num_invalid
-        width = int(idist.all_reduce(float(counts.shape[1]), op="MAX"))
-        if counts.shape[1] == 0:
-            counts = torch.zeros(len(self.top_k), width, dtype=torch.float64, device=self._device)
-        elif counts.shape[1] != width:
+            return self._counts, self._num_invalid_updates
+        width = self._counts.shape[1]
+        # one MIN over (smallest size, -largest size); a process without a batch has no size yet
+        bounds = torch.tensor([width or math.inf, -width], dtype=torch.float64)
+        smallest, largest = (int(v) if math.isfinite(v) else 0 for v in idist.all_reduce(bounds, op="MIN").tolist())
+        largest = -largest
+        if smallest and smallest != largest:
             raise ValueError(
-                f"{type(self).__name__}: processes saw different catalog sizes ({counts.shape[1]} here, "
-                f"{width} elsewhere); pass num_items"
+                f"{type(self).__name__}: processes saw different catalog sizes (from {smallest} to {largest} "
+                "items); pass num_items, and give every process rows of all num_items items"
             )
-        return idist.all_reduce(counts.clone()), idist.all_reduce(num_invalid.clone())
+        counts = self._counts
+        if width == 0:
+            counts = torch.zeros(len(self.top_k), largest, dtype=torch.float64, device=self._device)
+        return idist.all_reduce(counts.clone()), idist.all_reduce(self._num_invalid_updates.clone())
 
     def _from_counts(self, counts: torch.Tensor) -> torch.Tensor:
         """(len(top_k),) values from the (len(top_k), num_items) counts at each cut-off."""
@@ -230,7 +248,8 @@ class ItemValueMean(CutoffResults, StreamingMean):
         skip_unrolling: bool = False,
     ):
         self.top_k = list(V.check_top_k(top_k))
-        self.item_popularity = V.check_item_vector("item_popularity", item_popularity)
+        # a copy: later in-place changes to the caller's tensor must not change the results
+        self.item_popularity = V.check_item_vector("item_popularity", item_popularity).clone()
         self._item_values = self._values_of_items(self.item_popularity)
         self._item_values_by_device: dict = {}
         super().__init__(output_transform, device, skip_unrolling)
@@ -347,8 +366,18 @@ class Novelty(ItemValueMean):
               \sum_{i \in \hat R_k(u)} -\log_2 \frac{\phi(i)}{\sum_j \phi(j)}
 
     With equal-length lists this is Recommenders' mean over all recommended (user, item) pairs.
-    Every item needs a positive popularity (an unseen item's self-information is infinite): add a
-    pseudo-count, e.g. ``item_popularity + 1``, for catalogs with unseen items.
+    An item never seen in training (count 0) has infinite self-information; ``unseen_items``
+    says what to do with it:
+
+    - ``"error"`` (default): refuse such an ``item_popularity`` (``ValueError``); add a
+      pseudo-count yourself, e.g. ``item_popularity + 1``.
+    - ``"rarest_seen"``: an unseen item gets the self-information of the least popular seen item,
+      :math:`-\log_2(\min_{\phi(j) > 0} \phi(j) / \sum_j \phi(j))`, the total unchanged (Elliot's
+      rule for unseen items in ``EFD``).
+
+    Args:
+        item_popularity: 1-D tensor, :math:`\phi(i)` = training interaction count of each item
+            (non-negative; copied).
 
     >>> import torch
     >>> from ignite_recsys import Novelty
@@ -356,12 +385,34 @@ class Novelty(ItemValueMean):
     >>> metric.update((torch.tensor([[5.0, 4, 0, 0, 0], [5, 0, 4, 0, 0], [5, 4, 0, 0, 0]]), torch.zeros(3, 5)))
     >>> [round(v, 4) for v in metric.compute()]
     [1.6463]
+    >>> metric = Novelty(top_k=2, item_popularity=torch.tensor([10, 5, 0, 1, 1]), unseen_items="rarest_seen")
+    >>> metric.update((torch.tensor([[5.0, 0, 4, 0, 0]]), torch.zeros(1, 5)))
+    >>> [round(v, 4) for v in metric.compute()]
+    [2.4265]
     """
 
+    def __init__(
+        self,
+        top_k: Union[int, Sequence[int]],
+        item_popularity: torch.Tensor,
+        output_transform: Callable = _identity,
+        device: Union[str, torch.device] = torch.device("cpu"),
+        skip_unrolling: bool = False,
+        *,
+        unseen_items: str = "error",
+    ):
+        self.unseen_items = V.check_choice("unseen_items", unseen_items, ("error", "rarest_seen"))
+        super().__init__(top_k, item_popularity, output_transform, device, skip_unrolling)
+
     def _values_of_items(self, popularity):
-        if bool((popularity == 0).any()):
+        seen = popularity > 0
+        if not bool(seen.any()):
+            raise ValueError("item_popularity must hold at least one positive count for Novelty")
+        if self.unseen_items == "error" and not bool(seen.all()):
             raise ValueError(
                 "item_popularity must be positive for Novelty (an item with count 0 has infinite "
-                "self-information); add a pseudo-count, e.g. item_popularity + 1"
+                "self-information); pass unseen_items=\"rarest_seen\" or add a pseudo-count, e.g. "
+                "item_popularity + 1"
             )
-        return -torch.log2(popularity / popularity.sum())
+        rarest = popularity[seen].min()
+        return -torch.log2(torch.where(seen, popularity, rarest) / popularity.sum())

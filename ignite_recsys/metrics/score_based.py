@@ -15,11 +15,11 @@ from typing import Callable, Union
 
 import torch
 from ignite.exceptions import NotComputableError
-from ignite.metrics.metric import Metric, reinit__is_reduced, sync_all_reduce
+from ignite.metrics.metric import reinit__is_reduced
 
 from .. import _validation as V
 from .._ranking import Relevance, per_user_auc
-from ._base import StreamingMean, _identity, raise_for_invalid_updates, screen
+from ._base import StatefulMetric, StreamingMean, _identity, raise_for_invalid_updates, screen
 
 GAUC_WEIGHTINGS = ("positives", "uniform")
 
@@ -76,7 +76,7 @@ class GAUC(StreamingMean):
         return means[0]
 
 
-class AUC(Metric):
+class AUC(StatefulMetric):
     r"""Global ROC AUC over all (user, item) entries pooled together (RecBole ``AUC``,
     Recommenders ``auc``): the probability that a positive entry (``y >= relevance_threshold``)
     scores above a negative one, ties counting one half.
@@ -153,9 +153,10 @@ class AUC(Metric):
         self._highest.scatter_reduce_(0, bucket, torch.where(counted, scores, -math.inf), "amax")
         self._num_invalid_updates += bad.to(torch.float64).to(self._device)
 
-    def _totals(self):
-        raise_for_invalid_updates(self, self._num_invalid_updates)
-        positives, negatives = self._histogram[0], self._histogram[1]
+    def _totals(self, histogram, num_invalid):
+        """From the state reduced over processes: positives and negatives per bucket, #pairs."""
+        raise_for_invalid_updates(self, num_invalid)
+        positives, negatives = histogram[0], histogram[1]
         num_positive, num_negative = positives.sum(), negatives.sum()
         if num_positive == 0 or num_negative == 0:
             raise NotComputableError(
@@ -164,17 +165,18 @@ class AUC(Metric):
             )
         return positives, negatives, num_positive * num_negative
 
-    @sync_all_reduce("_histogram", "_lowest:MIN", "_highest:MAX", "_num_invalid_updates")
     def compute(self) -> float:
-        positives, negatives, pairs = self._totals()
+        positives, negatives, pairs = self._totals(*self._reduced("_histogram", "_num_invalid_updates"))
         negatives_below = negatives.cumsum(0) - negatives
         return float((positives * (negatives_below + 0.5 * negatives)).sum() / pairs)
 
-    @sync_all_reduce("_histogram", "_lowest:MIN", "_highest:MAX", "_num_invalid_updates")
     def error_bound(self) -> float:
         """The largest possible difference between ``compute()`` and the exact AUC (0: exact)."""
-        positives, negatives, pairs = self._totals()
-        mixed = self._lowest < self._highest
+        histogram, lowest, highest, num_invalid = self._reduced(
+            "_histogram", "_lowest:MIN", "_highest:MAX", "_num_invalid_updates"
+        )
+        positives, negatives, pairs = self._totals(histogram, num_invalid)
+        mixed = lowest < highest
         return float(0.5 * torch.where(mixed, positives * negatives, 0.0).sum() / pairs)
 
 
