@@ -20,6 +20,7 @@ from ignite.metrics.metric import Metric, reinit__is_reduced, sync_all_reduce
 
 from .. import _validation as V
 from .._ranking import RankedBatch, rank
+from ._engine import CutoffResults, OptionalOutputKeys
 
 
 def _identity(output: Any) -> Any:
@@ -43,19 +44,7 @@ def raise_for_invalid_updates(metric: Metric, num_invalid_updates: torch.Tensor)
         )
 
 
-class CutoffResults:
-    """For metrics with cut-offs ``top_k``: an attached Engine also gets ``"<name>@<k>"`` scalars."""
-
-    top_k: list
-
-    def completed(self, engine, name: str) -> None:
-        result = self.compute()
-        engine.state.metrics[name] = result
-        for k, value in zip(self.top_k, result):
-            engine.state.metrics[f"{name}@{k}"] = value
-
-
-class StreamingMean(Metric):
+class StreamingMean(OptionalOutputKeys, Metric):
     """``compute`` returns ``sums / count`` (through ``_result``), accumulated over batches."""
 
     _state_dict_all_req_keys = ("_sum", "_count", "_num_invalid_updates")

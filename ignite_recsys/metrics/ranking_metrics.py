@@ -10,12 +10,13 @@ from .. import _validation as V
 from .. import functional as F
 from .._ranking import full_row_checks, hits_at_own_depth, rank
 from ._base import MeanOverUsers, _identity
+from ._engine import ScalarResults
 
 CUTOFF_METRICS = ("ndcg", "hit_rate", "recall", "precision", "map", "mrr", "f1")
 ALL_METRICS = CUTOFF_METRICS + ("r_precision",)
 
 
-class RankingMetrics(MeanOverUsers):
+class RankingMetrics(ScalarResults, MeanOverUsers):
     r"""Any subset of the ranking metrics at every cut-off, from a single shared ranking step.
 
     Each value equals that of the individual class (:class:`NDCG`, :class:`HitRate`,
@@ -134,3 +135,9 @@ class RankingMetrics(MeanOverUsers):
 
     def _result(self, means):
         return dict(zip(self._names, means))
+
+    def _scalar_keys(self, name):
+        return [f"{name}/{key}" for key in self._names]
+
+    def _scalar_items(self, name, result):
+        return [(f"{name}/{key}", value) for key, value in result.items()]
