@@ -22,8 +22,14 @@ class RankingMetrics(ScalarResults, MeanOverUsers):
     Each value equals that of the individual class (:class:`NDCG`, :class:`HitRate`,
     :class:`Recall`, :class:`Precision`, :class:`MAP`, :class:`MRR`, :class:`F1`,
     :class:`RPrecision`) with the same arguments. ``compute()`` returns a dict
-    ``{"ndcg@10": float, ...}`` (``"r_precision"`` has no cut-off), so an attached Engine gets
-    each value as its own scalar.
+    ``{"ndcg@10": float, ...}`` (``"r_precision"`` has no cut-off).
+
+    Attached to an Engine as ``name``, it writes that dict under ``name`` and each value as its
+    own scalar under ``"<name>/ndcg@10"``, ``"<name>/r_precision"``. The attach name is always
+    the prefix, so several of them (two models, two relevance thresholds) share an Engine without
+    one overwriting the other's values; the bare names stay in the dict,
+    ``engine.state.metrics[name]["ndcg@10"]``. A key another attached metric also writes raises
+    a ValueError.
 
     Args:
         top_k: an int or a sequence of distinct positive ints.
