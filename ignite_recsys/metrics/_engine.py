@@ -94,8 +94,8 @@ class ScalarResults:
                 raise ValueError(
                     f"{type(self).__name__} attached as {name!r} and {type(other).__name__} attached as "
                     f"{other_name!r} would both write {shared} into engine.state.metrics, one overwriting "
-                    f"the other. Attach them under names that give distinct keys (a metric attached as "
-                    f"'name' writes {_key_rule(self, name)})."
+                    "the other. Attach them under names that give distinct keys (a metric attached as 'x' "
+                    "writes 'x' and one scalar per value: 'x@<k>', or 'x/<metric>@<k>' for RankingMetrics)."
                 )
 
     def attach(self, engine, name: str, usage=EpochWise()) -> None:
@@ -110,11 +110,6 @@ class ScalarResults:
         engine.state.metrics[name] = result
         for key, value in self._scalar_items(name, result):
             engine.state.metrics[key] = value
-
-
-def _key_rule(metric, name: str) -> str:
-    keys = metric._scalar_keys(name)
-    return f"{name!r} and {keys[:2] + ['...'] if len(keys) > 2 else keys}"
 
 
 class OptionalOutputKeys:
