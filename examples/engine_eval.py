@@ -22,7 +22,9 @@ from models import MatrixFactorization, bpr_batches, bpr_step
 from ignite_recsys import GiniIndex, ItemCoverage, RankingMetrics
 
 TOP_K = [5, 10, 20]
-LOGGED = ["ndcg@10", "recall@20", "hit_rate@10", "map@10", "coverage@10", "gini@10"]
+LOGGED = [
+    "ranking/ndcg@10", "ranking/recall@20", "ranking/hit_rate@10", "ranking/map@10", "coverage@10", "gini@10",
+]
 
 
 def build_evaluator(model, split: data.Split, device="cpu") -> Engine:

@@ -56,8 +56,9 @@ def main(argv=None):
         name: evaluate(score, split, args.batch_size) for name, score in models.items()
     }
 
-    for names in (["ndcg", "hit_rate", "recall", "precision", "map", "mrr"], ["coverage", "gini", "avg_popularity"]):
-        header = f"{'model':<12} {'k':>3} " + " ".join(f"{n:>14}" for n in names)
+    ranking = [f"ranking/{n}" for n in ("ndcg", "hit_rate", "recall", "precision", "map", "mrr")]
+    for names in (ranking, ["coverage", "gini", "avg_popularity"]):
+        header = f"{'model':<12} {'k':>3} " + " ".join(f"{n.split('/')[-1]:>14}" for n in names)
         print("\n" + header + "\n" + "-" * len(header))
         for model, metrics in results.items():
             for k in TOP_K:

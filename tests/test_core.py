@@ -318,7 +318,7 @@ def test_ranking_metrics_default_set_and_engine_scalars(rng):
     R.RankingMetrics([10, 5]).attach(engine, "rank")
     metrics = engine.run([(scores, relevance)]).metrics
     names = [f"{m}@{k}" for m in ("ndcg", "hit_rate", "recall", "precision", "map", "mrr", "f1") for k in (5, 10)]
-    assert all(name in metrics for name in names) and "r_precision" not in metrics
+    assert all(f"rank/{name}" in metrics for name in names) and "rank/r_precision" not in metrics
 
 
 def test_top_k_unsorted_input_returns_sorted_order(rng):

@@ -26,12 +26,12 @@ def test_evaluate_synthetic_demo(capsys):
     printed = capsys.readouterr().out
     assert "taste model" in printed and "popularity" in printed and "coverage" in printed
     taste, popularity = results["taste model"], results["popularity"]
-    assert taste["ndcg@10"] > popularity["ndcg@10"]  # the model that knows the tastes ranks better
+    assert taste["ranking/ndcg@10"] > popularity["ranking/ndcg@10"]  # the model that knows the tastes ranks better
     assert taste["coverage@10"] > popularity["coverage@10"]  # and recommends more of the catalog
     for metrics in results.values():
-        hit_rates = [metrics[f"hit_rate@{k}"] for k in (1, 5, 10, 20, 50)]
+        hit_rates = [metrics[f"ranking/hit_rate@{k}"] for k in (1, 5, 10, 20, 50)]
         assert hit_rates == sorted(hit_rates) and all(0 <= v <= 1 for v in hit_rates)
-        assert metrics["ranking"]["ndcg@10"] == metrics["ndcg@10"]
+        assert metrics["ranking"]["ndcg@10"] == metrics["ranking/ndcg@10"]
 
 
 def test_engine_eval_logs_every_epoch_and_learns(capsys):
@@ -39,7 +39,7 @@ def test_engine_eval_logs_every_epoch_and_learns(capsys):
     printed = capsys.readouterr().out
     assert len(history) == 4 and printed.count("epoch ") == 4
     assert all(0 <= value <= 1 for epoch in history for value in epoch.values())
-    assert history[-1]["recall@20"] > history[0]["recall@20"]  # training helps
+    assert history[-1]["ranking/recall@20"] > history[0]["ranking/recall@20"]  # training helps
 
 
 def test_engine_eval_on_movielens_sample(capsys):
@@ -106,3 +106,51 @@ def test_synthetic_data_has_a_popularity_skew():
     popularity = split.item_popularity.float()
     assert popularity[:60].mean() > 5 * popularity[-60:].mean()
     assert not (split.train & split.test).any()
+
+
+def test_tensorboard_logging_writes_one_scalar_per_value(tmp_path, monkeypatch, capsys):
+    """Through Ignite's TensorBoard OutputHandler, with a writer that records instead of writing
+    event files (TensorBoard itself need not be installed)."""
+    from ignite.handlers.tensorboard_logger import TensorboardLogger
+
+    example = _load("tensorboard_logging")
+
+    class RecordingWriter:
+        def __init__(self):
+            self.scalars = []
+
+        def add_scalar(self, tag, value, step):
+            self.scalars.append((tag, value, step))
+
+        def close(self):
+            pass
+
+    class RecordingLogger(TensorboardLogger):
+        def __init__(self, log_dir):
+            self.writer = RecordingWriter()
+
+    logger = RecordingLogger(tmp_path)
+    monkeypatch.setattr(example, "make_logger", lambda log_dir: logger)
+    result = example.main(SMALL + ["--epochs", "3", "--log-dir", str(tmp_path)])
+    names = [f"ranking/{m}@{k}" for m in ("ndcg", "recall", "hit_rate") for k in (5, 10, 20)]
+    names += ["coverage@5", "coverage@10", "coverage@20", "gauc"]
+    assert result["names"] == names
+    logged = logger.writer.scalars
+    assert [tag for tag, _, step in logged if step == 1] == [f"validation/{name}" for name in names]
+    assert len(logged) == 3 * len(names) and sorted({step for _, _, step in logged}) == [1, 2, 3]
+    assert all(isinstance(value, float) for _, value, _ in logged)
+    for tag, value, step in logged:
+        assert value == result["history"][step - 1][tag.removeprefix("validation/")]
+    # the model gets less noisy every epoch, so it ranks better
+    assert result["history"][-1]["ranking/ndcg@10"] > result["history"][0]["ranking/ndcg@10"]
+    assert "epoch 3" in capsys.readouterr().out
+
+
+def test_tensorboard_logging_runs_with_or_without_tensorboard(tmp_path, capsys):
+    result = _load("tensorboard_logging").main(SMALL + ["--epochs", "1", "--log-dir", str(tmp_path / "run")])
+    printed = capsys.readouterr().out
+    if result["logger"] is None:  # TensorBoard not installed: the values are printed, nothing written
+        assert "TensorBoard is not available" in printed and not (tmp_path / "run").exists()
+    else:
+        assert any(path.name.startswith("events.out.tfevents") for path in (tmp_path / "run").iterdir())
+    assert len(result["history"]) == 1 and len(result["history"][0]) == 13

@@ -1,3 +1,4 @@
+from ._engine import scalar_metric_names
 from .beyond_accuracy import AveragePopularity, GiniIndex, ItemCoverage, Novelty, ShannonEntropy, TailPercentage
 from .ranking import F1, MAP, MRR, NDCG, HitRate, Precision, Recall, RPrecision
 from .ranking_metrics import RankingMetrics
@@ -10,4 +11,6 @@ __all__ = [
     "ItemCoverage", "GiniIndex", "ShannonEntropy", "AveragePopularity", "TailPercentage", "Novelty",
     # score-based
     "GAUC", "AUC", "LogLoss", "MAE", "RMSE",
+    # Engine logging
+    "scalar_metric_names",
 ]

@@ -25,6 +25,7 @@ from ignite.metrics.metric import Metric, reinit__is_reduced
 
 from .. import _validation as V
 from .._ranking import RankedBatch, rank
+from ._engine import CutoffResults, OptionalOutputKeys
 
 
 def _identity(output: Any) -> Any:
@@ -46,18 +47,6 @@ def raise_for_invalid_updates(metric: Metric, num_invalid_updates: torch.Tensor)
             "values (checked on the device, so reported here); they were left out. Fix the inputs and "
             "reset the metric."
         )
-
-
-class CutoffResults:
-    """For metrics with cut-offs ``top_k``: an attached Engine also gets ``"<name>@<k>"`` scalars."""
-
-    top_k: list
-
-    def completed(self, engine, name: str) -> None:
-        result = self.compute()
-        engine.state.metrics[name] = result
-        for k, value in zip(self.top_k, result):
-            engine.state.metrics[f"{name}@{k}"] = value
 
 
 _PER_RANK = "__metric_state_per_rank"  # the one key of ignite's ``Metric.state_dict()``
@@ -168,7 +157,7 @@ class StatefulMetric(Metric):
         return values
 
 
-class StreamingMean(StatefulMetric):
+class StreamingMean(OptionalOutputKeys, StatefulMetric):
     """``compute`` returns ``sums / count`` (through ``_result``), accumulated over batches."""
 
     _state_dict_all_req_keys = ("_sum", "_count", "_num_invalid_updates")

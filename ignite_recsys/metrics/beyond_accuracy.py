@@ -155,12 +155,18 @@ class ItemCoverage(CatalogCounts):
     runs divide by ``item_num``, which counts its [PAD] item: pass ``num_items=n + 1`` to
     reproduce those numbers.
 
+    ``compute()`` returns a list in ascending k order whatever the order of ``top_k``, as ignite:
+    ``ItemCoverage(top_k=[3, 1]).compute()`` is ``[ItemCoverage@1, ItemCoverage@3]``;
+    ``compute_dict()`` labels the values: ``{"item_coverage@1": ..., "item_coverage@3": ...}``.
+
     >>> import torch
     >>> from ignite_recsys import ItemCoverage
     >>> metric = ItemCoverage(top_k=[1, 2])
     >>> metric.update((torch.tensor([[5.0, 4, 0, 0, 0], [5, 0, 4, 0, 0], [5, 4, 0, 0, 0]]), torch.zeros(3, 5)))
     >>> metric.compute()
     [0.2, 0.6]
+    >>> metric.compute_dict()
+    {'item_coverage@1': 0.2, 'item_coverage@2': 0.6}
     """
 
     _conventions = ("recbole", "elliot")
@@ -179,6 +185,10 @@ class GiniIndex(CatalogCounts):
     items never recommended). ``convention="recbole"`` (default) is RecBole's ``GiniIndex``
     (higher = more concentrated); ``"elliot"`` is Elliot's
     :math:`1 - \sum_i (2i-n-1) c_{(i)} / ((n-1) \sum_i c_{(i)})` (higher = more diverse).
+
+    ``compute()`` returns a list in ascending k order whatever the order of ``top_k``, as ignite:
+    ``GiniIndex(top_k=[3, 1]).compute()`` is ``[GiniIndex@1, GiniIndex@3]``; ``compute_dict()``
+    labels the values: ``{"gini_index@1": ..., "gini_index@3": ...}``.
 
     >>> import torch
     >>> from ignite_recsys import GiniIndex
@@ -209,6 +219,10 @@ class ShannonEntropy(CatalogCounts):
     divided by the number of distinct recommended items (as its code does, unlike its docstring).
     ``"log2"`` is the plain base-2 entropy (Elliot ``ShannonEntropy`` for equal-length lists,
     Recommenders ``distributional_coverage``).
+
+    ``compute()`` returns a list in ascending k order whatever the order of ``top_k``, as ignite:
+    ``ShannonEntropy(top_k=[3, 1]).compute()`` is ``[ShannonEntropy@1, ShannonEntropy@3]``;
+    ``compute_dict()`` labels the values: ``{"shannon_entropy@1": ..., "shannon_entropy@3": ...}``.
 
     >>> import torch
     >>> from ignite_recsys import ShannonEntropy
@@ -293,6 +307,11 @@ class AveragePopularity(ItemValueMean):
     Args:
         item_popularity: 1-D tensor, :math:`\phi(i)` = training interaction count of each item.
 
+    ``compute()`` returns a list in ascending k order whatever the order of ``top_k``, as ignite:
+    ``AveragePopularity(top_k=[3, 1]).compute()`` is
+    ``[AveragePopularity@1, AveragePopularity@3]``; ``compute_dict()`` labels the values:
+    ``{"average_popularity@1": ..., "average_popularity@3": ...}``.
+
     >>> import torch
     >>> from ignite_recsys import AveragePopularity
     >>> metric = AveragePopularity(top_k=2, item_popularity=torch.tensor([10, 5, 2, 1, 1]))
@@ -314,6 +333,10 @@ class TailPercentage(ItemValueMean):
     if ``tail_ratio > 1``, the items with count <= tail_ratio; otherwise the
     ``max(floor(n_seen * tail_ratio), 1)`` items with the lowest (count, item id). As in RecBole,
     items never seen in training are not tail items unless ``unseen_items_are_tail=True``.
+
+    ``compute()`` returns a list in ascending k order whatever the order of ``top_k``, as ignite:
+    ``TailPercentage(top_k=[3, 1]).compute()`` is ``[TailPercentage@1, TailPercentage@3]``;
+    ``compute_dict()`` labels the values: ``{"tail_percentage@1": ..., "tail_percentage@3": ...}``.
 
     >>> import torch
     >>> from ignite_recsys import TailPercentage
@@ -378,6 +401,10 @@ class Novelty(ItemValueMean):
     Args:
         item_popularity: 1-D tensor, :math:`\phi(i)` = training interaction count of each item
             (non-negative; copied).
+
+    ``compute()`` returns a list in ascending k order whatever the order of ``top_k``, as ignite:
+    ``Novelty(top_k=[3, 1]).compute()`` is ``[Novelty@1, Novelty@3]``; ``compute_dict()`` labels
+    the values: ``{"novelty@1": ..., "novelty@3": ...}``.
 
     >>> import torch
     >>> from ignite_recsys import Novelty

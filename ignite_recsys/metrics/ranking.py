@@ -45,6 +45,10 @@ class NDCG(CutoffMetric):
             ``"exp_rank_shifted"`` :math:`2^{rel - t + 1}-1` with t = ``relevance_threshold``
             (Elliot ``nDCG``), or a callable mapping a float64 relevance tensor to gains.
 
+    ``compute()`` returns a list in ascending k order whatever the order of ``top_k``, as ignite:
+    ``NDCG(top_k=[3, 1]).compute()`` is ``[NDCG@1, NDCG@3]``; ``compute_dict()`` labels the values:
+    ``{"ndcg@1": ..., "ndcg@3": ...}``.
+
     Example (the example of ignite's ``NDCG`` documentation):
 
     >>> import torch
@@ -54,6 +58,8 @@ class NDCG(CutoffMetric):
     ...                torch.tensor([[0.0, 0.0, 1.0, 1.0], [0.0, 0.0, 0.0, 0.0]])))
     >>> [round(v, 4) for v in metric.compute()]
     [0.0, 0.3869, 0.3869, 0.6509]
+    >>> {name: round(v, 4) for name, v in metric.compute_dict().items()}
+    {'ndcg@1': 0.0, 'ndcg@2': 0.3869, 'ndcg@3': 0.3869, 'ndcg@4': 0.6509}
     """
 
     def __init__(
@@ -85,6 +91,10 @@ class HitRate(CutoffMetric):
     RecBole ``Hit``, ranx ``hit_rate``, trec_eval ``success_k``. Unlike ignite's ``HitRate``
     (which tests ``y > 0``), relevance is ``y >= relevance_threshold``; k beyond the number of
     items is allowed.
+
+    ``compute()`` returns a list in ascending k order whatever the order of ``top_k``, as ignite:
+    ``HitRate(top_k=[3, 1]).compute()`` is ``[HitRate@1, HitRate@3]``; ``compute_dict()`` labels
+    the values: ``{"hit_rate@1": ..., "hit_rate@3": ...}``.
 
     >>> import torch
     >>> from ignite_recsys import HitRate
@@ -130,6 +140,10 @@ class Recall(_NormalizedCutoffMetric):
     ``normalization="relevant"``: Z = \|R\| (RecBole, trec_eval, ranx, torchmetrics; default);
     ``"min_k_relevant"``: Z = min(k, \|R\|) (rectorch ``recall_at_k``, RecPack ``CalibratedRecallK``).
 
+    ``compute()`` returns a list in ascending k order whatever the order of ``top_k``, as ignite:
+    ``Recall(top_k=[3, 1]).compute()`` is ``[Recall@1, Recall@3]``; ``compute_dict()`` labels the
+    values: ``{"recall@1": ..., "recall@3": ...}``.
+
     >>> import torch
     >>> from ignite_recsys import Recall
     >>> scores, relevance = torch.tensor([[5.0, 4, 3, 2, 1]]), torch.tensor([[1, 0, 1, 1, 1]])
@@ -159,6 +173,10 @@ class Precision(_NormalizedCutoffMetric):
     ``normalization="k"``: Z = k, also when there are fewer than k items (RecBole, trec_eval, ranx;
     default); ``"min_k_items"``: Z = min(k, num_items) (torchmetrics ``adaptive_k=True``).
 
+    ``compute()`` returns a list in ascending k order whatever the order of ``top_k``, as ignite:
+    ``Precision(top_k=[3, 1]).compute()`` is ``[Precision@1, Precision@3]``; ``compute_dict()``
+    labels the values: ``{"precision@1": ..., "precision@3": ...}``.
+
     >>> import torch
     >>> from ignite_recsys import Precision
     >>> metric = Precision(top_k=[3, 10])
@@ -183,6 +201,10 @@ class MAP(_NormalizedCutoffMetric):
     default); ``"relevant"``: Z = \|R\| (trec_eval ``map_cut``, ranx ``map``); ``"hits"``: Z = the
     number of relevant items in the top k (torchmetrics ``RetrievalMAP(top_k)``; the AP@k of the
     notebook seed).
+
+    ``compute()`` returns a list in ascending k order whatever the order of ``top_k``, as ignite:
+    ``MAP(top_k=[3, 1]).compute()`` is ``[MAP@1, MAP@3]``; ``compute_dict()`` labels the values:
+    ``{"map@1": ..., "map@3": ...}``.
 
     >>> import torch
     >>> from ignite_recsys import MAP
@@ -220,6 +242,10 @@ class MRR(CutoffMetric):
     RecBole ``MRR``, ranx ``mrr``, torchmetrics ``RetrievalMRR``. (trec_eval's ``recip_rank``
     has no cut-off: it equals ``MRR(top_k=num_items)``.)
 
+    ``compute()`` returns a list in ascending k order whatever the order of ``top_k``, as ignite:
+    ``MRR(top_k=[3, 1]).compute()`` is ``[MRR@1, MRR@3]``; ``compute_dict()`` labels the values:
+    ``{"mrr@1": ..., "mrr@3": ...}``.
+
     >>> import torch
     >>> from ignite_recsys import MRR
     >>> metric = MRR(top_k=[2, 3])
@@ -237,6 +263,10 @@ class F1(CutoffMetric):
 
     .. math:: \mathrm{F1@k} = \frac{2\,\mathrm{P@k}\,\mathrm{R@k}}{\mathrm{P@k} + \mathrm{R@k}}
                             = \frac{2\, |\hat R_k(u) \cap R(u)|}{k + |R(u)|}
+
+    ``compute()`` returns a list in ascending k order whatever the order of ``top_k``, as ignite:
+    ``F1(top_k=[3, 1]).compute()`` is ``[F1@1, F1@3]``; ``compute_dict()`` labels the values:
+    ``{"f1@1": ..., "f1@3": ...}``.
 
     >>> import torch
     >>> from ignite_recsys import F1

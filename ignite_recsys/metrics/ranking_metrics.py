@@ -10,19 +10,26 @@ from .. import _validation as V
 from .. import functional as F
 from .._ranking import full_row_checks, hits_at_own_depth, rank
 from ._base import MeanOverUsers, _identity
+from ._engine import ScalarResults
 
 CUTOFF_METRICS = ("ndcg", "hit_rate", "recall", "precision", "map", "mrr", "f1")
 ALL_METRICS = CUTOFF_METRICS + ("r_precision",)
 
 
-class RankingMetrics(MeanOverUsers):
+class RankingMetrics(ScalarResults, MeanOverUsers):
     r"""Any subset of the ranking metrics at every cut-off, from a single shared ranking step.
 
     Each value equals that of the individual class (:class:`NDCG`, :class:`HitRate`,
     :class:`Recall`, :class:`Precision`, :class:`MAP`, :class:`MRR`, :class:`F1`,
     :class:`RPrecision`) with the same arguments. ``compute()`` returns a dict
-    ``{"ndcg@10": float, ...}`` (``"r_precision"`` has no cut-off), so an attached Engine gets
-    each value as its own scalar.
+    ``{"ndcg@10": float, ...}`` (``"r_precision"`` has no cut-off).
+
+    Attached to an Engine as ``name``, it writes that dict under ``name`` and each value as its
+    own scalar under ``"<name>/ndcg@10"``, ``"<name>/r_precision"``. The attach name is always
+    the prefix, so several of them (two models, two relevance thresholds) share an Engine without
+    one overwriting the other's values; the bare names stay in the dict,
+    ``engine.state.metrics[name]["ndcg@10"]``. A key another attached metric also writes raises
+    a ValueError.
 
     Args:
         top_k: an int or a sequence of distinct positive ints.
@@ -134,3 +141,9 @@ class RankingMetrics(MeanOverUsers):
 
     def _result(self, means):
         return dict(zip(self._names, means))
+
+    def _scalar_keys(self, name):
+        return [f"{name}/{key}" for key in self._names]
+
+    def _scalar_items(self, name, result):
+        return [(f"{name}/{key}", value) for key, value in result.items()]

@@ -19,7 +19,7 @@ from ignite.metrics.metric import reinit__is_reduced
 
 from .. import _validation as V
 from .._ranking import Relevance, per_user_auc
-from ._base import StatefulMetric, StreamingMean, _identity, raise_for_invalid_updates, screen
+from ._base import OptionalOutputKeys, StatefulMetric, StreamingMean, _identity, raise_for_invalid_updates, screen
 
 GAUC_WEIGHTINGS = ("positives", "uniform")
 
@@ -76,7 +76,7 @@ class GAUC(StreamingMean):
         return means[0]
 
 
-class AUC(StatefulMetric):
+class AUC(OptionalOutputKeys, StatefulMetric):
     r"""Global ROC AUC over all (user, item) entries pooled together (RecBole ``AUC``,
     Recommenders ``auc``): the probability that a positive entry (``y >= relevance_threshold``)
     scores above a negative one, ties counting one half.
@@ -102,6 +102,7 @@ class AUC(StatefulMetric):
     """
 
     _state_dict_all_req_keys = ("_histogram", "_lowest", "_highest", "_num_invalid_updates")
+    optional_output_keys = ("mask",)  # a dict output {"y_pred", "y", "mask"} passes its mask
 
     def __init__(
         self,
@@ -184,6 +185,7 @@ class PointwiseMean(StreamingMean):
     """Mean of a per-entry loss over the observed entries."""
 
     _counted = "observed entry"
+    optional_output_keys = ("mask",)  # a dict output {"y_pred", "y", "mask"} passes its mask
 
     def _parse(self, output):
         return V.check_pointwise(output)

@@ -1,0 +1,185 @@
+"""How the metrics meet an Ignite ``Engine``: the keys they write into ``engine.state.metrics``
+(never overwriting another metric's key silently), the scalar keys to log, and the optional
+inputs read from a dict output.
+
+Keys. A metric attached as ``name`` writes ``compute()``'s result under ``name`` and, when that
+result holds several values, one scalar per value under a key that starts with ``name``:
+
+- a metric with cut-offs (``NDCG``, ``ItemCoverage``, ...): ``"<name>@<k>"``;
+- :class:`RankingMetrics`: ``"<name>/<metric>@<k>"`` (and ``"<name>/r_precision"``).
+
+Every key thus follows from the attach name alone, so metrics attached under different names do
+not collide, e.g. two ``RankingMetrics`` attached as ``"model_a"`` and ``"model_b"``. When two
+attached metrics would still write the same key (``NDCG`` attached as ``"model_a/ndcg"`` next to a
+``RankingMetrics`` attached as ``"model_a"``; any metric attached as ``"ndcg@10"`` next to an
+``NDCG`` attached as ``"ndcg"``), ``attach`` raises a ValueError, and so does the end of an epoch
+if the clashing metric was attached afterwards.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any, Iterator
+
+import torch
+from ignite.metrics.metric import EpochWise, Metric, _is_list_of_tensors_or_numbers, _to_batched_tensor
+
+
+def _attached_metrics(engine) -> Iterator[tuple[Metric, str]]:
+    """(metric, attach name) of every metric attached to ``engine``, in attach order."""
+    for handlers in getattr(engine, "_event_handlers", {}).values():
+        for handler, args, _ in handlers:
+            handler = getattr(handler, "__wrapped__", handler)  # handlers of filtered events
+            metric = getattr(handler, "__self__", None)
+            if (
+                isinstance(metric, Metric)
+                and getattr(handler, "__name__", None) == "completed"
+                and args
+                and isinstance(args[-1], str)
+            ):
+                yield metric, args[-1]
+
+
+def _keys_of(metric: Metric, name: str) -> list[str]:
+    """The keys of ``engine.state.metrics`` that ``metric`` attached as ``name`` writes."""
+    if isinstance(metric, ScalarResults):
+        return [name] + metric._scalar_keys(name)
+    return [name]
+
+
+def scalar_metric_names(engine) -> list[str]:
+    """The keys of ``engine.state.metrics`` that hold one number each, for a logger's
+    ``metric_names``: every scalar of the metrics of this library attached to ``engine``
+    (``"ranking/ndcg@10"``, ``"coverage@10"``, ``"gauc"``, ...) and every other metric by its
+    attach name, in attach order, without the lists and dicts that ``compute()`` returns.
+
+    Attach the metrics before calling it. With ``metric_names="all"`` a logger would also log each
+    list as ``"<name>/0"``, ``"<name>/1"``, ... and each dict again, every value twice.
+
+    >>> import torch
+    >>> from ignite.engine import Engine
+    >>> from ignite_recsys import GAUC, NDCG, RankingMetrics, scalar_metric_names
+    >>> evaluator = Engine(lambda engine, batch: batch)
+    >>> NDCG(top_k=[10, 5]).attach(evaluator, "ndcg")
+    >>> RankingMetrics(top_k=5, metrics=["recall", "mrr"]).attach(evaluator, "ranking")
+    >>> GAUC().attach(evaluator, "gauc")
+    >>> scalar_metric_names(evaluator)
+    ['ndcg@5', 'ndcg@10', 'ranking/recall@5', 'ranking/mrr@5', 'gauc']
+    """
+    names: dict = {}
+    for metric, name in _attached_metrics(engine):
+        keys = metric._scalar_keys(name) if isinstance(metric, ScalarResults) else [name]
+        names.update(dict.fromkeys(keys))
+    return list(names)
+
+
+class ScalarResults:
+    """Mixin of metrics whose result holds several values: an attached Engine gets each value as
+    its own scalar (``_scalar_items``), and no key of another attached metric is overwritten."""
+
+    def _scalar_keys(self, name: str) -> list[str]:
+        raise NotImplementedError
+
+    def _scalar_items(self, name: str, result: Any) -> list[tuple[str, float]]:
+        raise NotImplementedError
+
+    def _check_keys_are_free(self, engine, name: str) -> None:
+        mine = _keys_of(self, name)
+        for other, other_name in _attached_metrics(engine):
+            if other is self and other_name == name:
+                continue
+            shared = [key for key in _keys_of(other, other_name) if key in mine]
+            if shared:
+                raise ValueError(
+                    f"{type(self).__name__} attached as {name!r} and {type(other).__name__} attached as "
+                    f"{other_name!r} would both write {shared} into engine.state.metrics, one overwriting "
+                    "the other. Attach them under names that give distinct keys (a metric attached as 'x' "
+                    "writes 'x' and one scalar per value: 'x@<k>', or 'x/<metric>@<k>' for RankingMetrics)."
+                )
+
+    def attach(self, engine, name: str, usage=EpochWise()) -> None:
+        if not isinstance(name, str):
+            raise TypeError(f"name must be a str, got {type(name).__name__}")
+        self._check_keys_are_free(engine, name)
+        super().attach(engine, name, usage)
+
+    def completed(self, engine, name: str) -> None:
+        self._check_keys_are_free(engine, name)  # a clashing metric attached after this one
+        result = self.compute()
+        engine.state.metrics[name] = result
+        for key, value in self._scalar_items(name, result):
+            engine.state.metrics[key] = value
+
+
+class OptionalOutputKeys:
+    """Mixin: when the (transformed) Engine output is a dict, pass ``required_output_keys`` and
+    then every key of ``optional_output_keys`` it holds to ``update``, in that order. A missing
+    optional key before a present one is passed as None; missing trailing ones are left out, so
+    ``{"y_pred", "y"}`` gives ``update((y_pred, y))`` and ``{"y_pred", "y", "mask"}`` gives
+    ``update((y_pred, y, mask))``."""
+
+    optional_output_keys: tuple = ()
+
+    def _from_mapping(self, output: Mapping) -> tuple:
+        required = self.required_output_keys
+        if required is None:
+            raise TypeError(
+                f"Transformed engine output for {type(self).__name__} metric should be a tuple/list, "
+                f"but given {type(output)}"
+            )
+        missing = [key for key in required if key not in output]
+        if missing:
+            raise ValueError(
+                f"When transformed engine's output is a mapping, it should contain {tuple(required)} keys "
+                f"(and optionally {tuple(self.optional_output_keys)}), but given {list(output.keys())}"
+            )
+        optional = [output.get(key) for key in self.optional_output_keys]
+        while optional and optional[-1] is None:
+            optional.pop()
+        return tuple(output[key] for key in required) + tuple(optional)
+
+    @torch.no_grad()
+    def iteration_completed(self, engine) -> None:
+        output = self._output_transform(engine.state.output)
+        if isinstance(output, Mapping):
+            output = self._from_mapping(output)
+        # as ignite: a pair of lists of per-sample tensors is unrolled into one update per sample
+        if (
+            not self._skip_unrolling
+            and isinstance(output, Sequence)
+            and all(_is_list_of_tensors_or_numbers(o) for o in output)
+        ):
+            if not (len(output) == 2 and len(output[0]) == len(output[1])):
+                raise ValueError(
+                    f"Output should have 2 items of the same length, "
+                    f"got {len(output)} and {len(output[0])}, {len(output[1])}"
+                )
+            for o1, o2 in zip(output[0], output[1]):
+                tensor_o1 = _to_batched_tensor(o1)
+                self.update((tensor_o1, _to_batched_tensor(o2, device=tensor_o1.device)))
+        else:
+            self.update(output)
+
+
+_CAMEL_BOUNDARY = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
+
+
+class CutoffResults(ScalarResults, OptionalOutputKeys):
+    """Results per cut-off ``top_k`` (ascending): ``compute()`` returns a list, ``compute_dict()``
+    the same values labelled ``"<metric>@<k>"``, and an Engine gets ``"<name>@<k>"`` scalars."""
+
+    top_k: list
+
+    def _scalar_keys(self, name: str) -> list[str]:
+        return [f"{name}@{k}" for k in self.top_k]
+
+    def _scalar_items(self, name, result):
+        return list(zip(self._scalar_keys(name), result))
+
+    def compute_dict(self) -> dict[str, float]:
+        """``compute()`` as a dict ``{"<metric>@<k>": value}`` in ascending k order, e.g.
+        ``{"ndcg@1": ..., "ndcg@3": ...}`` for ``NDCG(top_k=[3, 1])``; ``<metric>`` is the class
+        name in snake case (``"hit_rate"``, ``"item_coverage"``), as in :class:`RankingMetrics`."""
+        prefix = _CAMEL_BOUNDARY.sub("_", type(self).__name__).lower()
+        return dict(zip(self._scalar_keys(prefix), self.compute()))
