@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import socket
 import tempfile
 
 import ignite.distributed as idist
@@ -63,6 +64,7 @@ def main(argv=None):
     data.add_arguments(parser, users=600, items=1500)
     parser.add_argument("--nproc", type=int, default=2)
     parser.add_argument("--backend", default="nccl" if torch.cuda.is_available() else "gloo")
+    parser.add_argument("--master-port", type=int, default=0, help="rendezvous port (default: a free one)")
     args = parser.parse_args(argv)
 
     split = data.from_arguments(args)
@@ -71,7 +73,8 @@ def main(argv=None):
     print(f"single process ({split.train.shape[0]} users): ndcg@10 {single['ranking']['ndcg@10']:.6f} "
           f"coverage@10 {single['coverage@k'][1]:.6f} gauc {single['gauc']:.6f}")
     with tempfile.TemporaryDirectory() as folder:
-        with idist.Parallel(backend=args.backend, nproc_per_node=args.nproc) as parallel:
+        port = args.master_port or _free_port()
+        with idist.Parallel(backend=args.backend, nproc_per_node=args.nproc, master_port=port) as parallel:
             parallel.run(_rank_main, model, split, folder)
         per_rank = []
         for rank in range(args.nproc):
@@ -80,6 +83,12 @@ def main(argv=None):
     largest = max(_largest_difference(single, result) for result in per_rank)
     print(f"largest difference between any rank and the single process: {largest:.2e}")
     return {"single": single, "ranks": per_rank, "largest_difference": largest}
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
 
 
 def _largest_difference(a, b):

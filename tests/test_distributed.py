@@ -2,6 +2,7 @@
 
 import json
 import os
+import socket
 import tempfile
 
 import numpy as np
@@ -30,6 +31,13 @@ FACTORIES.update(
     rmse=lambda: R.RMSE(),
     log_loss=lambda: _BinaryLogLoss(from_logits=True),
 )
+
+
+def free_port() -> int:
+    """A TCP port free on this machine now (a fixed port collides with concurrent runs)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
 
 
 class _BinaryLogLoss(R.LogLoss):
@@ -94,7 +102,7 @@ def test_rank_without_batches_contributes_nothing():
         "auc": run_metric(R.AUC(), [_EMPTY_RANK_BATCH]),
     }
     with tempfile.TemporaryDirectory() as folder:
-        with idist.Parallel(backend="gloo", nproc_per_node=2) as parallel:
+        with idist.Parallel(backend="gloo", nproc_per_node=2, master_port=free_port()) as parallel:
             parallel.run(_empty_rank_worker, folder)
         for rank in range(2):
             with open(os.path.join(folder, f"rank{rank}.json")) as handle:
@@ -106,7 +114,7 @@ def test_distributed_equals_single_process(world_size):
     union = [batch for share in _shares(world_size).values() for batch in share]
     expected = {name: run_metric(factory(), union) for name, factory in FACTORIES.items()}
     with tempfile.TemporaryDirectory() as folder:
-        with idist.Parallel(backend="gloo", nproc_per_node=world_size) as parallel:
+        with idist.Parallel(backend="gloo", nproc_per_node=world_size, master_port=free_port()) as parallel:
             parallel.run(_worker, folder, world_size)
         for rank in range(world_size):
             with open(os.path.join(folder, f"rank{rank}.json")) as handle:
@@ -176,7 +184,7 @@ def _raising_compute_worker(local_rank, folder):
 def test_compute_that_raises_leaves_the_local_state_unchanged():
     union = [batch for rank in range(2) for batch in [_rank_batches(rank)[0]] + _rank_batches(rank)[1]]
     with tempfile.TemporaryDirectory() as folder:
-        with idist.Parallel(backend="gloo", nproc_per_node=2) as parallel:
+        with idist.Parallel(backend="gloo", nproc_per_node=2, master_port=free_port()) as parallel:
             parallel.run(_raising_compute_worker, folder)
         for rank in range(2):
             with open(os.path.join(folder, f"rank{rank}.json")) as handle:
@@ -207,7 +215,7 @@ def _catalog_size_worker(local_rank, folder):
 
 def test_different_catalog_sizes_raise_the_same_error_on_every_rank():
     with tempfile.TemporaryDirectory() as folder:
-        with idist.Parallel(backend="gloo", nproc_per_node=2) as parallel:
+        with idist.Parallel(backend="gloo", nproc_per_node=2, master_port=free_port()) as parallel:
             parallel.run(_catalog_size_worker, folder)
         got = []
         for rank in range(2):
