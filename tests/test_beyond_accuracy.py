@@ -388,7 +388,7 @@ def test_log_loss_checks_its_ranges(output, message):
         (lambda: R.AveragePopularity(2, torch.tensor([[1, 2]])), ValueError, "item_popularity"),
         (lambda: R.AveragePopularity(2, torch.tensor([1.0, -2.0])), ValueError, "item_popularity"),
         (lambda: R.TailPercentage(2, TRAIN_COUNTS, tail_ratio=0), ValueError, "tail_ratio"),
-        (lambda: R.Novelty(2, torch.tensor([3, 0, 1])), ValueError, "item_popularity"),
+        (lambda: R.Novelty(2, torch.tensor([3, 0, 1]), unseen_items="error"), ValueError, "item_popularity"),
         (lambda: R.GAUC(weighting="users"), ValueError, "weighting"),
         (lambda: R.AUC(resolution_bits=30), ValueError, "resolution_bits"),
         (lambda: R.LogLoss(eps=0.7), ValueError, "eps"),

@@ -392,11 +392,12 @@ class Novelty(ItemValueMean):
     An item never seen in training (count 0) has infinite self-information; ``unseen_items``
     says what to do with it:
 
-    - ``"error"`` (default): refuse such an ``item_popularity`` (``ValueError``); add a
-      pseudo-count yourself, e.g. ``item_popularity + 1``.
-    - ``"rarest_seen"``: an unseen item gets the self-information of the least popular seen item,
-      :math:`-\log_2(\min_{\phi(j) > 0} \phi(j) / \sum_j \phi(j))`, the total unchanged (Elliot's
-      rule for unseen items in ``EFD``).
+    - ``"rarest_seen"`` (default): an unseen item gets the self-information of the least popular
+      seen item, :math:`-\log_2(\min_{\phi(j) > 0} \phi(j) / \sum_j \phi(j))`, the total
+      unchanged (Elliot's rule for unseen items in ``EFD``). Real catalogs hold items never seen
+      in training; without them the value is Recommenders' ``novelty``.
+    - ``"error"``: refuse such an ``item_popularity`` (``ValueError``), e.g. to add a pseudo-count
+      yourself (``item_popularity + 1``).
 
     Args:
         item_popularity: 1-D tensor, :math:`\phi(i)` = training interaction count of each item
@@ -426,7 +427,7 @@ class Novelty(ItemValueMean):
         device: Union[str, torch.device] = torch.device("cpu"),
         skip_unrolling: bool = False,
         *,
-        unseen_items: str = "error",
+        unseen_items: str = "rarest_seen",
     ):
         self.unseen_items = V.check_choice("unseen_items", unseen_items, ("error", "rarest_seen"))
         super().__init__(top_k, item_popularity, output_transform, device, skip_unrolling)
