@@ -141,3 +141,54 @@ def recbole_tail_items(popularity, tail_ratio):
         return {item for item, c in counts.items() if c <= tail_ratio}
     ordered = sorted(counts.items(), key=lambda kv: (kv[1], kv[0]))
     return {item for item, _ in ordered[: max(int(len(ordered) * tail_ratio), 1)]}
+
+
+# --- Input forms: rank only the candidates -----------------------------------------------------
+def candidate_rankings(scores=None, excluded=None, ranked_ids=None, ties="stable"):
+    """Per user, the rankings of the candidate items (a list of rankings, one per tie order under
+    ``ties="average"``). Candidates are the items not excluded: from dense ``scores`` (rows of
+    floats, best first by score then index) or from ``ranked_ids`` (rows of ids best first, -1 =
+    no item). ``excluded``: per user, a set of item ids."""
+    rows = len(scores) if scores is not None else len(ranked_ids)
+    excluded = excluded if excluded is not None else [set() for _ in range(rows)]
+    out = []
+    for u in range(rows):
+        if ranked_ids is not None:
+            out.append([[int(i) for i in ranked_ids[u] if i >= 0 and int(i) not in excluded[u]]])
+            continue
+        row = np.asarray(scores[u], dtype=np.float64)
+        keep = [i for i in range(len(row)) if i not in excluded[u]]
+        if ties == "stable":
+            out.append([sorted(keep, key=lambda i: (-row[i], i))])
+        else:
+            out.append([[keep[j] for j in order] for order in all_tie_orderings(row[keep])])
+    return out
+
+
+def candidate_metric_means(rankings, rel, top_k, *, ignore_zero_hits=True, threshold=1.0, **kw):
+    """Mean over counted users of every metric at every k, given each user's candidate rankings
+    (``candidate_rankings``) and relevance row ``rel`` over the whole catalog: |R| and the ideal
+    ranking count every relevant item, candidate or not; positions past the candidates are empty;
+    Precision's ``min_k_items`` divides by min(k, number of candidates)."""
+    rel = np.asarray(rel, dtype=np.float64)
+    totals, counted = {}, 0
+    for user_rankings, y in zip(rankings, rel):
+        if ignore_zero_hits and not (y >= threshold).any():
+            continue
+        counted += 1
+        for k in sorted(top_k):
+            values = []
+            for ranking in user_rankings:
+                value = user_values(ranking, y, k, threshold, **kw)
+                if kw.get("precision_norm") == "min_k_items":
+                    hits = sum(y[i] >= threshold for i in ranking[:k])
+                    value["precision"] = hits / min(k, len(ranking)) if ranking else 0.0
+                values.append(value)
+            for name in values[0]:
+                totals.setdefault(name, {}).setdefault(k, 0.0)
+                totals[name][k] += float(np.mean([v[name] for v in values]))
+    if counted == 0:
+        return None
+    out = {name: [per_k[k] / counted for k in sorted(top_k)] for name, per_k in totals.items()}
+    out["r_precision"] = out["r_precision"][0]
+    return out
