@@ -15,6 +15,7 @@ import ignite_recsys  # noqa: E402
 
 project = "ignite_recsys"
 author = "the ignite_recsys developers"
+copyright = "the ignite_recsys developers"
 release = ignite_recsys.__version__
 extensions = ["sphinx.ext.autodoc", "sphinx.ext.napoleon", "sphinx.ext.mathjax", "myst_parser"]
 source_suffix = {".rst": "restructuredtext", ".md": "markdown"}

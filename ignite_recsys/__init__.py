@@ -7,4 +7,4 @@ an Ignite ``Engine`` or call ``reset`` / ``update((y_pred, y))`` / ``compute`` i
 from .metrics import *  # noqa: F401,F403
 from .metrics import __all__
 
-__version__ = "0.2.0"
+__version__ = "0.3.0"

@@ -86,7 +86,7 @@ def reciprocal_rank(ranked: RankedBatch, top_k: Sequence[int]) -> torch.Tensor:
 
 def average_precision(ranked: RankedBatch, top_k: Sequence[int], normalization: str = "min_k_relevant") -> torch.Tensor:
     """AP@k = (sum over relevant positions i <= k of P@i) / Z, with Z = min(k, |R|) (RecBole),
-    |R| (trec_eval, ranx) or hits@k (torchmetrics; the notebook seed)."""
+    |R| (trec_eval, ranx) or hits@k (torchmetrics; the mean precision at the hits)."""
     numerator = _at(ranked.hit_times_hits_so_far / _positions(ranked), top_k)
     if normalization == "hits":
         return _ratio(numerator, hits(ranked, top_k))

@@ -21,7 +21,7 @@ ShannonEntropy  ln, ÷ #distinct items (0.3371) ``"log2"``: log2 entropy (1.4591
                                                Recommenders ``distributional_coverage``)
 ============== ============================== =====================================
 
-(numbers: top-2 lists [0, 1], [0, 2], [0, 1] over 5 items, the conventions reference case.)
+(numbers: top-2 lists [0, 1], [0, 2], [0, 1] over 5 items, the case of the conventions page.)
 """
 
 from __future__ import annotations

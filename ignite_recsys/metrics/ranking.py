@@ -199,8 +199,8 @@ class MAP(_NormalizedCutoffMetric):
 
     ``normalization="min_k_relevant"``: Z = min(k, \|R\|) (RecBole; MS Recommenders ``map_at_k``;
     default); ``"relevant"``: Z = \|R\| (trec_eval ``map_cut``, ranx ``map``); ``"hits"``: Z = the
-    number of relevant items in the top k (torchmetrics ``RetrievalMAP(top_k)``; the AP@k of the
-    notebook seed).
+    number of relevant items in the top k (torchmetrics ``RetrievalMAP(top_k)``; AP@k as the mean
+    precision at the hits).
 
     ``compute()`` returns a list in ascending k order whatever the order of ``top_k``, as ignite:
     ``MAP(top_k=[3, 1]).compute()`` is ``[MAP@1, MAP@3]``; ``compute_dict()`` labels the values:

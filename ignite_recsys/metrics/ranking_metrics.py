@@ -37,8 +37,15 @@ class RankingMetrics(ScalarResults, MeanOverUsers):
             "r_precision"``; ``None`` means every cut-off metric (all but ``"r_precision"``,
             which sorts full rows and is only computed when named).
         gain_function: NDCG's gain, as in :class:`NDCG`.
-        map_normalization, recall_normalization, precision_normalization: as the
-            ``normalization`` argument of :class:`MAP`, :class:`Recall`, :class:`Precision`.
+        map_normalization: the divisor of AP@k for ``"map"``, as ``MAP(normalization=)``: one of
+            ``"min_k_relevant"`` (min(k, \|R\|); default), ``"relevant"`` (\|R\|), ``"hits"`` (the
+            number of relevant items in the top k).
+        recall_normalization: the divisor of Recall@k for ``"recall"``, as
+            ``Recall(normalization=)``: one of ``"relevant"`` (\|R\|; default),
+            ``"min_k_relevant"`` (min(k, \|R\|)).
+        precision_normalization: the divisor of P@k for ``"precision"``, as
+            ``Precision(normalization=)``: one of ``"k"`` (default), ``"min_k_items"``
+            (min(k, num_items)).
         ignore_zero_hits, relevance_threshold, ties, output_transform, device, skip_unrolling:
             as in the individual metrics.
 
