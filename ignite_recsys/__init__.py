@@ -2,9 +2,14 @@
 
 Every metric is an :class:`ignite.metrics.Metric` with constant-size float64 state: attach it to
 an Ignite ``Engine`` or call ``reset`` / ``update((y_pred, y))`` / ``compute`` in a plain loop.
+Predictions may be dense scores or :class:`RankedItems`; targets dense, sparse or
+:class:`ItemIds`; the ranking and catalog metrics also take ``(y_pred, y, exclude)``.
 """
 
+from .inputs import ItemIds, RankedItems
 from .metrics import *  # noqa: F401,F403
-from .metrics import __all__
+from .metrics import __all__ as _metric_names
+
+__all__ = list(_metric_names) + ["ItemIds", "RankedItems"]
 
 __version__ = "0.3.0"

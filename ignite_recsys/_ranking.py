@@ -92,6 +92,7 @@ class RankedBatch:
     gain: Optional[torch.Tensor]  # gain of the item at position i (0 if not relevant)
     ideal_gain: Optional[torch.Tensor]  # gains of the ideal ranking, descending
     invalid: dict  # message -> 0-d bool tensor, True when the batch holds an invalid value
+    num_candidates: Optional[torch.Tensor] = None  # (batch,) float64 when items were excluded or listed
 
 
 def rank(
@@ -133,10 +134,9 @@ def rank(
         hit_times_hits_so_far = top_relevant * hits_so_far
         first_hit = top_relevant * _indicator(torch.eq, hits_so_far, 1)
     else:
-        hit, gain, hit_times_hits_so_far, first_hit = _tie_expectations(
-            scores, labels, scores.gather(1, order), top_relevant, top_gain, relevance, gain_function,
-            relevance_threshold,
-        )
+        top_scores = scores.gather(1, order)
+        last_group = _last_group_totals(scores, labels, top_scores[:, -1:], relevance, gain_function, relevance_threshold)
+        hit, gain, hit_times_hits_so_far, first_hit = _tie_expectations(top_scores, top_relevant, top_gain, last_group)
 
     ideal_gain = None
     if ideal:
@@ -458,10 +458,13 @@ def _strided_groups(x: torch.Tensor, group: int) -> torch.Tensor:
     return x[:, : group * stride].unflatten(1, (group, stride))
 
 
-def _tie_expectations(scores, labels, top_scores, top_relevant, top_gain, relevance, gain_function, threshold):
-    """Per-position expectations over uniformly random orders within each group of tied scores."""
+def _tie_expectations(top_scores, top_relevant, top_gain, last_group):
+    """Per-position expectations over uniformly random orders within each group of tied scores.
+    ``last_group``: (count, relevant count, total gain) (batch,) of the candidates tied with the
+    last listed score, over the whole row (that group may continue past the cut). A NaN in
+    ``top_scores`` marks an empty position (a group of its own, holding nothing)."""
     depth = top_scores.shape[1]
-    position = torch.arange(depth, device=scores.device)
+    position = torch.arange(depth, device=top_scores.device)
     starts_group = torch.ones_like(top_scores, dtype=torch.bool)
     starts_group[:, 1:] = top_scores[:, 1:] != top_scores[:, :-1]
     ends_group = torch.ones_like(starts_group)
@@ -476,9 +479,7 @@ def _tie_expectations(scores, labels, top_scores, top_relevant, top_gain, releva
 
     # The last group may continue past the cut: take its totals over the whole row.
     in_last_group = top_scores == top_scores[:, -1:]
-    last_count, last_relevant, last_gain = _last_group_totals(
-        scores, labels, top_scores[:, -1:], relevance, gain_function, threshold
-    )
+    last_count, last_relevant, last_gain = last_group
     size = torch.where(in_last_group, last_count.unsqueeze(1), (end - start + 1).to(torch.float64))
     relevant = torch.where(in_last_group, last_relevant.unsqueeze(1), group_total(top_relevant))
     gain = None

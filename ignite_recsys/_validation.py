@@ -185,7 +185,10 @@ def raise_if_invalid(flags: dict[str, torch.Tensor]) -> None:
 
 def _check_dense_tensor(name: str, tensor: Any) -> None:
     if not isinstance(tensor, torch.Tensor):
-        raise TypeError(f"{name} must be a torch.Tensor, got {type(tensor).__name__}")
+        hint = ""
+        if type(tensor).__name__ in ("RankedItems", "ItemIds"):
+            hint = " (this metric reads dense tensors; ranked ids and id lists are for the ranking and catalog metrics)"
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(tensor).__name__}{hint}")
     if tensor.layout != torch.strided:
         raise TypeError(
             f"{name} must be a dense (strided) tensor, got layout {tensor.layout}; "

@@ -66,10 +66,15 @@ def recall(ranked: RankedBatch, top_k: Sequence[int], normalization: str = "rele
 
 
 def precision(ranked: RankedBatch, top_k: Sequence[int], normalization: str = "k") -> torch.Tensor:
-    """Precision@k = hits@k / k  (or / min(k, num_items) with ``normalization="min_k_items"``)."""
+    """Precision@k = hits@k / k  (or / min(k, number of candidates) with
+    ``normalization="min_k_items"``; the candidates are all items unless some were excluded or
+    the predictions are a ranked list; 0 for a user without candidates)."""
     cutoffs = _cutoffs(top_k, ranked.hit)
     if normalization == "min_k_items":
-        cutoffs = cutoffs.clamp(max=ranked.num_items)
+        if ranked.num_candidates is None:
+            cutoffs = cutoffs.clamp(max=ranked.num_items)
+        else:
+            return _ratio(hits(ranked, top_k), torch.minimum(cutoffs, ranked.num_candidates.unsqueeze(1)))
     return hits(ranked, top_k) / cutoffs
 
 

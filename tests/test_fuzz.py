@@ -32,7 +32,7 @@ SCORE_DTYPES = [torch.float16, torch.bfloat16, torch.float32, torch.float64]
 LABEL_DTYPES = [torch.bool, torch.uint8, torch.int8, torch.int64] + SCORE_DTYPES
 ODD_DTYPES = [torch.uint16, torch.uint32, torch.complex64, torch.float8_e4m3fn, torch.int32]
 # a refusal must name what is wrong: one of update's arguments (or the tuple itself)
-NAMES_AN_ARGUMENT = re.compile(r"\b(y_pred|y|mask|update|gain_function|num_items|item_popularity)\b")
+NAMES_AN_ARGUMENT = re.compile(r"\b(y_pred|y|mask|exclude|update|gain_function|num_items|item_popularity)\b")
 FUZZ = settings(
     max_examples=60, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True, database=None
 )

@@ -56,7 +56,8 @@ BAD_UPDATES = {
     "not a tensor": (([[0.1, 0.2]], [[1.0, 0.0]]), TypeError, "y_pred must be a torch.Tensor"),
     "integer scores": ((torch.tensor([[3, 1, 2]]), torch.tensor([[1, 0, 0]])), TypeError, "floating-point"),
     "complex relevance": ((torch.rand(1, 3), torch.rand(1, 3, dtype=torch.complex64)), TypeError, "y must hold"),
-    "tuple of 3": ((torch.rand(1, 3), torch.rand(1, 3), torch.rand(1, 3)), ValueError, "2 tensors"),
+    "tuple of 4": ((torch.rand(1, 3), torch.rand(1, 3), torch.rand(1, 3), torch.rand(1, 3)), ValueError, "length 4"),
+    "float exclude": ((torch.rand(1, 3), torch.rand(1, 3), torch.rand(1, 3)), TypeError, "exclude must be a bool"),
     "not a tuple": (torch.rand(1, 3), TypeError, "tuple (y_pred, y)"),
 }
 if torch.cuda.is_available():

@@ -24,7 +24,9 @@ from ignite.exceptions import NotComputableError
 from ignite.metrics.metric import Metric, reinit__is_reduced
 
 from .. import _validation as V
-from .._ranking import RankedBatch, rank
+from .._adapters import RankingInput, parse_ranking_input
+from .._pipeline import rank_input
+from .._ranking import RankedBatch
 from ._engine import CutoffResults, OptionalOutputKeys
 
 
@@ -201,7 +203,7 @@ class StreamingMean(OptionalOutputKeys, StatefulMetric):
     def update(self, output: Sequence[torch.Tensor]) -> None:
         inputs = self._parse(output)
         sums, count, invalid = self._batch_totals(*inputs)
-        bad = screen(invalid, on_cpu=inputs[0].device.type == "cpu")
+        bad = screen(invalid, on_cpu=torch.device(inputs[0].device).type == "cpu")
         zero = torch.zeros((), dtype=torch.float64, device=sums.device)
         self._sum += torch.where(bad, zero, sums).to(self._device)
         self._count += torch.where(bad, zero, count).to(self._device)
@@ -235,7 +237,12 @@ class MeanOverUsers(StreamingMean):
         self.ties = V.check_choice("ties", ties, V.TIE_RULES)
         super().__init__(output_transform, device, skip_unrolling)
 
-    def _per_user(self, y_pred: torch.Tensor, y: torch.Tensor):
+    optional_output_keys = ("exclude",)  # a dict output {"y_pred", "y", "exclude"} passes its exclusion
+
+    def _parse(self, output: Any) -> tuple:
+        return (parse_ranking_input(output),)
+
+    def _per_user(self, batch: RankingInput):
         """(values (batch, num_values) float64, has a relevant item (batch,) bool, invalid-flag dict)."""
         raise NotImplementedError
 
@@ -245,8 +252,8 @@ class MeanOverUsers(StreamingMean):
             "(with ignore_zero_hits=True, users without a relevant item are not counted)."
         )
 
-    def _batch_totals(self, y_pred, y):
-        values, has_relevant, invalid = self._per_user(y_pred, y)
+    def _batch_totals(self, batch):
+        values, has_relevant, invalid = self._per_user(batch)
         if self.ignore_zero_hits:
             weight = has_relevant.to(torch.float64)
         else:
@@ -284,10 +291,9 @@ class CutoffMetric(CutoffResults, MeanOverUsers):
     def _values(self, ranked: RankedBatch) -> torch.Tensor:
         raise NotImplementedError
 
-    def _per_user(self, y_pred, y):
-        ranked = rank(
-            y_pred,
-            y,
+    def _per_user(self, batch):
+        ranked = rank_input(
+            batch,
             depth=self.top_k[-1],
             relevance_threshold=self.relevance_threshold,
             ties=self.ties,

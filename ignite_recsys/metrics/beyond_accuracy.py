@@ -35,16 +35,39 @@ from ignite.exceptions import NotComputableError
 from ignite.metrics.metric import reinit__is_reduced
 
 from .. import _validation as V
+from .._adapters import RankingInput, check_id_range, parse_ranking_input
+from .._pipeline import ranked_candidates
 from .._ranking import device_constant, stable_topk
 from ._base import CutoffResults, StatefulMetric, StreamingMean, _identity, raise_for_invalid_updates, screen
 
 _NAN_SCORES = "y_pred contains NaN scores (+inf and -inf are allowed)"
 
 
-def _top_items(y_pred: torch.Tensor, top_k: list):
-    """Item ids (batch, min(max k, num_items)) in ranked order, and the invalid-flag dict."""
-    order, has_nan = stable_topk(y_pred.contiguous(), top_k[-1], detect_nan=True)
-    return order, {_NAN_SCORES: has_nan.any()}
+def _parse_lists(output, num_items: Optional[int], metric: str) -> RankingInput:
+    """An update's input in any form; ``num_items``: the catalog size the metric knows, needed
+    (and checked against the ids) when the predictions are ranked ids."""
+    batch = parse_ranking_input(output)
+    if batch.ranked_ids is not None and batch.num_items is None:
+        if not num_items:
+            raise ValueError(
+                f"{metric} needs the catalog size with RankedItems predictions: pass num_items to its "
+                "constructor (or dense or sparse targets of width num_items)"
+            )
+        batch.num_items = num_items
+        batch.invalid.update(check_id_range("y_pred", batch.ranked_ids, num_items))
+    return batch
+
+
+def _top_items(batch: RankingInput, top_k: list):
+    """Item ids (batch, min(max k, number of items listed)) in ranked order, -1 past a user's
+    candidates, and the invalid-flag dict."""
+    if batch.scores is not None and batch.excluded is None:
+        order, has_nan = stable_topk(batch.scores.contiguous(), top_k[-1], detect_nan=True)
+        invalid = {_NAN_SCORES: has_nan.any()}
+    else:
+        order, _, invalid = ranked_candidates(batch, top_k[-1])
+    invalid.update(batch.invalid)
+    return order, invalid
 
 
 class CatalogCounts(CutoffResults, StatefulMetric):
@@ -80,20 +103,22 @@ class CatalogCounts(CutoffResults, StatefulMetric):
 
     @reinit__is_reduced
     def update(self, output: Sequence[torch.Tensor]) -> None:
-        y_pred, _ = V.check_scores_and_relevance(output)
-        num_items = y_pred.shape[1]
         expected = self._counts.shape[1] or self.num_items
+        batch = _parse_lists(output, expected, type(self).__name__)
+        num_items = batch.num_items
         if expected and num_items != expected:
             source = "given" if self.num_items else "taken from the first batch"
             raise ValueError(f"y_pred must have num_items={expected} columns ({source}), got {num_items}")
-        order, invalid = _top_items(y_pred, self.top_k)
-        bad = screen(invalid, on_cpu=y_pred.device.type == "cpu")
+        order, invalid = _top_items(batch, self.top_k)
+        bad = screen(invalid, on_cpu=batch.device.type == "cpu")
         if self._counts.shape[1] == 0:
             self._counts = torch.zeros(len(self.top_k), num_items, dtype=torch.float64, device=self._device)
-        # cumulative sums over the buckets in compute give the counts at each k
+        # cumulative sums over the buckets in compute give the counts at each k; only listed
+        # candidates count (-1 marks a position past a user's candidates)
         bucket = self._bucket_of_position(order.shape[1], order.device)
-        flat_index = (bucket * num_items + order).flatten().to(self._device)
-        weight = (~bad).to(torch.float64).to(self._device).expand(flat_index.shape[0])
+        listed = (order >= 0) & (order < num_items)
+        flat_index = (bucket * num_items + order.clamp(min=0, max=num_items - 1)).flatten().to(self._device)
+        weight = (listed & ~bad).to(torch.float64).flatten().to(self._device)
         self._counts.view(-1).index_add_(0, flat_index, weight)
         self._num_invalid_updates += bad.to(torch.float64).to(self._device)
 
@@ -274,23 +299,30 @@ class ItemValueMean(CutoffResults, StreamingMean):
     def _num_values(self) -> int:
         return len(self.top_k)
 
-    def _parse(self, output):
-        y_pred, y = V.check_scores_and_relevance(output)
-        if y_pred.shape[1] != self._item_values.numel():
-            raise ValueError(
-                f"y_pred must have one column per entry of item_popularity ({self._item_values.numel()}), "
-                f"got {y_pred.shape[1]}"
-            )
-        return y_pred, y
+    optional_output_keys = ("exclude",)
 
-    def _batch_totals(self, y_pred, y):
-        order, invalid = _top_items(y_pred, self.top_k)
-        values = self._values_on(order.device)[order]  # (batch, depth) float64
-        lengths = [min(k, order.shape[1]) for k in self.top_k]
-        last = device_constant([length - 1 for length in lengths], torch.int64, order.device)
-        per_user = values.cumsum(1).index_select(1, last) / device_constant(lengths, torch.float64, order.device)
-        count = torch.full((), order.shape[0], dtype=torch.float64, device=order.device)
-        return per_user.t().contiguous().sum(1), count, invalid
+    def _parse(self, output):
+        num_items = self._item_values.numel()
+        batch = _parse_lists(output, num_items, type(self).__name__)
+        if batch.num_items != num_items:
+            raise ValueError(
+                f"y_pred must have one column per entry of item_popularity ({num_items}), got {batch.num_items}"
+            )
+        return (batch,)
+
+    def _batch_totals(self, batch):
+        """Each user's mean item value over the listed items of its top k (all min(k, num_items)
+        of them without exclusions); users with no candidate are not counted."""
+        order, invalid = _top_items(batch, self.top_k)
+        listed = (order >= 0).to(torch.float64)
+        item_values = self._values_on(order.device)
+        values = item_values[order.clamp(min=0, max=item_values.numel() - 1)] * listed  # (batch, depth) float64
+        last = device_constant([min(k, order.shape[1]) - 1 for k in self.top_k], torch.int64, order.device)
+        sums = values.cumsum(1).index_select(1, last)
+        lengths = listed.cumsum(1).index_select(1, last)
+        has_list = listed[:, 0]
+        per_user = torch.where(lengths > 0, sums / lengths.clamp(min=1), 0.0)
+        return per_user.t().contiguous().sum(1), has_list.sum(), invalid
 
     def _values_on(self, device: torch.device) -> torch.Tensor:
         if device not in self._item_values_by_device:

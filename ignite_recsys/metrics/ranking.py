@@ -22,7 +22,7 @@ import torch
 
 from .. import _validation as V
 from .. import functional as F
-from .._ranking import full_row_checks, hits_at_own_depth
+from .._pipeline import hits_within_own_depth
 from ._base import CutoffMetric, MeanOverUsers, _identity
 
 
@@ -302,9 +302,9 @@ class RPrecision(MeanOverUsers):
     def _num_values(self) -> int:
         return 1
 
-    def _per_user(self, y_pred, y):
-        hits, num_relevant = hits_at_own_depth(y_pred, y, self.relevance_threshold, self.ties)
-        return F._ratio(hits, num_relevant).unsqueeze(1), num_relevant > 0, full_row_checks(y_pred, y)
+    def _per_user(self, batch):
+        hits, num_relevant, invalid = hits_within_own_depth(batch, self.relevance_threshold, self.ties)
+        return F._ratio(hits, num_relevant).unsqueeze(1), num_relevant > 0, invalid
 
     def _result(self, means):
         return means[0]

@@ -8,7 +8,7 @@ import torch
 
 from .. import _validation as V
 from .. import functional as F
-from .._ranking import full_row_checks, hits_at_own_depth, rank
+from .._pipeline import hits_within_own_depth, rank_input
 from ._base import MeanOverUsers, _identity
 from ._engine import ScalarResults
 
@@ -112,15 +112,14 @@ class RankingMetrics(ScalarResults, MeanOverUsers):
     def _num_values(self) -> int:
         return len(self._names)
 
-    def _per_user(self, y_pred, y):
+    def _per_user(self, batch):
         needs_ndcg = "ndcg" in self._cutoff_metrics
         columns = []
         invalid = None
         has_relevant = None
         if self._cutoff_metrics:
-            ranked = rank(
-                y_pred,
-                y,
+            ranked = rank_input(
+                batch,
                 depth=self.top_k[-1],
                 relevance_threshold=self.relevance_threshold,
                 ties=self.ties,
@@ -140,9 +139,9 @@ class RankingMetrics(ScalarResults, MeanOverUsers):
             }
             columns = [formulas[name]() for name in self._cutoff_metrics]
         if "r_precision" in self.metrics:
-            hits, num_relevant = hits_at_own_depth(y_pred, y, self.relevance_threshold, self.ties)
+            hits, num_relevant, r_invalid = hits_within_own_depth(batch, self.relevance_threshold, self.ties)
             columns.append(F._ratio(hits, num_relevant).unsqueeze(1))
-            invalid = invalid if invalid is not None else full_row_checks(y_pred, y)
+            invalid = invalid if invalid is not None else r_invalid
             has_relevant = num_relevant > 0
         return torch.cat(columns, 1), has_relevant, invalid
 

@@ -1,0 +1,184 @@
+"""Input adapters: every accepted form of an update's ``(y_pred, y[, exclude])`` becomes one
+:class:`RankingInput`, checked in one place before any state changes.
+
+=============== ==============================================================================
+``y_pred``      dense (batch, num_items) scores, or :class:`~ignite_recsys.RankedItems`
+``y``           dense (batch, num_items) relevance, a sparse COO/CSR (batch, num_items) tensor
+                (stored values = grades), or :class:`~ignite_recsys.ItemIds`
+``exclude``     dense bool (batch, num_items), sparse (batch, num_items) (stored entry =
+                excluded), or :class:`~ignite_recsys.ItemIds`; optional
+=============== ==============================================================================
+
+The catalog size comes from the first dense or sparse tensor (scores, then targets, then
+exclusion), else from the metric's ``num_items``; with ids alone it may stay unknown (ids are
+then only checked to be >= -1).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+import torch
+
+from . import _validation as V
+from ._item_sets import ItemTable
+from .inputs import ItemIds, RankedItems
+
+
+@dataclass
+class RankingInput:
+    """One batch in canonical form. Exactly one of ``scores`` / ``ranked_ids`` and one of
+    ``labels`` / ``targets`` is set."""
+
+    num_users: int
+    num_items: Optional[int]
+    device: torch.device
+    scores: Optional[torch.Tensor] = None  # (B, N) float
+    ranked_ids: Optional[torch.Tensor] = None  # (B, K) int64, -1 = no item
+    labels: Optional[torch.Tensor] = None  # (B, N) dense relevance
+    targets: Optional[ItemTable] = None  # sparse or id-list relevance
+    excluded: Optional[torch.Tensor] = None  # (B, N) bool, for dense scores
+    excluded_table: Optional[ItemTable] = None  # for ranked ids
+    invalid: dict = field(default_factory=dict)  # message -> 0-d bool tensor (value checks)
+
+    @property
+    def is_dense(self) -> bool:
+        """The plain (scores, labels) form without exclusion: the fast path of ``rank``."""
+        return self.scores is not None and self.labels is not None and self.excluded is None
+
+
+def _is_sparse(value: Any) -> bool:
+    return isinstance(value, torch.Tensor) and value.layout in (torch.sparse_coo, torch.sparse_csr)
+
+
+def parse_ranking_input(output: Any, num_items: Optional[int] = None) -> RankingInput:
+    """Check an update's argument and bring it into canonical form (no value is read on the host)."""
+    if not isinstance(output, (tuple, list)):
+        raise TypeError(f"update expects a tuple (y_pred, y) or (y_pred, y, exclude), got {type(output).__name__}")
+    if len(output) not in (2, 3):
+        raise ValueError(
+            f"update expects a tuple (y_pred, y) or (y_pred, y, exclude) of 2 or 3 entries, got a sequence of "
+            f"length {len(output)}"
+        )
+    y_pred, y = output[0], output[1]
+    exclude = output[2] if len(output) == 3 else None
+    if isinstance(y_pred, torch.Tensor) and isinstance(y, torch.Tensor) and not _is_sparse(y) and exclude is None:
+        scores, labels = V.check_scores_and_relevance((y_pred, y))
+        return RankingInput(scores.shape[0], scores.shape[1], scores.device, scores=scores, labels=labels)
+
+    # The catalog size and batch size, from whatever holds them.
+    if not isinstance(y_pred, RankedItems):
+        y_pred = _dense_or_error("y_pred", y_pred, "scores (batch, num_items), or RankedItems")
+    if not isinstance(y, (ItemIds, torch.Tensor)):
+        raise TypeError(f"y must be a torch.Tensor of relevance (dense or sparse), or ItemIds, got {type(y).__name__}")
+    if exclude is not None and not isinstance(exclude, (ItemIds, torch.Tensor)):
+        raise TypeError(
+            f"exclude must be a torch.Tensor (bool mask, dense or sparse), ItemIds or None, got {type(exclude).__name__}"
+        )
+    shaped = [(name, t) for name, t in (("y_pred", y_pred), ("y", y), ("exclude", exclude)) if isinstance(t, torch.Tensor)]
+    for name, tensor in shaped:
+        if tensor.ndim != 2:
+            raise ValueError(f"{name} must be 2-D (batch, num_items), got shape {tuple(tensor.shape)}")
+    widths = {name: t.shape[1] for name, t in shaped}
+    if widths:
+        first_name, width = next(iter(widths.items()))
+        for name, other in widths.items():
+            if other != width:
+                raise ValueError(f"{name} must have {width} columns (num_items, as {first_name}), got {other}")
+        if num_items is not None and width != num_items:
+            raise ValueError(f"{first_name} must have num_items={num_items} columns (given), got {width}")
+        num_items = width
+    batch = _batch_size(y_pred) if not isinstance(y_pred, RankedItems) else y_pred.ids.shape[0]
+    for name, value in (("y", y), ("exclude", exclude)):
+        if value is not None and _batch_size(value) != batch:
+            raise ValueError(f"{name} must hold {batch} users (as y_pred), got {_batch_size(value)}")
+    if batch == 0:
+        raise ValueError("y_pred and y must hold at least one user (batch dimension is 0)")
+    if num_items == 0:
+        raise ValueError("y_pred and y must hold at least one item (num_items dimension is 0)")
+    device = _device(y_pred)
+    for name, value in (("y", y), ("exclude", exclude)):
+        if value is not None and _device(value) != device:
+            raise ValueError(f"{name} must be on the device of y_pred ({device}), got {_device(value)}")
+
+    result = RankingInput(batch, num_items, device)
+    if isinstance(y_pred, RankedItems):
+        result.ranked_ids = y_pred.ids
+        _check_ids(result, "y_pred", y_pred.ids, per_row_unique=True)
+    else:
+        V._check_dtype("y_pred", y_pred, V.SCORE_DTYPES, "floating-point scores")
+        result.scores = y_pred.detach()
+
+    if isinstance(y, ItemIds):
+        V._check_dtype("y grades", y.grades, V.LABEL_DTYPES, "bool, integer or floating-point relevance")
+        _check_ids(result, "y", y.ids)
+        result.targets = ItemTable.from_ids(y.ids, y.grades)
+        result.invalid["y holds an item id twice for one user"] = result.targets.duplicated
+    elif _is_sparse(y):
+        V._check_dtype("y", y, V.LABEL_DTYPES, "bool, integer or floating-point relevance")
+        result.targets = ItemTable.from_sparse(y.detach())
+        result.invalid["y holds an item twice for one user"] = result.targets.duplicated
+    else:
+        y = _dense_or_error("y", y, "relevance (batch, num_items) (dense or sparse), or ItemIds")
+        V._check_dtype("y", y, V.LABEL_DTYPES, "bool, integer or floating-point relevance")
+        result.labels = y.detach()
+
+    if exclude is not None:
+        table = None
+        if isinstance(exclude, ItemIds):
+            _check_ids(result, "exclude", exclude.ids)
+            table = ItemTable.from_ids(exclude.ids, torch.ones(exclude.ids.shape, dtype=torch.bool, device=device))
+        elif _is_sparse(exclude):
+            table = ItemTable.from_sparse(exclude.detach())
+            table = ItemTable(table.keys, table.values != 0, table.num_users, table.duplicated)  # nonzero = excluded
+        else:
+            exclude = _dense_or_error("exclude", exclude, "bool (batch, num_items) (dense or sparse), or ItemIds")
+            if exclude.dtype != torch.bool:
+                raise TypeError(f"exclude must be a bool tensor (True = excluded), got dtype {exclude.dtype}")
+        if result.ranked_ids is not None:
+            if table is None:
+                table = ItemTable.from_sparse(exclude.to_sparse())  # ranked ids look items up
+            result.excluded_table = table
+        else:
+            result.excluded = exclude.detach() if table is None else _dense_mask(table, batch, num_items, device)
+    return result
+
+
+def _dense_or_error(name: str, value: Any, expected: str) -> torch.Tensor:
+    if not isinstance(value, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor of {expected}, got {type(value).__name__}")
+    V._check_dense_tensor(name, value)
+    return value
+
+
+def _batch_size(value: Any) -> int:
+    return value.ids.shape[0] if isinstance(value, (ItemIds, RankedItems)) else value.shape[0]
+
+
+def _device(value: Any) -> torch.device:
+    return value.ids.device if isinstance(value, (ItemIds, RankedItems)) else value.device
+
+
+def check_id_range(name: str, ids: torch.Tensor, num_items: Optional[int]) -> dict:
+    """Value check of padded ids (run on the device): within [0, num_items) or -1."""
+    upper = num_items if num_items is not None else (1 << 31)
+    return {f"{name} holds item ids outside [0, {upper}) other than -1 (no item)": ((ids < -1) | (ids >= upper)).any()}
+
+
+def _check_ids(result: RankingInput, name: str, ids: torch.Tensor, per_row_unique: bool = False) -> None:
+    """Value checks of padded ids: their range and, for ranked lists, no id twice in a row."""
+    result.invalid.update(check_id_range(name, ids, result.num_items))
+    if per_row_unique and ids.shape[1] > 1:
+        ordered = ids.sort(1).values
+        repeated = (ordered[:, 1:] == ordered[:, :-1]) & (ordered[:, 1:] >= 0)
+        result.invalid[f"{name} ranks an item id twice for one user"] = repeated.any()
+
+
+def _dense_mask(table: ItemTable, num_users: int, num_items: int, device: torch.device) -> torch.Tensor:
+    """(num_users, num_items) bool, True at the table's entries whose value is nonzero."""
+    mask = torch.zeros(num_users + 1, num_items, dtype=torch.bool, device=device)
+    users = table.users
+    items = (table.keys & ((1 << 32) - 1)).clamp(max=num_items - 1)
+    mask.index_put_((users, items), table.values.to(torch.bool))
+    return mask[:num_users]

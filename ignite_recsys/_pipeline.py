@@ -1,0 +1,196 @@
+"""The ranking step for every input form: a :class:`~ignite_recsys._adapters.RankingInput` becomes
+one :class:`~ignite_recsys._ranking.RankedBatch`.
+
+Only candidates are ranked: with ``exclude`` an excluded item takes no position, and positions
+past a user's candidates are empty (no hit, no gain; Precision still divides by k). The relevant
+count |R| and the ideal ranking count every relevant item, excluded or not (RecBole's behaviour
+with history masking), so ``RankedItems(ids)`` scores exactly as its list would with every other
+item excluded. The plain dense ``(scores, labels)`` form goes straight to :func:`rank`.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+
+from ._adapters import RankingInput
+from ._ranking import (
+    Relevance,
+    RankedBatch,
+    _gain_flags,
+    _ideal_gains,
+    _ideal_needs_selection,
+    _indicator,
+    _invalid_flags,
+    _last_group_totals,
+    _relevance_pass,
+    _tie_expectations,
+    full_row_checks,
+    gains,
+    hits_at_own_depth,
+    rank,
+    stable_topk,
+)
+from ._validation import GainFunction
+
+_NAN_SCORES = "y_pred contains NaN scores (+inf and -inf are allowed)"
+
+
+def rank_input(
+    batch: RankingInput,
+    *,
+    depth: int,
+    relevance_threshold: Optional[float],
+    ties: str = "stable",
+    gain_function: Optional[GainFunction] = None,
+    ideal: bool = False,
+    count_relevant: bool = True,
+) -> RankedBatch:
+    """The shared ranking step for any input form (see the module docstring)."""
+    if batch.is_dense:
+        ranked = rank(
+            batch.scores, batch.labels, depth=depth, relevance_threshold=relevance_threshold, ties=ties,
+            gain_function=gain_function, ideal=ideal, count_relevant=count_relevant,
+        )
+        ranked.invalid.update(batch.invalid)
+        return ranked
+    order, num_candidates, invalid = ranked_candidates(batch, depth)
+    invalid.update(batch.invalid)
+    depth = order.shape[1]
+    listed = order >= 0
+
+    label_dtype = batch.labels.dtype if batch.labels is not None else batch.targets.values.dtype
+    relevance = Relevance.of(relevance_threshold, label_dtype)
+    zero = torch.zeros((), dtype=torch.float64, device=order.device)
+    if batch.labels is not None:
+        labels = batch.labels.contiguous()
+        num_relevant, has_relevant, lowest_label, _ = _relevance_pass(labels, relevance)
+        # ids outside the catalog are refused by a value check; clamped here so that the gather is safe
+        safe = order.clamp(min=0, max=labels.shape[1] - 1)
+        top_labels = torch.where(listed, labels.gather(1, safe).to(torch.float64), zero)
+    else:
+        table = batch.targets
+        values = table.values.to(torch.float64)
+        num_relevant = table.per_user_sum(relevance.indicator(values))
+        has_relevant = num_relevant > 0
+        lowest_label = values.amin() if values.numel() else zero
+        top_labels = table.lookup(order)[0].to(torch.float64)
+    top_relevant = relevance.indicator(top_labels)
+    top_gain = None if gain_function is None else gains(top_labels, top_relevant, gain_function, relevance_threshold)
+
+    if ties == "stable" or batch.scores is None:  # a ranked id list has no ties
+        hits_so_far = top_relevant.cumsum(1)
+        hit, gain = top_relevant, top_gain
+        hit_times_hits_so_far = top_relevant * hits_so_far
+        first_hit = top_relevant * _indicator(torch.eq, hits_so_far, 1)
+    else:
+        nan = torch.full((), float("nan"), dtype=batch.scores.dtype, device=order.device)
+        top_scores = torch.where(listed, batch.scores.gather(1, order.clamp(min=0)), nan)
+        last_group = _candidate_group_totals(batch, top_scores[:, -1:], relevance, gain_function, relevance_threshold)
+        hit, gain, hit_times_hits_so_far, first_hit = _tie_expectations(top_scores, top_relevant, top_gain, last_group)
+
+    ideal_gain = None
+    if ideal:
+        if batch.labels is not None:
+            ideal_gain = _ideal_gains(
+                batch.labels.contiguous(), num_relevant, depth, relevance, gain_function, None, relevance_threshold
+            )
+        elif not _ideal_needs_selection(batch.targets.values, gain_function):
+            positions = torch.arange(depth, device=order.device, dtype=torch.float64)
+            relevant = (positions < num_relevant.unsqueeze(1)).to(torch.float64)
+            ideal_gain = gains(relevant, relevant, gain_function, relevance_threshold)
+        else:
+            best = batch.targets.top_values(depth)
+            ideal_gain = gains(best, relevance.indicator(best), gain_function, relevance_threshold)
+
+    invalid.update(_invalid_flags(invalid.pop(_NAN_SCORES, torch.zeros((), dtype=torch.bool, device=order.device)),
+                                  lowest_label))
+    if gain_function is not None:
+        invalid.update(_gain_flags(gain_function, gain, ideal_gain))
+    return RankedBatch(
+        batch.num_items or 0, depth, hit, hit_times_hits_so_far, first_hit, num_relevant, has_relevant, gain,
+        ideal_gain, invalid, num_candidates,
+    )
+
+
+def ranked_candidates(batch: RankingInput, depth: int):
+    """(order (batch, D) int64 item ids in rank order, -1 past the user's candidates; the number
+    of candidates (batch,) float64; value-check flags). D = min(depth, num_items) for scores,
+    min(depth, K) for ranked ids."""
+    device = batch.device
+    if batch.ranked_ids is not None:
+        ids = batch.ranked_ids
+        listed = ids >= 0
+        if batch.excluded_table is not None:
+            listed = listed & ~batch.excluded_table.lookup(ids)[1]
+        order = _compact(ids, listed)[:, : min(depth, ids.shape[1])]
+        return order, listed.sum(1, dtype=torch.float64), {}
+    scores = batch.scores.contiguous()
+    depth = min(depth, scores.shape[1])
+    if batch.excluded is None:
+        order, has_nan = stable_topk(scores, depth, detect_nan=True)
+        num_candidates = torch.full(has_nan.shape, float(scores.shape[1]), dtype=torch.float64, device=device)
+    else:
+        order, has_nan = stable_topk_excluding(scores, depth, batch.excluded)
+        num_candidates = (scores.shape[1] - batch.excluded.sum(1)).to(torch.float64)
+    return order, num_candidates, {_NAN_SCORES: has_nan.any()}
+
+
+def stable_topk_excluding(scores: torch.Tensor, k: int, excluded: torch.Tensor):
+    """The k best candidates of each row (score descending, lower index first among equal
+    scores; excluded items are not candidates), -1 past the row's candidates, and whether each
+    row holds a NaN score. Two stable sorts of the full rows: exact for every input, including
+    candidates scored -inf."""
+    by_score = torch.sort(scores, dim=1, descending=True, stable=True).indices
+    excluded_in_order = excluded.gather(1, by_score)
+    candidates_first = torch.sort(excluded_in_order.to(torch.uint8), dim=1, stable=True).indices[:, :k]
+    order = by_score.gather(1, candidates_first)
+    listed = ~excluded_in_order.gather(1, candidates_first)
+    return torch.where(listed, order, torch.full_like(order, -1)), scores.isnan().any(1)
+
+
+def _compact(ids: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
+    """The kept ids of each row moved to the front in their order, -1 after them."""
+    width = ids.shape[1]
+    position = torch.arange(width, device=ids.device)
+    order = torch.sort(torch.where(keep, position, position + width), dim=1).indices
+    return torch.where(keep.gather(1, order), ids.gather(1, order), torch.full_like(ids, -1))
+
+
+def _candidate_group_totals(batch: RankingInput, boundary, relevance, gain_function, threshold):
+    """Over each user's candidates, those scored ``boundary`` (batch, 1): their number, how many
+    are relevant and their total gain (``ties="average"`` with dense scores)."""
+    scores, excluded = batch.scores, batch.excluded
+    if batch.labels is not None:
+        labels = batch.labels
+        if excluded is not None:  # an excluded item joins no tie group: give it a score never tied
+            scores = torch.where(excluded, torch.full((), float("nan"), dtype=scores.dtype, device=scores.device), scores)
+        return _last_group_totals(scores, labels, boundary, relevance, gain_function, threshold)
+    candidate = torch.ones_like(scores, dtype=torch.bool) if excluded is None else ~excluded
+    count = ((scores == boundary) & candidate).sum(1, dtype=torch.float64)
+    table = batch.targets
+    items = (table.keys & ((1 << 32) - 1)).clamp(max=scores.shape[1] - 1)
+    users = table.users.clamp(max=scores.shape[0] - 1)
+    tied = (scores[users, items] == boundary[users, 0]) & candidate[users, items] & (table.users < scores.shape[0])
+    values = table.values.to(torch.float64)
+    relevant = relevance.indicator(values)
+    totals = [count, table.per_user_sum(tied * relevant)]
+    entry_gain = gains(values, relevant, gain_function, threshold) if gain_function is not None else relevant * 0
+    totals.append(table.per_user_sum(tied * entry_gain))
+    return totals[0], totals[1], totals[2]
+
+
+def hits_within_own_depth(batch: RankingInput, relevance_threshold: Optional[float], ties: str):
+    """For R-Precision: (hits among each user's first |R| candidates, |R|, value-check flags),
+    float64 (batch,). |R| is unbounded by any cut-off, so every candidate is ranked."""
+    if batch.is_dense:
+        hits, num_relevant = hits_at_own_depth(batch.scores, batch.labels, relevance_threshold, ties)
+        invalid = full_row_checks(batch.scores, batch.labels)
+        invalid.update(batch.invalid)
+        return hits, num_relevant, invalid
+    width = batch.num_items if batch.scores is not None else batch.ranked_ids.shape[1]
+    ranked = rank_input(batch, depth=width, relevance_threshold=relevance_threshold, ties=ties)
+    cut = (ranked.num_relevant.to(torch.int64) - 1).clamp(min=0, max=ranked.depth - 1).unsqueeze(1)
+    hits = ranked.hit.cumsum(1).gather(1, cut).squeeze(1)
+    return torch.where(ranked.num_relevant > 0, hits, 0.0), ranked.num_relevant, ranked.invalid
