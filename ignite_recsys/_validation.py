@@ -111,8 +111,8 @@ def check_gain_function(value: Any, relevance_threshold: Union[float, None] = 1.
     if value not in GAIN_FUNCTIONS:
         error = ValueError if isinstance(value, str) else ArgumentTypeError
         raise error(
-            f"gain_function must be either one of {list(GAIN_FUNCTIONS)} or a callable mapping relevance "
-            f"to gains, got {value!r} of type {type(value).__name__}"
+            f"gain_function must be either 'exp_rank' or 'linear_rank' (or one of {list(GAIN_FUNCTIONS[2:])}, "
+            f"or a callable mapping relevance to gains), got {value!r} of type {type(value).__name__}"
         )
     if value == "exp_rank_shifted" and relevance_threshold is None:
         raise ValueError("gain_function='exp_rank_shifted' shifts by relevance_threshold, which must then be a number, got None")
