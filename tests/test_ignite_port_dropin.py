@@ -136,6 +136,25 @@ def test_bool_scores_rank_as_in_ignite_ndcg():
     np.testing.assert_allclose(_computed(ours, [(y_pred, y)]), _computed(theirs, [(y_pred, y)]), rtol=1e-6)
 
 
+SCORE_TAKERS = {
+    "recall": lambda: R.Recall([1, 3]),
+    "map": lambda: R.MAP([1, 3]),
+    "ranking_metrics": lambda: R.RankingMetrics([1, 3]),
+    "gauc": lambda: R.GAUC(),
+    "coverage": lambda: R.ItemCoverage([1, 3]),
+    "gini": lambda: R.GiniIndex([1, 3]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SCORE_TAKERS))
+@pytest.mark.parametrize("dtype", list(INTEGER_SCORES), ids=str)
+def test_integer_scores_equal_their_float64_values_in_every_ranking_input(name, dtype):
+    y_pred = INTEGER_SCORES[dtype].to(dtype)
+    y = torch.tensor([[0.0, 2.0, 0.0, 1.0, 3.0]])
+    as_float = _computed(SCORE_TAKERS[name](), [(y_pred.to(torch.float64), y)])
+    assert _computed(SCORE_TAKERS[name](), [(y_pred, y)]) == as_float
+
+
 @pytest.mark.parametrize("dtype", [torch.uint16, torch.uint32, torch.uint64, torch.complex64, torch.float8_e4m3fn])
 def test_unsupported_score_dtypes_still_refused(dtype):
     y_pred = torch.tensor([[3.0, 1.0, 2.0]]).to(dtype)
