@@ -20,25 +20,58 @@ TIE_RULES = ("stable", "average")
 # kernels the ranking step needs: they are refused here with a TypeError, before anything runs)
 SCORE_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 LABEL_DTYPES = (torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64) + SCORE_DTYPES
+# Integer (and bool) scores of ranking inputs, as ignite's rec_sys metrics accept them: each is
+# converted to the smallest floating dtype that holds all its values exactly (float32 up to 16 bits;
+# float64 for int32 and int64, exact up to 2**53 in magnitude: larger int64 scores are rounded to
+# the nearest float64, so scores closer than their spacing there would tie). The conversion is a
+# copy of y_pred (4 or 8 bytes per entry) for the duration of the update.
+INTEGER_SCORE_DTYPES = {
+    torch.bool: torch.float32,
+    torch.uint8: torch.float32,
+    torch.int8: torch.float32,
+    torch.int16: torch.float32,
+    torch.int32: torch.float64,
+    torch.int64: torch.float64,
+}
 GAIN_FUNCTIONS = ("exp_rank", "linear_rank", "binary", "exp_rank_shifted")
 GainFunction = Union[str, Callable[[torch.Tensor], torch.Tensor]]
 
 
+class ArgumentTypeError(TypeError, ValueError):
+    """An argument of the wrong type. It is a :class:`TypeError`, as Python's convention asks, and
+    also a :class:`ValueError`, which is what ignite's ``rec_sys`` metrics raise in the same case,
+    so that code catching either keeps working (as numpy's ``AxisError`` is both a ValueError and
+    an IndexError)."""
+
+
 def check_top_k(top_k: Any) -> tuple[int, ...]:
-    """Return the cut-offs sorted ascending; reject anything but distinct positive integers."""
+    """Return the cut-offs sorted ascending; reject anything but distinct positive integers.
+
+    The messages begin with the text of ignite's ``rec_sys`` metrics and add the detail after it.
+    A wrong type raises :class:`ArgumentTypeError` (both a TypeError and a ValueError)."""
     values = [top_k] if _is_int(top_k) or isinstance(top_k, (bool, float)) else top_k
     if not isinstance(values, Sequence) or isinstance(values, (str, bytes)):
-        raise TypeError(f"top_k must be a positive int or a sequence of positive ints, got {type(top_k).__name__}")
+        raise ArgumentTypeError(
+            "top_k must be either int or a list[int]: a positive int or a sequence of distinct positive ints, "
+            f"got {top_k!r} of type {type(top_k).__name__}"
+        )
     if len(values) == 0:
-        raise ValueError("top_k must name at least one cut-off, got an empty sequence")
+        raise ValueError("top_k must have at least one positive value, got an empty sequence")
     for k in values:
         if not _is_int(k):
-            raise TypeError(f"top_k must contain ints only, got {k!r} of type {type(k).__name__}")
+            raise ArgumentTypeError(
+                f"top_k must be list of positive integers only, got {_show(top_k)}: it takes ints only, "
+                f"and {k!r} is of type {type(k).__name__}"
+            )
         if k <= 0:
-            raise ValueError(f"top_k must contain positive ints only, got {k}")
+            raise ValueError(f"top_k must be list of positive integers only, got {_show(top_k)}: {k} is not positive")
     if len(set(values)) != len(values):
         raise ValueError(f"top_k must not contain duplicates, got {list(values)}")
     return tuple(sorted(int(k) for k in values))
+
+
+def _show(values: Any) -> str:
+    return repr(list(values)) if isinstance(values, Sequence) else repr(values)
 
 
 def check_bool(name: str, value: Any) -> bool:
@@ -71,9 +104,16 @@ def check_choice(name: str, value: Any, choices: Sequence[str]) -> str:
 
 
 def check_gain_function(value: Any, relevance_threshold: Union[float, None] = 1.0) -> GainFunction:
+    """One of ``GAIN_FUNCTIONS`` or a callable. The message begins with ignite's text; a value that
+    is neither a string nor a callable raises :class:`ArgumentTypeError` (ignite: ValueError)."""
     if callable(value):
         return value
-    value = check_choice("gain_function", value, GAIN_FUNCTIONS)
+    if value not in GAIN_FUNCTIONS:
+        error = ValueError if isinstance(value, str) else ArgumentTypeError
+        raise error(
+            f"gain_function must be either 'exp_rank' or 'linear_rank' (or one of {list(GAIN_FUNCTIONS[2:])}, "
+            f"or a callable mapping relevance to gains), got {value!r} of type {type(value).__name__}"
+        )
     if value == "exp_rank_shifted" and relevance_threshold is None:
         raise ValueError("gain_function='exp_rank_shifted' shifts by relevance_threshold, which must then be a number, got None")
     return value
@@ -115,17 +155,23 @@ def check_scores_and_relevance(output: Any) -> tuple[torch.Tensor, torch.Tensor]
         if tensor.ndim != 2:
             raise ValueError(f"{name} must be 2-D (batch, num_items), got shape {tuple(tensor.shape)}")
     if y_pred.shape != y.shape:
-        raise ValueError(f"y_pred and y must have the same shape, got {tuple(y_pred.shape)} and {tuple(y.shape)}")
+        raise ValueError(
+            f"y_pred and y must be in the same shape, got {tuple(y_pred.shape)} and {tuple(y.shape)}"
+        )
     if y_pred.shape[0] == 0:
         raise ValueError("y_pred and y must hold at least one user (batch dimension is 0)")
     if y_pred.shape[1] == 0:
         raise ValueError("y_pred and y must hold at least one item (num_items dimension is 0)")
-    _check_dtype("y_pred", y_pred, SCORE_DTYPES, "floating-point scores")
+    scores = SCORE_DTYPES + tuple(INTEGER_SCORE_DTYPES)
+    _check_dtype("y_pred", y_pred, scores, "floating-point, integer or bool scores")
     _check_dtype("y", y, LABEL_DTYPES, "bool, integer or floating-point relevance")
     if y_pred.device != y.device:
         raise ValueError(f"y_pred and y must be on the same device, got {y_pred.device} and {y.device}")
     # Metrics read values only: no autograd graph is kept or needed (detach is free).
-    return y_pred.detach(), y.detach()
+    y_pred = y_pred.detach()
+    if y_pred.dtype in INTEGER_SCORE_DTYPES:  # an exact copy (see INTEGER_SCORE_DTYPES)
+        y_pred = y_pred.to(INTEGER_SCORE_DTYPES[y_pred.dtype])
+    return y_pred, y.detach()
 
 
 def check_pointwise(output: Any) -> tuple[torch.Tensor, torch.Tensor, Union[torch.Tensor, None]]:

@@ -39,3 +39,63 @@ def random_batch(rng, users, items, *, graded=False, ties=False, relevant_share=
 @pytest.fixture
 def rng():
     return np.random.default_rng(1234)
+
+
+# --- What the tests ported from pytorch/ignite expect (tests/test_ignite_port_*.py) --------------
+# ignite's own tests/ignite/conftest.py provides `available_device` and a class-scoped
+# `distributed` fixture; these are small stand-ins with the same names. Under `distributed`, each
+# test runs in IGNITE_PORT_WORLD_SIZE spawned gloo processes on CPU (ignite's CI launches the
+# processes with pytest-xdist instead); 2 processes, as the CI machine has 2 cores.
+IGNITE_PORT_WORLD_SIZE = 2
+
+
+@pytest.fixture(params=["cpu"] + (["cuda"] if torch.cuda.is_available() else []))
+def available_device(request):
+    return request.param
+
+
+@pytest.fixture(params=["gloo_cpu"], scope="class")
+def distributed(request):
+    return {"backend": "gloo", "world_size": IGNITE_PORT_WORLD_SIZE, "spawn": True}
+
+
+def _gloo_test_worker(local_rank, test, kwargs):
+    test(**kwargs)
+
+
+def _run_in_gloo_processes(test, world_size, **kwargs):
+    import os
+    import socket
+
+    import ignite.distributed as idist
+
+    # One thread per process (torch, and numba under ranx): the processes share the machine's cores.
+    threads = {"OMP_NUM_THREADS": "1", "NUMBA_NUM_THREADS": "1"}
+    saved = {name: os.environ.get(name) for name in threads}
+    os.environ.update(threads)
+    try:
+        # a free port, not ignite's default 2222, which other test runs on the machine may hold
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+        with idist.Parallel(
+            backend="gloo", nproc_per_node=world_size, master_addr="127.0.0.1", master_port=port
+        ) as parallel:
+            parallel.run(_gloo_test_worker, test, kwargs)
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_pyfunc_call(pyfuncitem):
+    """A test using the `distributed` fixture above runs in spawned gloo processes; an exception
+    or failed assertion in any of them fails the test."""
+    context = pyfuncitem.funcargs.get("distributed")
+    if "distributed" in pyfuncitem.fixturenames and isinstance(context, dict) and context.get("spawn"):
+        import functools
+
+        pyfuncitem.obj = functools.partial(_run_in_gloo_processes, pyfuncitem.obj, context["world_size"])

@@ -319,7 +319,7 @@ TOP_K_BAD = {
     "1-D": ((torch.rand(5), torch.rand(5)), ValueError, "2-D"),
     "wrong width": ((torch.rand(3, 4), torch.rand(3, 4)), ValueError, "5"),
     "shapes differ": ((torch.rand(3, 5), torch.rand(3, 4)), ValueError, "same shape"),
-    "integer scores": ((torch.ones(3, 5, dtype=torch.int64), torch.zeros(3, 5)), TypeError, "floating-point"),
+    "complex scores": ((torch.ones(3, 5, dtype=torch.complex64), torch.zeros(3, 5)), TypeError, "floating-point"),
     "not a tuple": (torch.rand(3, 5), TypeError, "tuple"),
 }
 

@@ -54,7 +54,7 @@ BAD_UPDATES = {
     "NaN relevance": (_relevance_with(float("nan")), ValueError, "NaN or -inf relevance"),
     "-inf relevance": (_relevance_with(float("-inf")), ValueError, "NaN or -inf relevance"),
     "not a tensor": (([[0.1, 0.2]], [[1.0, 0.0]]), TypeError, "y_pred must be a torch.Tensor"),
-    "integer scores": ((torch.tensor([[3, 1, 2]]), torch.tensor([[1, 0, 0]])), TypeError, "floating-point"),
+    "complex scores": ((torch.rand(1, 3, dtype=torch.complex64), torch.rand(1, 3)), TypeError, "floating-point"),
     "complex relevance": ((torch.rand(1, 3), torch.rand(1, 3, dtype=torch.complex64)), TypeError, "y must hold"),
     "tuple of 4": ((torch.rand(1, 3), torch.rand(1, 3), torch.rand(1, 3), torch.rand(1, 3)), ValueError, "length 4"),
     "float exclude": ((torch.rand(1, 3), torch.rand(1, 3), torch.rand(1, 3)), TypeError, "exclude must be a bool"),

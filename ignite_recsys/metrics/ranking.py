@@ -16,7 +16,8 @@ Common arguments (ignite's ``NDCG`` signature):
 
 from __future__ import annotations
 
-from typing import Callable, Sequence, Union
+from collections.abc import Mapping
+from typing import Any, Callable, Sequence, Union
 
 import torch
 
@@ -26,7 +27,62 @@ from .._pipeline import hits_within_own_depth
 from ._base import CutoffMetric, MeanOverUsers, _identity
 
 
-class NDCG(CutoffMetric):
+class _IgniteDropIn:
+    """What :class:`NDCG` and :class:`HitRate` share with ignite's ``rec_sys`` classes beyond the
+    signature: ignite's NotComputableError text, and ``load_state_dict`` of a state dict saved by
+    ignite's class (its per-k sums and ``_num_examples`` become this metric's state)."""
+
+    _ignite_sums_key = ""  # the name of ignite's per-k sums in its state dict
+    _ignite_count_key = "_num_examples"
+
+    def _empty_message(self) -> str:
+        return (
+            f"{type(self).__name__} must have at least one example (a counted user) before compute() "
+            "(with ignore_zero_hits=True, users without a relevant item are not counted)."
+        )
+
+    def load_state_dict(self, state_dict: Mapping) -> None:
+        """Load a state dict of this class, or one saved by ignite's class of the same name (with
+        the same ``top_k``: only their number can be checked), then go on updating."""
+        super().load_state_dict(self._from_ignite(state_dict))
+
+    def _from_ignite(self, state_dict: Any) -> Any:
+        if not isinstance(state_dict, Mapping) or len(state_dict) != 1:
+            return state_dict  # not a state dict of either class: the base class says why
+        ((outer_key, per_rank),) = state_dict.items()
+        if not isinstance(per_rank, (list, tuple)):
+            return state_dict
+        is_ignite = [isinstance(entry, Mapping) and self._ignite_sums_key in entry for entry in per_rank]
+        if not any(is_ignite):
+            return state_dict
+        translated = [self._ignite_entry(entry) if ignite else entry for entry, ignite in zip(per_rank, is_ignite)]
+        return {outer_key: translated}
+
+    def _ignite_entry(self, entry: Mapping) -> dict:
+        name = type(self).__name__
+        if self._ignite_count_key not in entry:
+            raise ValueError(f"{name}: the ignite state dict lacks {self._ignite_count_key!r}, got keys {list(entry)}")
+        sums, count = entry[self._ignite_sums_key], entry[self._ignite_count_key]
+        if not isinstance(sums, torch.Tensor) or sums.shape != (len(self.top_k),) or not sums.is_floating_point():
+            shape = tuple(sums.shape) if isinstance(sums, torch.Tensor) else type(sums).__name__
+            raise ValueError(
+                f"{name}: the ignite state dict's {self._ignite_sums_key!r} must be a float tensor of one sum "
+                f"per cut-off, shape ({len(self.top_k)},) for top_k={self.top_k}, got {shape}"
+            )
+        if isinstance(count, torch.Tensor) and count.numel() == 1:
+            count = count.item()
+        if isinstance(count, bool) or not isinstance(count, (int, float)) or not count >= 0:
+            raise ValueError(
+                f"{name}: the ignite state dict's {self._ignite_count_key!r} must be a count >= 0, got {count!r}"
+            )
+        state = dict(self._state_dict_per_rank())  # this class's format, with every key it needs
+        state["_sum"] = sums.detach().to(device=self._device, dtype=torch.float64, copy=True)
+        state["_count"] = torch.tensor(float(count), dtype=torch.float64, device=self._device)
+        state["_num_invalid_updates"] = torch.zeros((), dtype=torch.float64, device=self._device)
+        return state
+
+
+class NDCG(_IgniteDropIn, CutoffMetric):
     r"""Normalized Discounted Cumulative Gain at k.
 
     .. math::
@@ -79,18 +135,23 @@ class NDCG(CutoffMetric):
             top_k, ignore_zero_hits, relevance_threshold, output_transform, device, skip_unrolling, ties=ties
         )
 
+    _ignite_sums_key = "_sum_ndcg_per_k"
+
     def _values(self, ranked):
         return F.ndcg(ranked, self.top_k)
 
 
-class HitRate(CutoffMetric):
+class HitRate(_IgniteDropIn, CutoffMetric):
     r"""Hit rate at k: the share of users with at least one relevant item in their top k.
 
-    .. math:: \mathrm{HR@k} = \mathbb{1}\left[\exists\, i \le k : rel_i \ge t\right]
+    .. math:: \mathrm{HR@k} = \mathbb{1}\left[\exists\, i \le k : rel_i \in R\right]
 
-    RecBole ``Hit``, ranx ``hit_rate``, trec_eval ``success_k``. Unlike ignite's ``HitRate``
-    (which tests ``y > 0``), relevance is ``y >= relevance_threshold``; k beyond the number of
-    items is allowed.
+    RecBole ``Hit``, ranx ``hit_rate``, trec_eval ``success_k``. A drop-in for
+    :class:`ignite.metrics.rec_sys.HitRate`: the same signature and defaults (``top_k=1``; an
+    item is relevant when ``y > 0``, so a label 0.5 is a hit), where the other ranking metrics
+    here default to ``relevance_threshold=1.0``. The keyword ``relevance_threshold=t`` makes
+    relevance ``y >= t`` as in the other metrics. Beyond ignite: k may exceed the number of items,
+    and equal scores are ranked by the documented ``ties`` rule.
 
     ``compute()`` returns a list in ascending k order whatever the order of ``top_k``, as ignite:
     ``HitRate(top_k=[3, 1]).compute()`` is ``[HitRate@1, HitRate@3]``; ``compute_dict()`` labels
@@ -103,6 +164,23 @@ class HitRate(CutoffMetric):
     >>> metric.compute()
     [0.0, 1.0]
     """
+
+    _ignite_sums_key = "_hits_per_k"
+
+    def __init__(
+        self,
+        top_k: Union[int, Sequence[int]] = 1,
+        ignore_zero_hits: bool = True,
+        output_transform: Callable = _identity,
+        device: Union[str, torch.device] = torch.device("cpu"),
+        skip_unrolling: bool = False,
+        *,
+        relevance_threshold: Union[float, None] = None,
+        ties: str = "stable",
+    ):
+        super().__init__(
+            top_k, ignore_zero_hits, relevance_threshold, output_transform, device, skip_unrolling, ties=ties
+        )
 
     def _values(self, ranked):
         return F.hit_rate(ranked, self.top_k)
