@@ -165,7 +165,7 @@ def _all_set(flags: torch.Tensor, size: int) -> torch.Tensor:
     num_runs = flags.shape[1] // size
     flags = flags[:, : num_runs * size]
     if flags.stride(1) != 1 or flags.stride(0) % 4 or flags.storage_offset() % 4:
-        flags = flags.contiguous()  # rows not aligned to words: copy them (1 byte per item)
+        flags = flags.clone(memory_format=torch.contiguous_format)  # rows not on word boundaries
     words = flags.view(torch.int32).view(num_rows, num_runs, size // 4)
     smallest = words[:, :, 0] if size == 4 else words.amin(2)
     return smallest == _ALL_TRUE_WORD
