@@ -114,13 +114,12 @@ def _masked_group_maxima(x: torch.Tensor, mask: torch.Tensor, size: int):
     no candidate (bool). One pass over the row chunks; the masked copy of a chunk is reused."""
     num_rows, num_cols = x.shape
     num_full = num_cols // size
-    span = num_full * size
     maxima = torch.empty(num_rows, num_full, dtype=x.dtype, device=x.device)
     empty = torch.empty(num_rows, num_full, dtype=torch.bool, device=x.device)
     lowest = torch.full((), float("-inf"), dtype=x.dtype, device=x.device)
     buffer = None
     for rows in _pass_rows(num_rows, num_cols, x):
-        chunk, chunk_mask = x[rows, :span], mask[rows, :span]
+        chunk, chunk_mask = x[rows], mask[rows]  # whole rows: contiguous, faster than a slice
         if buffer is None:
             buffer = torch.empty(chunk.shape, dtype=x.dtype, device=x.device)
         masked = torch.where(chunk_mask, lowest, chunk, out=buffer[: chunk.shape[0]])
