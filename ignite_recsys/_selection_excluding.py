@@ -1,0 +1,221 @@
+"""Exact top-k selection that leaves some items out of each user's ranking.
+
+``stable_topk_excluding(scores, k, excluded)`` ranks, for each row, only its candidates (the items
+not excluded, e.g. a user's training history) by score descending, ties by item index ascending
+(a stable descending argsort of the candidates), and returns the first ``k``; positions past the
+row's number of candidates hold ``-1``. An excluded item is not a candidate and takes no
+position. A candidate may score ``-inf``: it ranks after every finite-scored candidate, so
+replacing excluded scores by ``-inf`` would be wrong (an excluded item would tie with, and by
+index precede, a ``-inf`` candidate).
+
+Selection follows ``stable_topk`` (see ``_ranking``): groups of g consecutive items, the best k
+groups, then the best k sub-groups of s items inside them, then the exact top k among their items
+and the items after the last full group. Exclusion enters every stage through keys that rank
+excluded items below every candidate:
+
+* a group's key is its best candidate (masked maximum: excluded scores replaced by ``-inf`` in a
+  copy of one row chunk at a time that stays in cache, never in a copy of the batch), mapped to
+  an order-preserving integer, with groups that hold no candidate given the smallest integer
+  (below the key of a ``-inf`` candidate, which is why a float sentinel would not do). Groups
+  are compared by (key, group index), sub-groups by (key, first item index);
+* the final keys are (order-preserving integer of the score, item index), an excluded item's
+  score replaced by the smallest integer. Excluded items therefore come after every candidate;
+  those that reach the first k positions (only when the row has fewer than k candidates) are
+  reported as ``-1``.
+
+Exactness. Order the groups by their best candidate (score descending, index ascending), groups
+without a candidate last: this is the order of (key, group index) above, because the best
+candidates of two groups with equal keys compare by index like the groups. Let c be a candidate
+in a full group G that is not chosen. Each of the k chosen groups ranks ahead of G; G holds a
+candidate, so each chosen group does too, and its best candidate ranks ahead of G's best, which
+is c or ranks ahead of c. So c has at least k candidates ahead of it and is not among the first
+k. The same holds for sub-groups inside the chosen groups, so the chosen sub-groups and the
+items after the last full group hold the first min(k, number of candidates) candidates, and the
+final selection among them (excluded items last) is exact. NaN scores are an error reported by
+``detect_nan``, not ranked by a rule.
+
+Keys: 16/32-bit scores use one int64 per item (order-preserving int32 of the value, then the
+index) and ``topk``; float64 scores use order-preserving int64 values and a stable sort (no room
+for the index in the key). Shapes depend only on (batch, num_items, k, dtype); nothing
+synchronises with the device.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+
+from . import _ranking
+from ._ranking import _LOW_MASK, _group_sizes, _ordered_int32, _row_chunks, _rows_of_groups, _runs
+
+_INT32_MIN = -(1 << 31)
+_INT64_MIN = -(1 << 63)
+# A word of 4 bool bytes that are all True (torch stores True as the byte 1).
+_ALL_TRUE_WORD = 0x01010101
+
+
+def stable_topk_excluding(scores: torch.Tensor, k: int, excluded: torch.Tensor, detect_nan: bool = False):
+    """Items (batch, k) int64 of each row's ``k`` best candidates (items where ``excluded`` is
+    False), ordered by score descending then index ascending; ``-1`` past the row's number of
+    candidates. With ``detect_nan``, also a (batch,) bool: the row holds a NaN score among its
+    candidates (an excluded item's score is never read for the ranking, NaN or not)."""
+    if scores.ndim != 2 or not scores.is_floating_point():
+        raise TypeError(f"scores must be a 2-D floating-point tensor, got shape {tuple(scores.shape)} and {scores.dtype}")
+    if excluded.dtype != torch.bool or excluded.shape != scores.shape:
+        raise TypeError(
+            f"excluded must be a bool tensor of the scores' shape {tuple(scores.shape)}, got "
+            f"{excluded.dtype} of shape {tuple(excluded.shape)}"
+        )
+    if excluded.device != scores.device:
+        raise ValueError(f"excluded is on {excluded.device} but scores are on {scores.device}")
+    if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= scores.shape[1]:
+        raise ValueError(f"k must be an int in [1, num_items={scores.shape[1]}], got {k!r}")
+    x, mask = scores.contiguous(), excluded.contiguous()
+    values, items, value_excluded, has_nan = _candidates(x, mask, k, detect_nan)
+    positions = _exact_topk(values, value_excluded, items, k)
+    order = positions if items is None else items.gather(1, positions)
+    order = order.masked_fill_(value_excluded.gather(1, positions), -1)
+    return (order, has_nan) if detect_nan else order
+
+
+def _candidates(x: torch.Tensor, mask: torch.Tensor, k: int, detect_nan: bool):
+    """Items of each row that include its first k candidates: (values, item indices or None when
+    they are the whole row, their excluded flags, NaN-among-candidates flags or None)."""
+    num_rows, num_cols = x.shape
+    sizes = _group_sizes(num_cols, k)
+    if sizes is None:
+        return x, None, mask, (_holds_candidate_nan(x, mask) if detect_nan else None)
+    group, sub_group = sizes
+    maxima, empty = _masked_group_maxima(x, mask, group)
+    best = _best_positions(_group_keys(maxima, empty), None, k)
+    subs_per_group = group // sub_group
+    sub_ids = _runs(best, subs_per_group)
+    sub_maxima, sub_empty = _masked_sub_group_maxima(x, mask, best, group, sub_group)
+    best_sub = _best_positions(_group_keys(sub_maxima, sub_empty), sub_ids * sub_group, k)
+    chosen = sub_ids.gather(1, best_sub)
+    values = _rows_of_groups(x, chosen, sub_group).flatten(1)
+    value_excluded = _rows_of_groups(mask, chosen, sub_group).flatten(1)
+    items = _runs(chosen, sub_group)
+    has_nan = maxima.amax(1).isnan() if detect_nan else None  # masked maxima: NaN iff a candidate is
+    tail_start = (num_cols // group) * group
+    if tail_start < num_cols:
+        tail, tail_mask = x[:, tail_start:], mask[:, tail_start:]
+        values = torch.cat([values, tail], 1)
+        value_excluded = torch.cat([value_excluded, tail_mask], 1)
+        items = torch.cat([items, torch.arange(tail_start, num_cols, device=x.device).expand(num_rows, -1)], 1)
+        has_nan = has_nan | _holds_candidate_nan(tail, tail_mask) if detect_nan else None
+    return values, items, value_excluded, has_nan
+
+
+def _masked_group_maxima(x: torch.Tensor, mask: torch.Tensor, size: int):
+    """For the full groups of ``size`` consecutive items: the maximum over the group's candidates
+    (``-inf`` if it has none), (batch, num_cols // size) in x's dtype, and whether the group has
+    no candidate (bool). One pass over the row chunks; the masked copy of a chunk is reused."""
+    num_rows, num_cols = x.shape
+    num_full = num_cols // size
+    maxima = torch.empty(num_rows, num_full, dtype=x.dtype, device=x.device)
+    empty = torch.empty(num_rows, num_full, dtype=torch.bool, device=x.device)
+    lowest = torch.full((), float("-inf"), dtype=x.dtype, device=x.device)
+    buffer = None
+    for rows in _pass_rows(num_rows, num_cols, x):
+        chunk, chunk_mask = x[rows], mask[rows]  # whole rows: contiguous, faster than a slice
+        if buffer is None:
+            buffer = torch.empty(chunk.shape, dtype=x.dtype, device=x.device)
+        masked = torch.where(chunk_mask, lowest, chunk, out=buffer[: chunk.shape[0]])
+        maxima[rows] = _ranking._group_maxima(masked, size)
+        empty[rows] = _all_set(chunk_mask, size)
+    return maxima, empty
+
+
+def _masked_sub_group_maxima(x, mask, groups, size, sub_size):
+    """``_masked_group_maxima`` of the runs of ``sub_size`` items inside the groups ``groups``
+    (batch, k) of ``size`` items; the groups' values and flags are copied a row chunk at a time."""
+    num_rows, k = groups.shape
+    per_row = k * (size // sub_size)
+    maxima = torch.empty(num_rows, per_row, dtype=x.dtype, device=x.device)
+    empty = torch.empty(num_rows, per_row, dtype=torch.bool, device=x.device)
+    lowest = torch.full((), float("-inf"), dtype=x.dtype, device=x.device)
+    for rows in _row_chunks(num_rows, k * size, x.device):
+        values = _rows_of_groups(x[rows], groups[rows], size).flatten(1)
+        flags = _rows_of_groups(mask[rows], groups[rows], size).flatten(1)
+        maxima[rows] = _ranking._group_maxima(torch.where(flags, lowest, values), sub_size)
+        empty[rows] = _all_set(flags, sub_size)
+    return maxima, empty
+
+
+def _pass_rows(num_rows: int, num_cols: int, x: torch.Tensor):
+    """Row slices of the masked pass: cache-sized chunks on CPU; on accelerators as few as keep
+    the masked copy within one (batch, num_items) float32."""
+    if _ranking._cpu_tuned(x.device):
+        yield from _row_chunks(num_rows, num_cols, x.device)
+        return
+    step = max(1, num_rows * 4 // x.element_size())
+    for start in range(0, num_rows, step):
+        yield slice(start, start + step)
+
+
+def _all_set(flags: torch.Tensor, size: int) -> torch.Tensor:
+    """(rows, n // size) bool: all ``size`` consecutive flags of each run are True, for the first
+    n = (columns // size) * size columns. Read 4 flags at a time as int32 words (a reduction over
+    bools is several times slower on CPU): a run is all True iff its smallest word is 0x01010101,
+    the largest word of 0/1 bytes. ``size`` is a multiple of 4."""
+    num_rows = flags.shape[0]
+    num_runs = flags.shape[1] // size
+    flags = flags[:, : num_runs * size]
+    if flags.stride(1) != 1 or flags.stride(0) % 4 or flags.storage_offset() % 4:
+        flags = flags.clone(memory_format=torch.contiguous_format)  # rows not on word boundaries
+    words = flags.view(torch.int32).view(num_rows, num_runs, size // 4)
+    smallest = words[:, :, 0] if size == 4 else words.amin(2)
+    return smallest == _ALL_TRUE_WORD
+
+
+def _holds_candidate_nan(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """(batch,) bool: a candidate of the row has a NaN score."""
+    return torch.where(mask, torch.zeros((), dtype=x.dtype, device=x.device), x).amax(1).isnan()
+
+
+def _group_keys(maxima: torch.Tensor, empty: torch.Tensor) -> torch.Tensor:
+    """Order-preserving integers of the groups' best candidates; the smallest integer (below a
+    ``-inf`` candidate's) for a group without a candidate. int32 for 16/32-bit floats, int64
+    for float64."""
+    return _ordered_int(maxima).masked_fill_(empty, _INT64_MIN if maxima.dtype == torch.float64 else _INT32_MIN)
+
+
+def _ordered_int(values: torch.Tensor) -> torch.Tensor:
+    """Integers whose signed order is the float order of ``values`` (-0.0 and +0.0 equal): int32
+    of 16/32-bit floats (``_ordered_int32``), int64 of float64 (exact, no rounding to float32)."""
+    if values.dtype != torch.float64:
+        return _ordered_int32(values)
+    bits = (values + 0.0).view(torch.int64)
+    return (bits >> 63).bitwise_and_((1 << 63) - 1).bitwise_xor_(bits)
+
+
+def _exact_topk(values, value_excluded, items, k):
+    """Column positions of the k best entries per row: candidates by (value descending, item
+    index ascending), then excluded entries (which come out as -1)."""
+    lowest = _INT64_MIN if values.dtype == torch.float64 else _INT32_MIN
+    out = torch.empty(values.shape[0], k, dtype=torch.int64, device=values.device)
+    for rows in _row_chunks(values.shape[0], 2 * values.shape[1], values.device):
+        keys = _ordered_int(values[rows]).masked_fill_(value_excluded[rows], lowest)
+        out[rows] = _best_positions(keys, None if items is None else items[rows], k, sorted=True)
+    return out
+
+
+def _best_positions(keys: torch.Tensor, items: Optional[torch.Tensor], k: int, sorted: bool = False) -> torch.Tensor:
+    """Column positions of the k best entries per row by (key descending, item index ascending;
+    ``items=None``: the column is the index), in that order if ``sorted``. int32 keys are packed
+    with the index into unique int64 keys for ``topk``; int64 keys are sorted stably by key
+    after ordering by index."""
+    if keys.dtype == torch.int64:
+        if items is None:
+            return torch.sort(keys, dim=1, descending=True, stable=True).indices[:, :k]
+        by_item = items.argsort(1)
+        by_key = torch.sort(keys.gather(1, by_item), dim=1, descending=True, stable=True).indices
+        return by_item.gather(1, by_key[:, :k])
+    if items is None:
+        low_bits = torch.arange(_LOW_MASK, _LOW_MASK - keys.shape[1], -1, device=keys.device)
+    else:
+        low_bits = torch.rsub(items, _LOW_MASK)
+    packed = keys.to(torch.int64).bitwise_left_shift_(32).add_(low_bits)
+    return packed.topk(k, 1, sorted=sorted).indices
