@@ -32,6 +32,7 @@ from ._ranking import (
     rank,
     stable_topk,
 )
+from ._selection_excluding import stable_topk_excluding
 from ._validation import GainFunction
 
 _NAN_SCORES = "y_pred contains NaN scores (+inf and -inf are allowed)"
@@ -132,22 +133,9 @@ def ranked_candidates(batch: RankingInput, depth: int):
         order, has_nan = stable_topk(scores, depth, detect_nan=True)
         num_candidates = torch.full(has_nan.shape, float(scores.shape[1]), dtype=torch.float64, device=device)
     else:
-        order, has_nan = stable_topk_excluding(scores, depth, batch.excluded)
+        order, has_nan = stable_topk_excluding(scores, depth, batch.excluded, detect_nan=True)
         num_candidates = (scores.shape[1] - batch.excluded.sum(1)).to(torch.float64)
     return order, num_candidates, {_NAN_SCORES: has_nan.any()}
-
-
-def stable_topk_excluding(scores: torch.Tensor, k: int, excluded: torch.Tensor):
-    """The k best candidates of each row (score descending, lower index first among equal
-    scores; excluded items are not candidates), -1 past the row's candidates, and whether each
-    row holds a NaN score. Two stable sorts of the full rows: exact for every input, including
-    candidates scored -inf."""
-    by_score = torch.sort(scores, dim=1, descending=True, stable=True).indices
-    excluded_in_order = excluded.gather(1, by_score)
-    candidates_first = torch.sort(excluded_in_order.to(torch.uint8), dim=1, stable=True).indices[:, :k]
-    order = by_score.gather(1, candidates_first)
-    listed = ~excluded_in_order.gather(1, candidates_first)
-    return torch.where(listed, order, torch.full_like(order, -1)), scores.isnan().any(1)
 
 
 def _compact(ids: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
