@@ -7,9 +7,10 @@ Predictions may be dense scores or :class:`RankedItems`; targets dense, sparse o
 """
 
 from .inputs import ItemIds, RankedItems
+from .metrics._base import BoundaryTieWarning
 from .metrics import *  # noqa: F401,F403
 from .metrics import __all__ as _metric_names
 
-__all__ = list(_metric_names) + ["ItemIds", "RankedItems"]
+__all__ = list(_metric_names) + ["ItemIds", "RankedItems", "BoundaryTieWarning"]
 
 __version__ = "0.3.0"

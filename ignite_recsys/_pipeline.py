@@ -26,6 +26,7 @@ from ._ranking import (
     _last_group_totals,
     _relevance_pass,
     _tie_expectations,
+    boundary_ties,
     full_row_checks,
     gains,
     hits_at_own_depth,
@@ -56,9 +57,12 @@ def rank_input(
         )
         ranked.invalid.update(batch.invalid)
         return ranked
-    order, num_candidates, invalid = ranked_candidates(batch, depth)
+    # one position more than the cut-offs need: whether a cut-off splits tied scores
+    order, num_candidates, invalid = ranked_candidates(batch, depth + 1)
     invalid.update(batch.invalid)
-    depth = order.shape[1]
+    depth = min(depth, order.shape[1])
+    tie = None if batch.scores is None else boundary_ties(batch.scores, order, depth)
+    order = order[:, :depth]
     listed = order >= 0
 
     label_dtype = batch.labels.dtype if batch.labels is not None else batch.targets.values.dtype
@@ -111,7 +115,7 @@ def rank_input(
         invalid.update(_gain_flags(gain_function, gain, ideal_gain))
     return RankedBatch(
         batch.num_items or 0, depth, hit, hit_times_hits_so_far, first_hit, num_relevant, has_relevant, gain,
-        ideal_gain, invalid, num_candidates,
+        ideal_gain, invalid, num_candidates, tie,
     )
 
 

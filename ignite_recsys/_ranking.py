@@ -93,6 +93,9 @@ class RankedBatch:
     ideal_gain: Optional[torch.Tensor]  # gains of the ideal ranking, descending
     invalid: dict  # message -> 0-d bool tensor, True when the batch holds an invalid value
     num_candidates: Optional[torch.Tensor] = None  # (batch,) float64 when items were excluded or listed
+    # (batch, depth) float64: 1 where the candidates at positions i and i + 1 have equal scores, so
+    # that a cut-off at i splits a group of tied scores (None when there are no scores)
+    boundary_tie: Optional[torch.Tensor] = None
 
 
 def rank(
@@ -115,7 +118,10 @@ def rank(
     scores, labels = y_pred.contiguous(), y.contiguous()
     relevance = Relevance.of(relevance_threshold, labels.dtype)
 
-    order, score_is_nan = stable_topk(scores, depth, detect_nan=True)
+    # one position more than the cut-offs need: whether a cut-off splits tied scores
+    order, score_is_nan = stable_topk(scores, min(depth + 1, num_items), detect_nan=True)
+    tie = boundary_ties(scores, order, depth)
+    order = order[:, :depth]
     selects_labels = ideal and _ideal_needs_selection(labels, gain_function)
     label_group = _value_group_size(num_items, depth) if selects_labels else None
     num_relevant, has_relevant, lowest_label, label_maxima = _relevance_pass(
@@ -147,8 +153,21 @@ def rank(
     if gain_function is not None:
         invalid.update(_gain_flags(gain_function, gain, ideal_gain))
     return RankedBatch(
-        num_items, depth, hit, hit_times_hits_so_far, first_hit, num_relevant, has_relevant, gain, ideal_gain, invalid
+        num_items, depth, hit, hit_times_hits_so_far, first_hit, num_relevant, has_relevant, gain, ideal_gain, invalid,
+        boundary_tie=tie,
     )
+
+
+def boundary_ties(scores: torch.Tensor, order: torch.Tensor, depth: int) -> torch.Tensor:
+    """(batch, depth) float64: 1 at position i (0-based) when the items at positions i and i + 1
+    of ``order`` (best first, ``depth`` or ``depth + 1`` columns, -1 = no item) are both listed
+    and tie in score."""
+    listed = order >= 0
+    ranked = scores.gather(1, order.clamp(min=0))
+    tie = (ranked[:, 1:] == ranked[:, :-1]) & listed[:, 1:] & listed[:, :-1]
+    out = torch.zeros(order.shape[0], depth, dtype=torch.float64, device=order.device)
+    out[:, : tie.shape[1]] = tie[:, :depth]
+    return out
 
 
 def stable_topk(x: torch.Tensor, k: int, detect_nan: bool = False):

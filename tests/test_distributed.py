@@ -224,3 +224,67 @@ def test_different_catalog_sizes_raise_the_same_error_on_every_rank():
     assert got[0] == got[1]
     for name, message in got[0].items():
         assert "different catalog sizes (from 10 to 12 items); pass num_items" in message, name
+
+
+# --- Input forms under gloo ------------------------------------------------------------------
+def _form_batches(rank, world_size):
+    """Each rank's batches in the sparse, id-list and ranked-id forms, with exclusions."""
+    rng = np.random.default_rng(17)
+    out = []
+    for index in range(4):
+        scores, labels = random_batch(rng, 6, 30, graded=True, ties=True, zero_users=1)
+        excluded = torch.from_numpy(rng.random((6, 30)) < 0.2)
+        ids = torch.sort(scores, dim=1, descending=True, stable=True).indices[:, :8]
+        ids[0, 5:] = -1
+        forms = {
+            "sparse": (scores, labels.to_sparse_csr(), excluded.to_sparse()),
+            "ranked": (R.RankedItems(ids), labels.to_sparse(), excluded),
+        }
+        if index % world_size == rank:
+            out.append(forms)
+    return out
+
+
+FORM_FACTORIES = {
+    "ranking": lambda: R.RankingMetrics([1, 3, 8], metrics=["ndcg", "recall", "map", "r_precision"]),
+    "ndcg_average": lambda: R.NDCG([2, 5], ties="average"),
+    "coverage": lambda: R.ItemCoverage([1, 3, 8], num_items=30),
+    "popularity": lambda: R.AveragePopularity([1, 3, 8], torch.arange(30) % 7),
+}
+
+
+def _form_worker(local_rank, folder, world_size):
+    rank = idist.get_rank()
+    results = {}
+    for form in ("sparse", "ranked"):
+        for name, factory in FORM_FACTORIES.items():
+            if form == "ranked" and name == "ndcg_average":
+                continue
+            metric = factory()
+            for batch in _form_batches(rank, world_size):
+                metric.update(batch[form])
+            results[f"{form}/{name}"] = metric.compute()
+    with open(os.path.join(folder, f"rank{rank}.json"), "w") as handle:
+        json.dump(results, handle)
+
+
+def test_input_forms_distributed_equal_single_process():
+    expected = {}
+    for form in ("sparse", "ranked"):
+        for name, factory in FORM_FACTORIES.items():
+            if form == "ranked" and name == "ndcg_average":
+                continue
+            union = [batch[form] for batch in _form_batches(0, 1)]
+            expected[f"{form}/{name}"] = run_metric(factory(), union)
+    with tempfile.TemporaryDirectory() as folder:
+        with idist.Parallel(backend="gloo", nproc_per_node=2, master_port=free_port()) as parallel:
+            parallel.run(_form_worker, folder, 2)
+        for rank in range(2):
+            with open(os.path.join(folder, f"rank{rank}.json")) as handle:
+                got = json.load(handle)
+            for key, value in expected.items():
+                if isinstance(value, dict):
+                    assert got[key].keys() == value.keys()
+                    np.testing.assert_allclose(list(got[key].values()), list(value.values()), atol=1e-9, err_msg=key)
+                else:
+                    np.testing.assert_allclose(got[key], value, atol=1e-9, err_msg=key)

@@ -269,3 +269,26 @@ def test_exclude_from_an_engine_dict_output():
     sets = [set(np.nonzero(row)[0].tolist()) for row in excluded]
     expected = ref.candidate_metric_means(ref.candidate_rankings(scores, sets), labels, TOP_K)["ndcg"]
     np.testing.assert_allclose(state.metrics["ndcg"], expected, atol=1e-12)
+
+
+def test_accelerator_code_path_gives_the_same_values(monkeypatch):
+    """The variants taken on accelerators (one pass over the batch, plain reductions), forced on
+    CPU, give the values of the reference for every form."""
+    import ignite_recsys._ranking as ranking
+
+    monkeypatch.setattr(ranking, "_cpu_tuned", lambda device: False)
+    scores, labels, excluded = _data(21, ties=True)
+    sets = [set(np.nonzero(row)[0].tolist()) for row in excluded]
+    ids = _ranked_ids(scores, 6)
+    cases = [
+        (torch.from_numpy(scores), _target_forms(labels)["csr"], _exclude_forms(excluded)["coo"],
+         ref.candidate_rankings(scores, sets)),
+        (R.RankedItems(torch.from_numpy(ids)), _target_forms(labels)["ids"], _exclude_forms(excluded)["ids"],
+         ref.candidate_rankings(excluded=sets, ranked_ids=ids)),
+    ]
+    for y_pred, y, exclude, rankings in cases:
+        means = ref.candidate_metric_means(rankings, labels, TOP_K)
+        got = run_metric(R.RankingMetrics(TOP_K, metrics=["ndcg", "map", "precision", "r_precision"]), [(y_pred, y, exclude)])
+        for name in ("ndcg", "map", "precision"):
+            np.testing.assert_allclose([got[f"{name}@{k}"] for k in TOP_K], means[name], atol=1e-12)
+        assert got["r_precision"] == pytest.approx(means["r_precision"], abs=1e-12)

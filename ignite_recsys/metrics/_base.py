@@ -14,6 +14,7 @@ batch adds nothing and ``compute`` raises.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping
 from typing import Any, Callable, Sequence, Union
 
@@ -202,11 +203,13 @@ class StreamingMean(OptionalOutputKeys, StatefulMetric):
     @reinit__is_reduced
     def update(self, output: Sequence[torch.Tensor]) -> None:
         inputs = self._parse(output)
-        sums, count, invalid = self._batch_totals(*inputs)
+        sums, count, invalid, *extra = self._batch_totals(*inputs)
         bad = screen(invalid, on_cpu=torch.device(inputs[0].device).type == "cpu")
         zero = torch.zeros((), dtype=torch.float64, device=sums.device)
         self._sum += torch.where(bad, zero, sums).to(self._device)
         self._count += torch.where(bad, zero, count).to(self._device)
+        for key, total in (extra[0].items() if extra else ()):  # further sums a subclass keeps
+            getattr(self, key).add_(torch.where(bad, zero, total).to(self._device))
         self._num_invalid_updates += bad.to(torch.float64).to(self._device)
 
     def compute(self) -> Any:
@@ -253,7 +256,7 @@ class MeanOverUsers(StreamingMean):
         )
 
     def _batch_totals(self, batch):
-        values, has_relevant, invalid = self._per_user(batch)
+        values, has_relevant, invalid, *ties = self._per_user(batch)
         if self.ignore_zero_hits:
             weight = has_relevant.to(torch.float64)
         else:
@@ -261,10 +264,63 @@ class MeanOverUsers(StreamingMean):
         # Reduce each value over users as its own contiguous row: the summation order then does not
         # depend on how many values are combined (RankingMetrics equals the single classes bit for bit).
         per_value = (values * weight.unsqueeze(1)).t().contiguous()
-        return per_value.sum(1), weight.sum(), invalid
+        if not ties:
+            return per_value.sum(1), weight.sum(), invalid
+        return per_value.sum(1), weight.sum(), invalid, {"_boundary_ties": weight @ ties[0]}
 
 
-class CutoffMetric(CutoffResults, MeanOverUsers):
+class BoundaryTies:
+    """For metrics with cut-offs: counts, per k, the counted users whose k-th and (k + 1)-th
+    candidates tie in score (state ``_boundary_ties``, summed on the device without a host sync).
+    Under ``ties="stable"`` the lower item index then decides who is in the top k, which can make
+    a metric look better than the model is (a model that scores every item alike gets HR@10 = 1
+    when the positive item sits in column 0 of a sampled evaluation); ``compute()`` warns with
+    the share of such users and points to ``ties="average"``."""
+
+    top_k: list
+    _state_dict_all_req_keys = ("_sum", "_count", "_num_invalid_updates", "_boundary_ties")
+
+    @reinit__is_reduced
+    def reset(self) -> None:
+        super().reset()
+        self._boundary_ties = torch.zeros(len(self.top_k), dtype=torch.float64, device=self._device)
+
+    def _boundary_tie_columns(self, ranked: RankedBatch) -> torch.Tensor:
+        """(batch, len(top_k)) float64 from the ranked batch (0 without scores)."""
+        if ranked.boundary_tie is None:
+            return torch.zeros(ranked.hit.shape[0], len(self.top_k), dtype=torch.float64, device=ranked.hit.device)
+        columns = [min(k, ranked.depth) - 1 for k in self.top_k]
+        ties = ranked.boundary_tie[:, columns]
+        beyond = torch.tensor([k > ranked.depth for k in self.top_k], device=ties.device)
+        return torch.where(beyond, 0.0, ties)  # a cut-off past the list splits nothing
+
+    def boundary_tie_share(self) -> list:
+        """Per k (ascending), the share of counted users whose k-th and (k + 1)-th candidates
+        tie in score (0.0 before any counted user)."""
+        ties, count = self._reduced("_boundary_ties", "_count")
+        return (ties / count.clamp(min=1)).tolist()
+
+    def compute(self) -> Any:
+        result = super().compute()
+        if self.ties == "stable":
+            shares = self.boundary_tie_share()
+            if any(share > 0 for share in shares):
+                listed = ", ".join(f"k={k}: {share:.1%}" for k, share in zip(self.top_k, shares) if share > 0)
+                warnings.warn(
+                    f"{type(self).__name__}: some counted users have tied scores across the cut-off ({listed}); "
+                    "under ties='stable' the lower item index decides which tied item is in the top k. "
+                    "Use ties='average' for the expected value over tied orders (or break ties in the scores).",
+                    BoundaryTieWarning,
+                    stacklevel=2,
+                )
+        return result
+
+
+class BoundaryTieWarning(UserWarning):
+    """Scores tie across a cut-off under ``ties="stable"`` (see :meth:`BoundaryTies.compute`)."""
+
+
+class CutoffMetric(BoundaryTies, CutoffResults, MeanOverUsers):
     """A per-user ranking metric at every cut-off in ``top_k``; ``compute`` returns a list in
     ascending-k order, and an attached Engine also gets ``"<name>@<k>"`` scalars."""
 
@@ -301,4 +357,4 @@ class CutoffMetric(CutoffResults, MeanOverUsers):
             ideal=self._gain_function is not None,
             count_relevant=self._counts_relevant,
         )
-        return self._values(ranked), ranked.has_relevant, ranked.invalid
+        return self._values(ranked), ranked.has_relevant, ranked.invalid, self._boundary_tie_columns(ranked)

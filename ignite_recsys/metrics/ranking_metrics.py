@@ -9,14 +9,14 @@ import torch
 from .. import _validation as V
 from .. import functional as F
 from .._pipeline import hits_within_own_depth, rank_input
-from ._base import MeanOverUsers, _identity
+from ._base import BoundaryTies, MeanOverUsers, _identity
 from ._engine import ScalarResults
 
 CUTOFF_METRICS = ("ndcg", "hit_rate", "recall", "precision", "map", "mrr", "f1")
 ALL_METRICS = CUTOFF_METRICS + ("r_precision",)
 
 
-class RankingMetrics(ScalarResults, MeanOverUsers):
+class RankingMetrics(BoundaryTies, ScalarResults, MeanOverUsers):
     r"""Any subset of the ranking metrics at every cut-off, from a single shared ranking step.
 
     Each value equals that of the individual class (:class:`NDCG`, :class:`HitRate`,
@@ -143,7 +143,9 @@ class RankingMetrics(ScalarResults, MeanOverUsers):
             columns.append(F._ratio(hits, num_relevant).unsqueeze(1))
             invalid = invalid if invalid is not None else r_invalid
             has_relevant = num_relevant > 0
-        return torch.cat(columns, 1), has_relevant, invalid
+        if not self._cutoff_metrics:
+            return torch.cat(columns, 1), has_relevant, invalid
+        return torch.cat(columns, 1), has_relevant, invalid, self._boundary_tie_columns(ranked)
 
     def _result(self, means):
         return dict(zip(self._names, means))
