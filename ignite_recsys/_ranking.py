@@ -552,7 +552,7 @@ def hits_at_own_depth(y_pred: torch.Tensor, y: torch.Tensor, relevance_threshold
     relevance = Relevance.of(relevance_threshold, y.dtype)
     num_relevant, _, _, _ = _relevance_pass(y, relevance)
     hits = torch.empty_like(num_relevant)
-    for rows in _budget_row_chunks(num_rows, num_cols, 8 * num_cols, 48, y_pred.device):
+    for rows in _budget_row_chunks(num_rows, num_cols, 8 * num_cols, 64, y_pred.device):
         scores, labels, relevant_count = y_pred[rows].contiguous(), y[rows], num_relevant[rows]
         sorted_scores, order = torch.sort(scores, dim=1, descending=True, stable=True)
         cut = (relevant_count.to(torch.int64) - 1).clamp(min=0).unsqueeze(1)

@@ -93,6 +93,18 @@ def test_auc_within_bound_of_sklearn(dtype, kind, bits):
             assert value == pytest.approx(expected, abs=1e-12)
 
 
+@pytest.mark.parametrize("dtype", SCORE_DTYPES, ids=str)
+def test_update_leaves_inputs_untouched(dtype):
+    scores = torch.tensor([-0.0, 0.25, -1.5, 0.0, 0.75], dtype=dtype)
+    labels = torch.tensor([1.0, 0.0, 1.0, 0.0, 1.0])
+    mask = torch.tensor([True, True, False, True, True])
+    originals = [t.clone() for t in (scores, labels, mask)]
+    for metric in (R.AUC(), R.MAE(), R.RMSE(), R.LogLoss(from_logits=True)):
+        metric.update((scores, labels, mask))
+    for tensor, original in zip((scores, labels, mask), originals):
+        assert torch.equal(tensor.view(torch.uint8), original.view(torch.uint8))  # bits: -0.0 stays -0.0
+
+
 # --- AUC and GAUC: negative targets are negatives, NaN / -inf targets are errors ----------------
 def test_auc_negative_targets_are_negatives():
     scores = torch.tensor([0.9, 0.8, 0.7, 0.3, 0.2])

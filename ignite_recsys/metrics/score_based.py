@@ -186,7 +186,7 @@ class AUC(Metric):
             "y contains NaN or -inf targets (negative targets are allowed: they are negatives)": bad_target,
         }
         bad = screen(invalid, on_cpu=y_pred.device.type == "cpu")
-        for scores, targets, observed in _entry_chunks(inputs, 48):
+        for scores, targets, observed in _entry_chunks(inputs, 64):
             self._add_entries(scores, targets, everything if observed is None else observed, bad, relevance)
         self._num_invalid_updates += bad.to(torch.float64).to(self._device)
 
@@ -199,7 +199,7 @@ class AUC(Metric):
     def _add_entries(self, scores, targets, observed, bad, relevance) -> None:
         """Adds 1-D pieces of a batch to the state (float64 scores: the lowest and highest score of
         each bucket are exact for every score dtype)."""
-        scores = scores.to(torch.float64).add_(0.0)  # a fresh copy; -0.0 becomes +0.0
+        scores = scores.to(torch.float64, copy=True).add_(0.0)  # never the input; -0.0 becomes +0.0
         bucket = self._bucket(scores)
         counted = observed & (scores > -math.inf) & ~bad
         is_negative = ~relevance.mask(targets)
@@ -259,7 +259,7 @@ class PointwiseMean(StreamingMean):
         zero = torch.zeros((), dtype=torch.float64, device=device)
         everything = torch.ones((), dtype=torch.bool, device=device)
         invalid = {}
-        for scores, targets, observed in _entry_chunks((y_pred, y, mask), 40):
+        for scores, targets, observed in _entry_chunks((y_pred, y, mask), 64):
             scores, targets = scores.to(torch.float64), targets.to(torch.float64)
             if observed is None:
                 total += self._loss(scores, targets).sum()
