@@ -35,6 +35,7 @@ METRICS = {
     "MRR": "R.MRR(K)",
     "F1": "R.F1(K)",
     "RPrecision": "R.RPrecision()",
+    "RPrecision(ties=average)": "R.RPrecision(ties='average')",
     "RankingMetrics": "R.RankingMetrics(K)",
     "ItemCoverage": "R.ItemCoverage(K, num_items=N)",
     "GiniIndex": "R.GiniIndex(K, num_items=N)",
