@@ -543,25 +543,51 @@ def _last_group_totals(scores, labels, boundary, relevance, gain_function, thres
     return totals[0], totals[1], totals[2]
 
 
+def _budget_row_chunks(num_rows: int, num_cols: int, row_cost: int, bytes_per_entry: int, device: torch.device):
+    """Row slices for a pass that makes about ``bytes_per_entry`` bytes of temporaries per entry
+    (sorts, int64 indices), whose chunks' temporaries stay within one (batch, num_items) float32.
+    CPU: ``_row_chunks``' cache-sized chunks, but at least one row per thread (torch sorts rows in
+    parallel) where the budget allows. Accelerators: the budget, at least ``_ACCELERATOR_CHUNK``
+    entries."""
+    budget_rows = max(1, num_rows * 4 // bytes_per_entry)
+    if _cpu_tuned(device):
+        step = max(1, _CHUNK_ELEMENTS // max(row_cost, 1), min(torch.get_num_threads(), budget_rows))
+    else:
+        step = max(budget_rows, _ACCELERATOR_CHUNK // max(num_cols, 1))
+    for start in range(0, num_rows, step):
+        yield slice(start, start + step)
+
+
+# Smallest chunk (entries) of the budgeted passes on accelerators: fewer, larger kernel launches.
+_ACCELERATOR_CHUNK = 1 << 20
+
+
 def hits_at_own_depth(y_pred: torch.Tensor, y: torch.Tensor, relevance_threshold: float, ties: str):
     """For R-Precision: (hits among the top |R| items, |R|) per user, both float64 (batch,).
 
-    |R| differs per user and is unbounded by any cut-off, so this sorts the full row
-    (O(num_items log num_items)); no host synchronisation."""
-    scores = y_pred.contiguous()
+    |R| differs per user and is unbounded by any cut-off, so this sorts the full rows
+    (O(num_items log num_items)), a chunk of rows at a time (the sort's values and int64 indices
+    stay within one (batch, num_items) float32); no host synchronisation."""
+    num_rows, num_cols = y_pred.shape
     relevance = Relevance.of(relevance_threshold, y.dtype)
     num_relevant, _, _, _ = _relevance_pass(y, relevance)
-    sorted_scores, order = torch.sort(scores, dim=1, descending=True, stable=True)
-    relevant_in_order = relevance.indicator(y.gather(1, order))
-    cut = (num_relevant.to(torch.int64) - 1).clamp(min=0).unsqueeze(1)
-    hits = relevant_in_order.cumsum(1).gather(1, cut).squeeze(1)
-    if ties == "average":
-        boundary = sorted_scores.gather(1, cut)
-        above = (scores > boundary).to(torch.float64)
-        ahead = above.sum(1)
-        count, relevant, _ = _last_group_totals(scores, y, boundary, relevance, None)
-        relevant_ahead = (above * relevance.mask(y)).sum(1)
-        hits = relevant_ahead + (num_relevant - ahead) * relevant / count
+    hits = torch.empty_like(num_relevant)
+    for rows in _budget_row_chunks(num_rows, num_cols, 8 * num_cols, 64, y_pred.device):
+        scores, labels, relevant_count = y_pred[rows].contiguous(), y[rows], num_relevant[rows]
+        sorted_scores, order = torch.sort(scores, dim=1, descending=True, stable=True)
+        cut = (relevant_count.to(torch.int64) - 1).clamp(min=0).unsqueeze(1)
+        relevant_in_order = relevance.indicator(labels.gather(1, order))
+        del order
+        row_hits = relevant_in_order.cumsum_(1).gather(1, cut).squeeze(1)
+        if ties == "average":
+            boundary = sorted_scores.gather(1, cut)
+            del sorted_scores
+            above = _indicator(torch.gt, scores, boundary)
+            ahead = above.sum(1)
+            count, relevant, _ = _last_group_totals(scores, labels, boundary, relevance, None)
+            relevant_ahead = above.mul_(relevance.mask(labels)).sum(1)
+            row_hits = relevant_ahead + (relevant_count - ahead) * relevant / count
+        hits[rows] = row_hits
     return torch.where(num_relevant > 0, hits, torch.zeros_like(hits)), num_relevant
 
 
@@ -588,7 +614,8 @@ def per_user_auc(y_pred: torch.Tensor, y: torch.Tensor, relevance_threshold: flo
     checks of ``rank`` (taken in the same pass).
 
     AUC(u) = (sum of the ascending ranks of the positives - P (P + 1) / 2) / (P Q); each row is
-    sorted once (O(num_items log num_items)); no host synchronisation."""
+    sorted once (O(num_items log num_items)), a chunk of rows at a time (see
+    ``_budget_row_chunks``); no host synchronisation."""
     num_rows, num_cols = y_pred.shape
     rank_sum = torch.empty(num_rows, dtype=torch.float64, device=y_pred.device)
     positives = torch.empty_like(rank_sum)
@@ -596,7 +623,7 @@ def per_user_auc(y_pred: torch.Tensor, y: torch.Tensor, relevance_threshold: flo
     has_nan = torch.empty(num_rows, dtype=torch.bool, device=y_pred.device)
     lowest = torch.zeros(num_rows, dtype=torch.float64, device=y.device)
     relevance = Relevance.of(relevance_threshold, y.dtype)
-    for rows in _row_chunks(num_rows, 8 * num_cols, y_pred.device):
+    for rows in _budget_row_chunks(num_rows, num_cols, 8 * num_cols, 64, y_pred.device):
         scores = y_pred[rows].contiguous()
         ascending, order = torch.sort(scores, dim=1)
         has_nan[rows] = ascending[:, -1].isnan()  # NaN sorts last

@@ -6,6 +6,10 @@ row. :class:`AUC`, :class:`LogLoss`, :class:`MAE` and :class:`RMSE` take ``(y_pr
 ``(y_pred, y, mask)`` of any (equal) shape; ``mask`` (bool, True = observed) restricts them to
 the observed entries, by default all entries count. Entries outside the mask are never read, so
 they may hold NaN.
+
+Memory: an update reads its inputs a chunk of entries (or of users, for GAUC) at a time, so its
+temporaries stay small: on CPU cache-sized chunks; on accelerators chunks of at least 2**20
+entries whose temporaries total at most one float32 copy of ``y_pred``.
 """
 
 from __future__ import annotations
@@ -18,10 +22,42 @@ from ignite.exceptions import NotComputableError
 from ignite.metrics.metric import reinit__is_reduced
 
 from .. import _validation as V
-from .._ranking import Relevance, per_user_auc
+from .._ranking import _ACCELERATOR_CHUNK, _CHUNK_ELEMENTS, Relevance, _cpu_tuned, _ordered_int32, per_user_auc
 from ._base import OptionalOutputKeys, StatefulMetric, StreamingMean, _identity, raise_for_invalid_updates, screen
 
 GAUC_WEIGHTINGS = ("positives", "uniform")
+
+
+def _entry_chunks(tensors: tuple, bytes_per_entry: int):
+    """Aligned 1-D pieces of ``tensors`` (one shape; None entries stay None), together covering
+    every entry once in the same order. CPU: cache-sized pieces of ``_CHUNK_ELEMENTS`` entries.
+    Accelerators: pieces whose temporaries (``bytes_per_entry`` per entry) total at most one
+    float32 copy of the input, and at least ``_ACCELERATOR_CHUNK`` entries. Contiguous inputs are
+    cut into views; others a block of leading-dimension slices at a time (each copied whole, at
+    most one piece)."""
+    first = tensors[0]
+    if _cpu_tuned(first.device):
+        size = _CHUNK_ELEMENTS
+    else:
+        size = max(_ACCELERATOR_CHUNK, first.numel() * 4 // bytes_per_entry)
+    yield from _pieces(tensors, size)
+
+
+def _pieces(tensors: tuple, size: int):
+    first = tensors[0]
+    if first.ndim <= 1 or all(t is None or t.is_contiguous() for t in tensors):
+        flat = [None if t is None else t.reshape(-1) for t in tensors]  # views
+        for start in range(0, first.numel(), size):
+            yield tuple(None if t is None else t[start : start + size] for t in flat)
+        return
+    per_slice = first.numel() // first.shape[0]
+    step = size // per_slice
+    if step >= 1:
+        for start in range(0, first.shape[0], step):
+            yield tuple(None if t is None else t[start : start + step].reshape(-1) for t in tensors)
+    else:
+        for index in range(first.shape[0]):
+            yield from _pieces(tuple(None if t is None else t[index] for t in tensors), size)
 
 
 class GAUC(StreamingMean):
@@ -82,15 +118,18 @@ class AUC(OptionalOutputKeys, StatefulMetric):
     scores above a negative one, ties counting one half.
 
     Streaming in constant memory: scores go into :math:`2^{b}` ordered buckets (``b =
-    resolution_bits``; the bucket is the top b bits of the float32 score's order-preserving bit
-    pattern, so it adapts to any score scale: relative width :math:`2^{-(b-9)}`, i.e. about 5e-4
-    for the default b = 20) with one positive and one negative count each (state
-    :math:`2^{b+1}` float64, plus each bucket's lowest and highest score, 24 MiB for b = 20).
+    resolution_bits``; the bucket is the top b bits of the order-preserving bit pattern of the
+    score rounded to float32, so it adapts to any score scale: relative width
+    :math:`2^{-(b-9)}`, i.e. about 5e-4 for the default b = 20) with one positive and one
+    negative count each, and each bucket's lowest and highest score in float64, i.e. exactly for
+    every score dtype (state :math:`2^{b+2}` float64, 32 MiB for b = 20).
     Pairs in different buckets are ordered exactly; a positive and a negative in the same bucket
     count one half. The result is therefore exact when no bucket holds two different scores (e.g.
     discrete scores), and it is always within :meth:`error_bound`
     :math:`= \frac{1}{2} \sum_{b \text{ mixed}} P_b N_b / (P N)` of the exact value, summed over
-    the buckets that hold different scores. Entries scored ``-inf`` are not candidates.
+    the buckets that hold different scores. Entries scored ``-inf`` are not candidates; targets
+    below the threshold, negative ones included, are negatives (NaN or ``-inf`` targets are
+    errors).
 
     >>> import torch
     >>> from ignite_recsys import AUC
@@ -126,33 +165,50 @@ class AUC(OptionalOutputKeys, StatefulMetric):
         num_buckets = 1 << self.resolution_bits
         self._histogram = torch.zeros(2, num_buckets, dtype=torch.float64, device=self._device)
         # lowest and highest score seen in each bucket: a bucket with one distinct score is exact
-        self._lowest = torch.full((num_buckets,), math.inf, dtype=torch.float32, device=self._device)
-        self._highest = torch.full((num_buckets,), -math.inf, dtype=torch.float32, device=self._device)
+        self._lowest = torch.full((num_buckets,), math.inf, dtype=torch.float64, device=self._device)
+        self._highest = torch.full((num_buckets,), -math.inf, dtype=torch.float64, device=self._device)
         self._num_invalid_updates = torch.zeros((), dtype=torch.float64, device=self._device)
 
     @reinit__is_reduced
     def update(self, output) -> None:
-        y_pred, y, mask = V.check_pointwise(output)
-        observed = torch.ones_like(y_pred, dtype=torch.bool) if mask is None else mask
-        scores = y_pred.to(torch.float32) + 0.0  # -0.0 becomes +0.0
+        inputs = V.check_pointwise(output)
+        y_pred, y = inputs[0], inputs[1]
+        relevance = Relevance.of(self.relevance_threshold, y.dtype)
+        everything = torch.ones((), dtype=torch.bool, device=y_pred.device)
+        nan_score = torch.zeros((), dtype=torch.bool, device=y_pred.device)
+        bad_target = torch.zeros_like(nan_score)
+        for scores, targets, observed in _entry_chunks(inputs, 8):  # the checks first: state untouched on error
+            observed = everything if observed is None else observed
+            nan_score |= (scores.isnan() & observed).any()
+            if y.dtype.is_floating_point:
+                bad_target |= (~(targets > -math.inf) & observed).any()
         invalid = {
-            "y_pred contains NaN scores (+inf and -inf are allowed)": (scores.isnan() & observed).any(),
-            "y contains negative or NaN targets": (~(y >= 0) & observed).any(),
+            "y_pred contains NaN scores (+inf and -inf are allowed)": nan_score,
+            "y contains NaN or -inf targets (negative targets are allowed: they are negatives)": bad_target,
         }
         bad = screen(invalid, on_cpu=y_pred.device.type == "cpu")
-        bits = scores.view(torch.int32).to(torch.int64)
-        ordered = torch.where(bits < 0, bits ^ 0x7FFFFFFF, bits) + (1 << 31)  # unsigned, float order
-        bucket = ordered >> (32 - self.resolution_bits)
-        is_negative = (~Relevance.of(self.relevance_threshold, y.dtype).mask(y)).to(torch.int64)
-        index = (is_negative << self.resolution_bits) + bucket
-        counted = observed & (scores > float("-inf")) & ~bad
-        self._histogram.view(-1).index_add_(
-            0, index.flatten().to(self._device), counted.flatten().to(self._device, torch.float64)
-        )
-        bucket, counted, scores = (t.flatten().to(self._device) for t in (bucket, counted, scores))
+        for scores, targets, observed in _entry_chunks(inputs, 64):
+            self._add_entries(scores, targets, everything if observed is None else observed, bad, relevance)
+        self._num_invalid_updates += bad.to(torch.float64).to(self._device)
+
+    def _bucket(self, scores: torch.Tensor) -> torch.Tensor:
+        """int64 bucket in [0, 2**resolution_bits) of each score: the top bits of the
+        order-preserving pattern of the score rounded to float32 (rounding keeps the order)."""
+        shift = 32 - self.resolution_bits
+        return (_ordered_int32(scores) >> shift).to(torch.int64).add_(1 << (self.resolution_bits - 1))
+
+    def _add_entries(self, scores, targets, observed, bad, relevance) -> None:
+        """Adds 1-D pieces of a batch to the state (float64 scores: the lowest and highest score of
+        each bucket are exact for every score dtype)."""
+        scores = scores.to(torch.float64, copy=True).add_(0.0)  # never the input; -0.0 becomes +0.0
+        bucket = self._bucket(scores)
+        counted = observed & (scores > -math.inf) & ~bad
+        is_negative = ~relevance.mask(targets)
+        index = torch.add(bucket, is_negative.to(torch.int64), alpha=1 << self.resolution_bits)
+        self._histogram.view(-1).index_add_(0, index.to(self._device), counted.to(self._device, torch.float64))
+        bucket, counted, scores = (t.to(self._device) for t in (bucket, counted, scores))
         self._lowest.scatter_reduce_(0, bucket, torch.where(counted, scores, math.inf), "amin")
         self._highest.scatter_reduce_(0, bucket, torch.where(counted, scores, -math.inf), "amax")
-        self._num_invalid_updates += bad.to(torch.float64).to(self._device)
 
     def _totals(self, histogram, num_invalid):
         """From the state reduced over processes: positives and negatives per bucket, #pairs."""
@@ -201,11 +257,24 @@ class PointwiseMean(StreamingMean):
         }
 
     def _batch_totals(self, y_pred, y, mask):
-        observed = torch.ones_like(y_pred, dtype=torch.bool) if mask is None else mask
-        y_pred, y = y_pred.to(torch.float64), y.to(torch.float64)
-        loss = self._loss(y_pred, y)
-        total = torch.where(observed, loss, torch.zeros((), dtype=torch.float64, device=loss.device)).sum()
-        return total.reshape(1), observed.sum(dtype=torch.float64), self._invalid(y_pred, y, observed)
+        device = y_pred.device
+        total = torch.zeros(1, dtype=torch.float64, device=device)
+        count = torch.zeros((), dtype=torch.float64, device=device)
+        zero = torch.zeros((), dtype=torch.float64, device=device)
+        everything = torch.ones((), dtype=torch.bool, device=device)
+        invalid = {}
+        for scores, targets, observed in _entry_chunks((y_pred, y, mask), 64):
+            scores, targets = scores.to(torch.float64), targets.to(torch.float64)
+            if observed is None:
+                total += self._loss(scores, targets).sum()
+                count += scores.numel()
+                observed = everything
+            else:
+                total += torch.where(observed, self._loss(scores, targets), zero).sum()
+                count += observed.sum(dtype=torch.float64)
+            for message, flag in self._invalid(scores, targets, observed).items():
+                invalid[message] = flag | invalid[message] if message in invalid else flag
+        return total, count, invalid
 
     def _result(self, means):
         return means[0]
