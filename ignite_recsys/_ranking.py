@@ -603,7 +603,7 @@ def _invalid_flags(any_nan_score: torch.Tensor, lowest_label: torch.Tensor) -> d
 def full_row_checks(y_pred: torch.Tensor, y: torch.Tensor) -> dict:
     """The value checks of ``rank``, for metrics that read the full rows themselves."""
     lowest = torch.zeros((), device=y.device) if y.dtype == torch.bool else y.amin()
-    return _invalid_flags(y_pred.isnan().any(), lowest)
+    return _invalid_flags(_holds_nan(y_pred).any(), lowest)  # a max per row: no (B, N) bool temporary
 
 
 def per_user_auc(y_pred: torch.Tensor, y: torch.Tensor, relevance_threshold: float):
