@@ -36,7 +36,9 @@ GROUPS = {
     "Beyond accuracy": ["ItemCoverage", "GiniIndex", "ShannonEntropy", "AveragePopularity", "TailPercentage",
                         "Novelty"],
     "Score-based": ["GAUC", "AUC", "LogLoss", "MAE", "RMSE"],
+    "Input forms": ["ItemIds", "RankedItems"],
 }
+INPUT_FORMS = GROUPS["Input forms"]  # not metrics: their pages point to the Inputs page
 
 
 def _write_metric_pages(app):
@@ -61,6 +63,8 @@ def _write_metric_pages(app):
                     "Arguments not described above (``top_k``, ``ignore_zero_hits``, ``relevance_threshold``, "
                     "``ties``, ``output_transform``, ``device``, ``skip_unrolling``) are described in "
                     ":doc:`../arguments`; conventions of other libraries in :doc:`../conventions`.", ""]
+            if name in INPUT_FORMS:
+                page[-2] = "Every input form, with worked examples: :doc:`../inputs`."
             _write_if_changed(folder / f"{name}.rst", "\n".join(page))
     _write_if_changed(folder / "index.rst", "\n".join(index))
 

@@ -76,8 +76,9 @@ class Split:
 def pairs_to_csr(pairs: torch.Tensor, users: torch.Tensor, num_items: int) -> torch.Tensor:
     """The interactions of ``users`` as a sparse CSR (len(users), num_items) float32 tensor of
     ones (row r holds the items of ``users[r]``); ``pairs``: (user, item) rows sorted by user."""
-    start = torch.searchsorted(pairs[:, 0], users)
-    count = torch.searchsorted(pairs[:, 0], users, right=True) - start
+    pair_users = pairs[:, 0].contiguous()
+    start = torch.searchsorted(pair_users, users)
+    count = torch.searchsorted(pair_users, users, right=True) - start
     crow = torch.cat([torch.zeros(1, dtype=torch.int64), count.cumsum(0)])
     # the rows of each user's pairs, user after user: start[r], start[r] + 1, ..., start[r] + count[r] - 1
     rows = torch.repeat_interleave(start - crow[:-1], count) + torch.arange(int(crow[-1]))
