@@ -134,8 +134,19 @@ def ranked_candidates(batch: RankingInput, depth: int):
         num_candidates = torch.full(has_nan.shape, float(scores.shape[1]), dtype=torch.float64, device=device)
     else:
         order, has_nan = stable_topk_excluding(scores, depth, batch.excluded, detect_nan=True)
-        num_candidates = (scores.shape[1] - batch.excluded.sum(1)).to(torch.float64)
+        num_candidates = (scores.shape[1] - count_true(batch.excluded)).to(torch.float64)
     return order, num_candidates, {_NAN_SCORES: has_nan.any()}
+
+
+def count_true(mask: torch.Tensor) -> torch.Tensor:
+    """(batch,) int64: the True entries of each row of a (batch, n) bool mask. A reduction over
+    bool runs several times slower on CPU than this byte-wise popcount: eight mask bytes read
+    as one int64 word, multiplied by 0x0101...01, hold their sum in the top byte."""
+    rows, width = mask.shape
+    words = width // 8
+    if mask.is_contiguous() and width % 8 == 0 and words:
+        return ((mask.view(torch.int64) * 0x0101010101010101) >> 56).sum(1)
+    return mask.view(torch.uint8).sum(1, dtype=torch.int64)
 
 
 def _compact(ids: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:

@@ -292,3 +292,14 @@ def test_accelerator_code_path_gives_the_same_values(monkeypatch):
         for name in ("ndcg", "map", "precision"):
             np.testing.assert_allclose([got[f"{name}@{k}"] for k in TOP_K], means[name], atol=1e-12)
         assert got["r_precision"] == pytest.approx(means["r_precision"], abs=1e-12)
+
+
+@pytest.mark.parametrize("width", [1, 7, 8, 64, 1001, 4096])
+def test_count_true_equals_sum(width):
+    from ignite_recsys._pipeline import count_true
+
+    rng = np.random.default_rng(width)
+    for share in (0.0, 0.3, 1.0):
+        mask = torch.from_numpy(rng.random((5, width)) < share)
+        assert torch.equal(count_true(mask), mask.sum(1))
+        assert torch.equal(count_true(mask[:, ::1].t().contiguous().t()), mask.sum(1))  # non-contiguous rows
