@@ -40,6 +40,9 @@ class RankingInput:
     targets: Optional[ItemTable] = None  # sparse or id-list relevance
     excluded: Optional[torch.Tensor] = None  # (B, N) bool, for dense scores
     excluded_table: Optional[ItemTable] = None  # for ranked ids
+    # (users, items) listing every excluded entry when the exclusion came sparse or as ids: the
+    # selection then fixes only the groups holding one instead of masking every score
+    excluded_entries: Optional[tuple] = None
     invalid: dict = field(default_factory=dict)  # message -> 0-d bool tensor (value checks)
 
     @property
@@ -141,7 +144,11 @@ def parse_ranking_input(output: Any, num_items: Optional[int] = None) -> Ranking
                 table = ItemTable.from_sparse(exclude.to_sparse())  # ranked ids look items up
             result.excluded_table = table
         else:
-            result.excluded = exclude.detach() if table is None else _dense_mask(table, batch, num_items, device)
+            if table is None:
+                result.excluded = exclude.detach()
+            else:
+                result.excluded = _dense_mask(table, batch, num_items, device)
+                result.excluded_entries = (table.users, table.keys & ((1 << 32) - 1))
     return result
 
 

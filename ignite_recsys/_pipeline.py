@@ -133,7 +133,9 @@ def ranked_candidates(batch: RankingInput, depth: int):
         order, has_nan = stable_topk(scores, depth, detect_nan=True)
         num_candidates = torch.full(has_nan.shape, float(scores.shape[1]), dtype=torch.float64, device=device)
     else:
-        order, has_nan = stable_topk_excluding(scores, depth, batch.excluded, detect_nan=True)
+        order, has_nan = stable_topk_excluding(
+            scores, depth, batch.excluded, detect_nan=True, entries=batch.excluded_entries
+        )
         num_candidates = (scores.shape[1] - count_true(batch.excluded)).to(torch.float64)
     return order, num_candidates, {_NAN_SCORES: has_nan.any()}
 

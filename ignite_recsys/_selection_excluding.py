@@ -55,11 +55,18 @@ _INT64_MIN = -(1 << 63)
 _ALL_TRUE_WORD = 0x01010101
 
 
-def stable_topk_excluding(scores: torch.Tensor, k: int, excluded: torch.Tensor, detect_nan: bool = False):
+def stable_topk_excluding(
+    scores: torch.Tensor, k: int, excluded: torch.Tensor, detect_nan: bool = False, entries=None
+):
     """Items (batch, k) int64 of each row's ``k`` best candidates (items where ``excluded`` is
     False), ordered by score descending then index ascending; ``-1`` past the row's number of
     candidates. With ``detect_nan``, also a (batch,) bool: the row holds a NaN score among its
-    candidates (an excluded item's score is never read for the ranking, NaN or not)."""
+    candidates (an excluded item's score is never read for the ranking, NaN or not).
+
+    ``entries``: optionally (users, items), 1-D int64 tensors listing every excluded (row, item)
+    (more entries, e.g. padding pointing anywhere in range, are harmless). The group maxima are
+    then the plain ones, recomputed with the mask only for the groups that hold a listed entry,
+    instead of a masked pass over every score (``_group_maxima_at_entries``)."""
     if scores.ndim != 2 or not scores.is_floating_point():
         raise TypeError(f"scores must be a 2-D floating-point tensor, got shape {tuple(scores.shape)} and {scores.dtype}")
     if excluded.dtype != torch.bool or excluded.shape != scores.shape:
@@ -72,14 +79,14 @@ def stable_topk_excluding(scores: torch.Tensor, k: int, excluded: torch.Tensor, 
     if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= scores.shape[1]:
         raise ValueError(f"k must be an int in [1, num_items={scores.shape[1]}], got {k!r}")
     x, mask = scores.contiguous(), excluded.contiguous()
-    values, items, value_excluded, has_nan = _candidates(x, mask, k, detect_nan)
+    values, items, value_excluded, has_nan = _candidates(x, mask, k, detect_nan, entries)
     positions = _exact_topk(values, value_excluded, items, k)
     order = positions if items is None else items.gather(1, positions)
     order = order.masked_fill_(value_excluded.gather(1, positions), -1)
     return (order, has_nan) if detect_nan else order
 
 
-def _candidates(x: torch.Tensor, mask: torch.Tensor, k: int, detect_nan: bool):
+def _candidates(x: torch.Tensor, mask: torch.Tensor, k: int, detect_nan: bool, entries=None):
     """Items of each row that include its first k candidates: (values, item indices or None when
     they are the whole row, their excluded flags, NaN-among-candidates flags or None)."""
     num_rows, num_cols = x.shape
@@ -87,7 +94,11 @@ def _candidates(x: torch.Tensor, mask: torch.Tensor, k: int, detect_nan: bool):
     if sizes is None:
         return x, None, mask, (_holds_candidate_nan(x, mask) if detect_nan else None)
     group, sub_group = sizes
-    maxima, empty = _masked_group_maxima(x, mask, group)
+    # The fix-up copies one group per entry: worth it while that is less than the batch itself.
+    if entries is not None and entries[0].numel() * group <= x.numel():
+        maxima, empty = _group_maxima_at_entries(x, mask, group, *entries)
+    else:
+        maxima, empty = _masked_group_maxima(x, mask, group)
     best = _best_positions(_group_keys(maxima, empty), None, k)
     subs_per_group = group // sub_group
     sub_ids = _runs(best, subs_per_group)
@@ -125,6 +136,26 @@ def _masked_group_maxima(x: torch.Tensor, mask: torch.Tensor, size: int):
         masked = torch.where(chunk_mask, lowest, chunk, out=buffer[: chunk.shape[0]])
         maxima[rows] = _ranking._group_maxima(masked, size)
         empty[rows] = _all_set(chunk_mask, size)
+    return maxima, empty
+
+
+def _group_maxima_at_entries(x: torch.Tensor, mask: torch.Tensor, size: int, users: torch.Tensor, items: torch.Tensor):
+    """``_masked_group_maxima`` from the plain group maxima: only a group holding an excluded
+    item can differ, and every such group holds a listed entry, so recomputing the masked maximum
+    of the entries' groups (one group copied per entry) gives the same result. Entries past the
+    last full group or rows are clamped into range: recomputing any group is harmless."""
+    num_rows, num_cols = x.shape
+    num_full = num_cols // size
+    maxima = _ranking._group_maxima(x, size)
+    empty = torch.zeros(maxima.shape, dtype=torch.bool, device=x.device)
+    rows = users.clamp(min=0, max=num_rows - 1)
+    groups = torch.div(items, size, rounding_mode="floor").clamp(min=0, max=num_full - 1)
+    starts = torch.add(rows * num_cols, groups, alpha=size)
+    values = x.view(-1).as_strided((x.numel() - size + 1, size), (1, 1)).index_select(0, starts)
+    flags = mask.view(-1).as_strided((mask.numel() - size + 1, size), (1, 1)).index_select(0, starts)
+    lowest = torch.full((), float("-inf"), dtype=x.dtype, device=x.device)
+    maxima.index_put_((rows, groups), torch.where(flags, lowest, values).amax(1))
+    empty.index_put_((rows, groups), flags.all(1))
     return maxima, empty
 
 

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import torch
 
+from ignite_recsys._ranking import _group_sizes
 import ignite_recsys._ranking as ranking
 from ignite_recsys._ranking import _LONG_ROW_GROUPS, _SHORT_ROW_GROUPS, stable_topk
 from ignite_recsys._selection_excluding import stable_topk_excluding
@@ -84,6 +85,14 @@ def _check(x, ex, k, dtype, rows_label=""):
     got, has_nan = stable_topk_excluding(scores, k, torch.from_numpy(ex), detect_nan=True)
     assert got.dtype == torch.int64 and got.shape == (x.shape[0], k)
     np.testing.assert_array_equal(got.numpy(), expected, err_msg=rows_label)
+    assert not has_nan.any()
+    # the same with the excluded entries listed (sparse exclusions), plus harmless padding entries
+    users, items = np.nonzero(ex)
+    users = np.concatenate([users, [x.shape[0], 0]])
+    items = np.concatenate([items, [0, x.shape[1] + 5]])
+    entries = (torch.from_numpy(users).long(), torch.from_numpy(items).long())
+    got, has_nan = stable_topk_excluding(scores, k, torch.from_numpy(ex), detect_nan=True, entries=entries)
+    np.testing.assert_array_equal(got.numpy(), expected, err_msg=f"{rows_label} (entries)")
     assert not has_nan.any()
 
 
@@ -204,3 +213,31 @@ def test_bad_arguments(call, error):
     scores, excluded = torch.rand(2, 10), torch.zeros(2, 10, dtype=torch.bool)
     with pytest.raises(error):
         call(scores, excluded)
+
+
+@pytest.mark.parametrize("width", [6_463, 20_033, 200_003])
+@pytest.mark.parametrize("k", [7, 100])
+def test_few_listed_exclusions_fix_the_plain_group_maxima(rng, width, k):
+    """Sparse exclusions (few per row, the listed-entries path): the best items, a whole group,
+    and items beside -inf candidates are excluded."""
+    rows = 4
+    x = rng.standard_normal((rows, width)).astype(np.float32)
+    x[1, 100:300] = -np.inf  # -inf candidates ...
+    ex = np.zeros((rows, width), dtype=bool)
+    best = np.argsort(-x, axis=1, kind="stable")[:, : 2 * k]
+    ex[np.arange(rows)[:, None], best[:, ::2]] = True  # every other of the best items
+    ex[0, 64:128] = True  # a whole group of 64
+    ex[1, 100:300:3] = True  # ... beside excluded items
+    ex[2, :] = False
+    x[3, :] = -np.inf  # a row of -inf candidates with a few finite ones, its first group excluded
+    x[3, 500:503] = 1.0
+    ex[3, :] = False
+    ex[3, : 64 * (k + 1) if width > 100_000 else 64] = True  # more empty groups than k
+    scores = torch.from_numpy(x)
+    users, items = np.nonzero(ex)
+    sizes = _group_sizes(width, k)
+    assert sizes is None or len(users) * sizes[0] <= x.size  # the fix-up path is taken
+    expected = reference(x.astype(np.float64), ex, k)
+    entries = (torch.from_numpy(users).long(), torch.from_numpy(items).long())
+    got = stable_topk_excluding(scores, k, torch.from_numpy(ex), entries=entries)
+    np.testing.assert_array_equal(got.numpy(), expected)
