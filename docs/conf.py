@@ -12,6 +12,7 @@ ROOT = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT.parent))
 
 import ignite_recsys  # noqa: E402
+from ignite.metrics import Metric  # noqa: E402
 
 project = "ignite_recsys"
 author = "the ignite_recsys developers"
@@ -36,6 +37,7 @@ GROUPS = {
     "Beyond accuracy": ["ItemCoverage", "GiniIndex", "ShannonEntropy", "AveragePopularity", "TailPercentage",
                         "Novelty"],
     "Score-based": ["GAUC", "AUC", "LogLoss", "MAE", "RMSE"],
+    "Input forms and diagnostics": ["ItemIds", "RankedItems", "BoundaryTieWarning"],
 }
 
 
@@ -54,13 +56,18 @@ def _write_metric_pages(app):
         index += [group, "-" * len(group), "", ".. toctree::", "   :maxdepth: 1", ""]
         index += [f"   {name}" for name in names] + [""]
         for name in names:
-            members = [m for m in ("update", "compute", "compute_dict", "reset", "error_bound", "tail_items")
+            members = [m for m in ("update", "compute", "compute_dict", "reset", "error_bound", "tail_items",
+                                   "boundary_tie_share")
                        if m in dir(getattr(ignite_recsys, name))]
             page = [name, "=" * len(name), "", f".. autoclass:: ignite_recsys.{name}",
-                    f"   :members: {', '.join(members)}", "",
-                    "Arguments not described above (``top_k``, ``ignore_zero_hits``, ``relevance_threshold``, "
-                    "``ties``, ``output_transform``, ``device``, ``skip_unrolling``) are described in "
-                    ":doc:`../arguments`; conventions of other libraries in :doc:`../conventions`.", ""]
+                    f"   :members: {', '.join(members)}", ""]
+            if issubclass(getattr(ignite_recsys, name), Metric):
+                page += ["Arguments not described above (``top_k``, ``ignore_zero_hits``, ``relevance_threshold``, "
+                         "``ties``, ``output_transform``, ``device``, ``skip_unrolling``) are described in "
+                         ":doc:`../arguments`; conventions of other libraries in :doc:`../conventions`.", ""]
+            else:
+                has_inputs_page = (ROOT / "inputs.md").exists() and name != "BoundaryTieWarning"
+                page += ["See :doc:`../inputs` for the input forms." if has_inputs_page else "", ""]
             _write_if_changed(folder / f"{name}.rst", "\n".join(page))
     _write_if_changed(folder / "index.rst", "\n".join(index))
 

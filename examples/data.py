@@ -1,5 +1,7 @@
 """Data for the examples: a MovieLens-100k ``u.data`` loader and a synthetic implicit-feedback
-generator with a popularity skew, both returning dense boolean train/test user-item matrices.
+generator with a popularity skew, both returning dense boolean train/test user-item matrices,
+and the metric inputs of a batch of users: the test items as a sparse CSR tensor built from the
+test (user, item) pairs, the training items to exclude the same way (``Split.evaluation_batch``).
 
 ``u.data`` is tab-separated ``user item rating timestamp`` with 1-based ids (MovieLens-100k from
 https://grouplens.org/datasets/movielens/100k/, not shipped here; ``data/u.data.sample`` is a tiny
@@ -10,7 +12,9 @@ from __future__ import annotations
 
 import argparse
 import pathlib
+import warnings
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Optional
 
 import torch
@@ -29,9 +33,36 @@ class Split:
         """Training interaction count of each item (for the popularity-aware metrics)."""
         return self.train.sum(0)
 
+    @cached_property
+    def train_pairs(self) -> torch.Tensor:
+        """The training interactions as (user, item) rows (n, 2) int64, sorted by user."""
+        return self.train.nonzero()
+
+    @cached_property
+    def test_pairs(self) -> torch.Tensor:
+        """The test interactions as (user, item) rows (n, 2) int64, sorted by user."""
+        return self.test.nonzero()
+
+    def evaluation_batch(self, score_users, users: torch.Tensor, device="cpu"):
+        """``(scores, targets, exclude)`` of ``users`` for a ranking or catalog metric update: the
+        model's raw scores of every item, the test items and the training items, both as sparse
+        CSR (len(users), num_items) tensors built from the (user, item) pairs. Training items are
+        excluded: they take no position in the ranking (never recommended, never counted)."""
+        num_items = self.train.shape[1]
+        targets = pairs_to_csr(self.test_pairs, users, num_items).to(device)
+        exclude = pairs_to_csr(self.train_pairs, users, num_items).to(device)
+        return score_users(users.to(device)), targets, exclude
+
+    def evaluation_batches(self, score_users, users=None, batch_size: int = 256, device="cpu"):
+        """``evaluation_batch`` over ``users`` (default: all) in batches."""
+        users = torch.arange(self.train.shape[0]) if users is None else users
+        for batch in users.split(batch_size):
+            yield self.evaluation_batch(score_users, batch, device)
+
     def score(self, score_users, users: torch.Tensor, device="cpu"):
-        """``(scores, relevance)`` of ``users`` for a metric update: the model's scores of every
-        item with the user's training items masked to -inf (never recommended), and the test items."""
+        """``(scores, relevance)`` of ``users`` as dense (len(users), num_items) tensors, for the
+        score-based metrics (``GAUC`` reads every score): the model's scores with the user's
+        training items masked to -inf (not candidates for ``GAUC``), and the test items."""
         scores = score_users(users.to(device))
         return scores.masked_fill(self.train[users].to(device), float("-inf")), self.test[users].to(device)
 
@@ -40,6 +71,23 @@ class Split:
         users = torch.arange(self.train.shape[0]) if users is None else users
         for batch in users.split(batch_size):
             yield self.score(score_users, batch, device)
+
+
+def pairs_to_csr(pairs: torch.Tensor, users: torch.Tensor, num_items: int) -> torch.Tensor:
+    """The interactions of ``users`` as a sparse CSR (len(users), num_items) float32 tensor of
+    ones (row r holds the items of ``users[r]``); ``pairs``: (user, item) rows sorted by user."""
+    pair_users = pairs[:, 0].contiguous()
+    start = torch.searchsorted(pair_users, users)
+    count = torch.searchsorted(pair_users, users, right=True) - start
+    crow = torch.cat([torch.zeros(1, dtype=torch.int64), count.cumsum(0)])
+    # the rows of each user's pairs, user after user: start[r], start[r] + 1, ..., start[r] + count[r] - 1
+    rows = torch.repeat_interleave(start - crow[:-1], count) + torch.arange(int(crow[-1]))
+    items = pairs[rows, 1]
+    with warnings.catch_warnings():  # torch notes once that its sparse CSR support is in beta
+        warnings.filterwarnings("ignore", "Sparse CSR tensor support is in beta", UserWarning)
+        return torch.sparse_csr_tensor(
+            crow, items, torch.ones(len(items)), size=(len(users), num_items), check_invariants=True
+        )
 
 
 def read_u_data(path) -> torch.Tensor:

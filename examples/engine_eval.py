@@ -2,7 +2,8 @@
 
 What it shows: an Ignite trainer (BPR loss, progress bar) and an evaluator ``Engine`` with
 ``RankingMetrics`` (NDCG, HitRate, Recall, Precision, MAP, MRR at several k) plus beyond-accuracy
-metrics attached; each user's training items are masked out of the scores with -inf; every
+metrics attached; the test items arrive as a sparse CSR tensor per batch of users and each
+user's training items are excluded (they take no position in the ranking); every
 ``"<metric>@<k>"`` scalar is logged after each epoch.
 
     python examples/engine_eval.py                         # synthetic data, seconds on a CPU
@@ -28,12 +29,12 @@ LOGGED = [
 
 
 def build_evaluator(model, split: data.Split, device="cpu") -> Engine:
-    """An evaluator over batches of user ids: scores all items, masks seen ones, compares with test."""
+    """An evaluator over batches of user ids: scores all items, excludes seen ones, compares with test."""
 
     @torch.no_grad()
     def score_users(engine, users):
         model.eval()
-        return split.score(model, users, device)
+        return split.evaluation_batch(model, users, device)  # (scores, test items CSR, training items CSR)
 
     evaluator = Engine(score_users)
     RankingMetrics(TOP_K, device=device).attach(evaluator, "ranking")

@@ -2,8 +2,9 @@
 
 What it shows: `RankingMetrics` attached to an Ignite `Engine` computes NDCG, HitRate, Recall,
 Precision, MAP, MRR and F1 at several cut-offs from one ranking step per batch, next to the
-catalog metrics (coverage, Gini index, average popularity of the lists); seen training items are
-masked out of the scores with -inf; the engine gets one scalar per metric and k.
+catalog metrics (coverage, Gini index, average popularity of the lists); the test items arrive
+as a sparse CSR tensor per batch of users, built from the (user, item) test pairs, and the seen
+training items are excluded from the ranking; the engine gets one scalar per metric and k.
 
 Data: a synthetic user-item matrix with a popularity skew (``data.synthetic``, no download),
 split into train and test interactions. Models: a popularity baseline and a noisy "taste" model that knows the latent
@@ -27,7 +28,8 @@ TOP_K = [1, 5, 10, 20, 50]
 
 def evaluate(model_scores, split: data.Split, batch_size):
     """An Ignite evaluator over user batches; returns engine.state.metrics."""
-    evaluator = Engine(lambda engine, users: split.score(model_scores, users))  # seen items masked
+    # each batch: (scores, test items as sparse CSR, training items to exclude as sparse CSR)
+    evaluator = Engine(lambda engine, users: split.evaluation_batch(model_scores, users))
     RankingMetrics(TOP_K).attach(evaluator, "ranking")
     ItemCoverage(TOP_K).attach(evaluator, "coverage")
     GiniIndex(TOP_K).attach(evaluator, "gini")

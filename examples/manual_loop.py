@@ -1,9 +1,11 @@
 """The metrics in a plain PyTorch evaluation loop, without an Ignite Engine.
 
-What it shows: ``reset`` / ``update((scores, relevance))`` / ``compute`` by hand, over batches of
-users, for ranking metrics at several k (a list in ascending-k order), ``RankingMetrics`` (a
-dict), and the beyond-accuracy and AUC metrics, on a matrix-factorisation model trained with a
-plain loop. Seen training items are masked with -inf.
+What it shows: ``reset`` / ``update((scores, targets, exclude))`` / ``compute`` by hand, over
+batches of users, for ranking metrics at several k (a list in ascending-k order),
+``RankingMetrics`` (a dict), and the beyond-accuracy and AUC metrics, on a matrix-factorisation
+model trained with a plain loop. The test items are a sparse CSR tensor per batch and the seen
+training items are excluded (no position in the ranking). ``GAUC`` reads every score, so it takes
+dense relevance, with the training items scored -inf (not candidates for it).
 
     python examples/manual_loop.py [--data u.data] [--device cuda]
 """
@@ -17,6 +19,8 @@ import torch
 import data
 from models import train_mf
 from ignite_recsys import GAUC, NDCG, AveragePopularity, ItemCoverage, RankingMetrics, Recall
+
+GAUC_NAMES = ("gauc",)  # score-based: dense (scores, relevance), training items at -inf
 
 
 def main(argv=None):
@@ -42,9 +46,14 @@ def main(argv=None):
     for metric in metrics.values():
         metric.reset()
     with torch.no_grad():
-        for scores, relevance in split.batches(model, device=args.device):
-            for metric in metrics.values():
-                metric.update((scores, relevance))
+        for users in torch.arange(split.train.shape[0]).split(256):
+            scores, targets, exclude = split.evaluation_batch(model, users, device=args.device)
+            for name, metric in metrics.items():
+                if name in GAUC_NAMES:
+                    masked = scores.masked_fill(split.train[users].to(args.device), float("-inf"))
+                    metric.update((masked, split.test[users].to(args.device)))
+                else:
+                    metric.update((scores, targets, exclude))
     results = {name: metric.compute() for name, metric in metrics.items()}
     for name, value in results.items():
         if isinstance(value, list):

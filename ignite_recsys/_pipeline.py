@@ -21,16 +21,17 @@ from ._ranking import (
     _gain_flags,
     _ideal_gains,
     _ideal_needs_selection,
-    _indicator,
     _invalid_flags,
     _last_group_totals,
     _relevance_pass,
     _tie_expectations,
+    binary_ideal_gains,
     boundary_ties,
     full_row_checks,
     gains,
     hits_at_own_depth,
     rank,
+    stable_positions,
     stable_topk,
 )
 from ._selection_excluding import stable_topk_excluding
@@ -85,10 +86,7 @@ def rank_input(
     top_gain = None if gain_function is None else gains(top_labels, top_relevant, gain_function, relevance_threshold)
 
     if ties == "stable" or batch.scores is None:  # a ranked id list has no ties
-        hits_so_far = top_relevant.cumsum(1)
-        hit, gain = top_relevant, top_gain
-        hit_times_hits_so_far = top_relevant * hits_so_far
-        first_hit = top_relevant * _indicator(torch.eq, hits_so_far, 1)
+        hit, gain, hit_times_hits_so_far, first_hit = stable_positions(top_relevant, top_gain)
     else:
         nan = torch.full((), float("nan"), dtype=batch.scores.dtype, device=order.device)
         top_scores = torch.where(listed, batch.scores.gather(1, order.clamp(min=0)), nan)
@@ -102,9 +100,7 @@ def rank_input(
                 batch.labels.contiguous(), num_relevant, depth, relevance, gain_function, None, relevance_threshold
             )
         elif not _ideal_needs_selection(batch.targets.values, gain_function):
-            positions = torch.arange(depth, device=order.device, dtype=torch.float64)
-            relevant = (positions < num_relevant.unsqueeze(1)).to(torch.float64)
-            ideal_gain = gains(relevant, relevant, gain_function, relevance_threshold)
+            ideal_gain = binary_ideal_gains(num_relevant, depth, gain_function, relevance_threshold)
         else:
             best = batch.targets.top_values(depth)
             ideal_gain = gains(best, relevance.indicator(best), gain_function, relevance_threshold)

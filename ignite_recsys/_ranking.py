@@ -135,10 +135,7 @@ def rank(
     top_gain = None if gain_function is None else gains(top_labels, top_relevant, gain_function, relevance_threshold)
 
     if ties == "stable":
-        hits_so_far = top_relevant.cumsum(1)
-        hit, gain = top_relevant, top_gain
-        hit_times_hits_so_far = top_relevant * hits_so_far
-        first_hit = top_relevant * _indicator(torch.eq, hits_so_far, 1)
+        hit, gain, hit_times_hits_so_far, first_hit = stable_positions(top_relevant, top_gain)
     else:
         top_scores = scores.gather(1, order)
         last_group = _last_group_totals(scores, labels, top_scores[:, -1:], relevance, gain_function, relevance_threshold)
@@ -156,6 +153,14 @@ def rank(
         num_items, depth, hit, hit_times_hits_so_far, first_hit, num_relevant, has_relevant, gain, ideal_gain, invalid,
         boundary_tie=tie,
     )
+
+
+def stable_positions(top_relevant: torch.Tensor, top_gain: Optional[torch.Tensor]):
+    """The per-position quantities of ``RankedBatch`` under the stable order: (hit, gain,
+    hit * hits so far, first hit)."""
+    hits_so_far = top_relevant.cumsum(1)
+    first_hit = top_relevant * _indicator(torch.eq, hits_so_far, 1)
+    return top_relevant, top_gain, top_relevant * hits_so_far, first_hit
 
 
 def boundary_ties(scores: torch.Tensor, order: torch.Tensor, depth: int) -> torch.Tensor:
@@ -431,11 +436,16 @@ def _ideal_needs_selection(labels: torch.Tensor, gain_function) -> bool:
 def _ideal_gains(labels, num_relevant, depth, relevance, gain_function, label_maxima, threshold):
     """Gains of the best possible ranking, (batch, depth), from the top ``depth`` labels."""
     if not _ideal_needs_selection(labels, gain_function):
-        positions = torch.arange(depth, device=labels.device, dtype=torch.float64)
-        relevant = (positions < num_relevant.unsqueeze(1)).to(torch.float64)
-        return gains(relevant, relevant, gain_function, threshold)
+        return binary_ideal_gains(num_relevant, depth, gain_function, threshold)
     best = _top_values(labels, depth, label_maxima).to(torch.float64)
     return gains(best, relevance.indicator(best), gain_function, threshold)
+
+
+def binary_ideal_gains(num_relevant: torch.Tensor, depth: int, gain_function, threshold) -> torch.Tensor:
+    """Ideal gains (batch, depth) when every relevant item gains alike: the first |R| positions."""
+    positions = torch.arange(depth, device=num_relevant.device, dtype=torch.float64)
+    relevant = (positions < num_relevant.unsqueeze(1)).to(torch.float64)
+    return gains(relevant, relevant, gain_function, threshold)
 
 
 def _top_values(x: torch.Tensor, k: int, maxima: Optional[torch.Tensor] = None) -> torch.Tensor:

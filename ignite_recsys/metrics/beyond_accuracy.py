@@ -84,6 +84,7 @@ class CatalogCounts(CutoffResults, StatefulMetric):
     ``num_items`` is given, and summed across processes."""
 
     _state_dict_all_req_keys = ("_counts", "_num_invalid_updates")
+    optional_output_keys = ("exclude",)  # a dict output {"y_pred", "y", "exclude"} passes its exclusion
     _conventions: tuple = ("recbole",)
 
     def __init__(
