@@ -371,3 +371,14 @@ def test_correction_equals_statsmodels_if_installed():
 def test_correction_bad_input(p_values, method, error, message):
     with pytest.raises(error, match=re.escape(message)):
         R.correct_p_values(p_values, method)
+
+
+# --- The worked example of docs/statistics.md runs and prints the table shown there -----------------
+def test_statistics_page_example_prints_its_table(capsys):
+    import pathlib
+
+    page = (pathlib.Path(__file__).resolve().parent.parent / "docs" / "statistics.md").read_text()
+    code = re.search(r"```python\n(.*?)```", page, re.S).group(1)
+    shown = re.search(r"```text\n(.*?)```", page, re.S).group(1)
+    exec(compile(code, "statistics.md", "exec"), {})
+    assert capsys.readouterr().out == shown
