@@ -38,6 +38,7 @@ GROUPS = {
                         "Novelty"],
     "Score-based": ["GAUC", "AUC", "LogLoss", "MAE", "RMSE"],
     "Input forms and diagnostics": ["ItemIds", "RankedItems", "BoundaryTieWarning"],
+    "Statistics": ["PairedTestResult"],
 }
 
 
@@ -57,7 +58,7 @@ def _write_metric_pages(app):
         index += [f"   {name}" for name in names] + [""]
         for name in names:
             members = [m for m in ("update", "compute", "compute_dict", "reset", "error_bound", "tail_items",
-                                   "boundary_tie_share")
+                                   "boundary_tie_share", "confidence_interval", "per_user")
                        if m in dir(getattr(ignite_recsys, name))]
             page = [name, "=" * len(name), "", f".. autoclass:: ignite_recsys.{name}",
                     f"   :members: {', '.join(members)}", ""]
@@ -66,7 +67,7 @@ def _write_metric_pages(app):
                          "``ties``, ``output_transform``, ``device``, ``skip_unrolling``) are described in "
                          ":doc:`../arguments`; conventions of other libraries in :doc:`../conventions`.", ""]
             else:
-                has_inputs_page = (ROOT / "inputs.md").exists() and name != "BoundaryTieWarning"
+                has_inputs_page = (ROOT / "inputs.md").exists() and name in ("ItemIds", "RankedItems")
                 page += ["See :doc:`../inputs` for the input forms." if has_inputs_page else "", ""]
             _write_if_changed(folder / f"{name}.rst", "\n".join(page))
     _write_if_changed(folder / "index.rst", "\n".join(index))

@@ -251,3 +251,12 @@ def _check_dtype(name: str, tensor: torch.Tensor, accepted: tuple, what: str) ->
 def _is_int(value: Any) -> bool:
     return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
+
+
+def check_level(value: Any) -> float:
+    """A confidence level strictly between 0 and 1 (e.g. 0.95)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"level must be a real number in (0, 1), got {value!r} of type {type(value).__name__}")
+    if not 0 < value < 1:
+        raise ValueError(f"level must be strictly between 0 and 1 (e.g. 0.95), got {value}")
+    return float(value)

@@ -288,3 +288,62 @@ def test_input_forms_distributed_equal_single_process():
                     np.testing.assert_allclose(list(got[key].values()), list(value.values()), atol=1e-9, err_msg=key)
                 else:
                     np.testing.assert_allclose(got[key], value, atol=1e-9, err_msg=key)
+
+
+# --- Confidence intervals and per-user values across processes ---------------------------------
+_STAT_FACTORIES = {
+    "ndcg": lambda: R.NDCG([1, 3, 8], per_user=True),
+    "r_precision": lambda: R.RPrecision(per_user=True),
+    "ranking_metrics": lambda: R.RankingMetrics([1, 3], ["ndcg", "mrr", "r_precision"], per_user=True),
+    "novelty": lambda: R.Novelty([1, 3, 8], _POPULARITY + 1, per_user=True),
+}
+
+
+def _as_lists(value):
+    if isinstance(value, dict):
+        return {key: _as_lists(item) for key, item in value.items()}
+    if isinstance(value, torch.Tensor):
+        return value.tolist()
+    return value
+
+
+def _statistics_worker(local_rank, folder):
+    rank = idist.get_rank()
+    batches = _shares(2).get(rank, [])
+    results = {}
+    for name, factory in _STAT_FACTORIES.items():
+        metric = factory()
+        for batch in batches:
+            metric.update(batch)
+        results[name] = {"interval": metric.confidence_interval(0.9), "rows": _as_lists(metric.per_user())}
+    with open(os.path.join(folder, f"rank{rank}.json"), "w") as handle:
+        json.dump(results, handle)
+
+
+def test_confidence_interval_and_per_user_distributed_equal_single_process():
+    """Rank 0 holds users without a relevant item (NaN rows), rank 1 the rest: the interval equals
+    the single-process one on all users, and per_user() lists rank 0's users, then rank 1's."""
+    shares = _shares(2)
+    union = shares[0] + shares[1]
+    expected = {}
+    for name, factory in _STAT_FACTORIES.items():
+        metric = factory()
+        for batch in union:
+            metric.update(batch)
+        expected[name] = {"interval": metric.confidence_interval(0.9), "rows": _as_lists(metric.per_user())}
+    with tempfile.TemporaryDirectory() as folder:
+        with idist.Parallel(backend="gloo", nproc_per_node=2, master_port=free_port()) as parallel:
+            parallel.run(_statistics_worker, folder)
+        for rank in range(2):
+            with open(os.path.join(folder, f"rank{rank}.json")) as handle:
+                got = json.load(handle)
+            for name, value in expected.items():
+                interval, rows = value["interval"], value["rows"]
+                if isinstance(interval, dict):
+                    assert list(got[name]["interval"]) == list(interval)
+                    interval, got_interval = list(interval.values()), list(got[name]["interval"].values())
+                    rows, got_rows = list(rows.values()), list(got[name]["rows"].values())
+                else:
+                    got_interval, got_rows = got[name]["interval"], got[name]["rows"]
+                np.testing.assert_allclose(got_interval, interval, rtol=0, atol=1e-9, err_msg=f"{name} rank {rank}")
+                np.testing.assert_allclose(got_rows, rows, rtol=0, atol=1e-12, err_msg=f"{name} rank {rank}")

@@ -210,6 +210,8 @@ class StreamingMean(OptionalOutputKeys, StatefulMetric):
         self._count += torch.where(bad, zero, count).to(self._device)
         for key, total in (extra[0].items() if extra else ()):  # further sums a subclass keeps
             getattr(self, key).add_(torch.where(bad, zero, total).to(self._device))
+        if len(extra) > 1:  # per-user rows (UserStatistics with per_user=True)
+            self._keep_rows(extra[1], bad)
         self._num_invalid_updates += bad.to(torch.float64).to(self._device)
 
     def compute(self) -> Any:
@@ -220,7 +222,125 @@ class StreamingMean(OptionalOutputKeys, StatefulMetric):
         return self._result((total / count).tolist())
 
 
-class MeanOverUsers(StreamingMean):
+class UserStatistics:
+    """For a :class:`StreamingMean` whose values are means over users: the statistics a paper
+    reports next to the means.
+
+    - State ``_sum_squares`` (num_values,) float64: the sum of the squared values of the counted
+      users, summed across processes like ``_sum``; :meth:`confidence_interval` reads it.
+    - With ``per_user=True``, each batch's per-user values are kept on the metric's device (a list
+      of per-batch tensors, appended without a host sync) and returned by :meth:`per_user`. Their
+      memory grows with the number of users, so this is off by default; they are not part of
+      ``state_dict()``.
+
+    Subclasses build their ``_batch_totals`` with :meth:`_user_totals`.
+    """
+
+    _state_dict_all_req_keys = ("_sum", "_count", "_num_invalid_updates", "_sum_squares")
+    keeps_per_user = False  # per_user=True in the constructor
+
+    def _keep_per_user(self, per_user: Any) -> None:
+        self.keeps_per_user = V.check_bool("per_user", per_user)
+
+    @reinit__is_reduced
+    def reset(self) -> None:
+        super().reset()
+        self._sum_squares = torch.zeros(self._num_values(), dtype=torch.float64, device=self._device)
+        self._per_user_rows: list = []
+
+    def _user_totals(self, values: torch.Tensor, weight: torch.Tensor, invalid: dict, extra: dict = None) -> tuple:
+        """``_batch_totals``' return from per-user values (batch, num_values) float64 and user
+        weights (batch,) float64 (1: counted, 0: not counted)."""
+        weights = weight.unsqueeze(1)
+        # Reduce each value over users as its own contiguous row: the summation order then does not
+        # depend on how many values are combined (RankingMetrics equals the single classes bit for bit).
+        sums = (values * weights).t().contiguous().sum(1)
+        squares = (values * values * weights).t().contiguous().sum(1)
+        totals = (sums, weight.sum(), invalid, {**(extra or {}), "_sum_squares": squares})
+        if self.keeps_per_user:
+            totals += (torch.where(weights > 0, values, torch.nan),)
+        return totals
+
+    def _keep_rows(self, rows: torch.Tensor, bad: torch.Tensor) -> None:
+        # CPU inputs never get here with bad values (update raised); a bad CUDA batch keeps NaN
+        # rows, and per_user() raises as compute() does.
+        self._per_user_rows.append(torch.where(bad, torch.nan, rows).to(self._device))
+
+    def per_user(self) -> Any:
+        """The value of every user seen since the last reset, in update order, float64 on the
+        metric's device (needs ``per_user=True``): a (users, len(top_k)) tensor for a metric with
+        cut-offs (columns in ascending k), a (users,) tensor for :class:`RPrecision`, a dict
+        ``{"ndcg@10": (users,) tensor, ...}`` for :class:`RankingMetrics`. A user the metric does
+        not count (no relevant item under ``ignore_zero_hits=True``, no candidate item) has a row
+        of NaN. Across processes the rows are gathered in rank order: rank 0's users first,
+        then rank 1's, each in update order."""
+        name = type(self).__name__
+        if not self.keeps_per_user:
+            raise RuntimeError(f"{name}.per_user() needs the metric to be built with per_user=True")
+        (num_invalid,) = self._reduced("_num_invalid_updates")
+        raise_for_invalid_updates(self, num_invalid)
+        if self._per_user_rows:
+            rows = torch.cat(self._per_user_rows)
+        else:
+            rows = torch.zeros(0, self._num_values(), dtype=torch.float64, device=self._device)
+        if int((~rows[:, 0].isnan()).sum()) != int(self._count):
+            raise RuntimeError(
+                f"{name}.per_user(): the per-user values do not match the state ({int(self._count)} counted "
+                f"users, {int((~rows[:, 0].isnan()).sum())} kept); they are not part of state_dict(), so a "
+                "loaded state has none: update again from a reset"
+            )
+        rows = _gathered_rows(rows)
+        result = self._result(list(rows.unbind(1)))
+        return torch.stack(result, 1) if isinstance(result, list) else result
+
+    def confidence_interval(self, level: float = 0.95) -> Any:
+        r"""Student-t confidence interval of the mean over counted users, per value, from the
+        streamed sums (no per-user values needed):
+
+        .. math:: \bar x \pm t_{(1+\text{level})/2,\; n-1}\, \frac{s}{\sqrt n},\qquad
+                  s^2 = \frac{\sum x^2 - n \bar x^2}{n - 1}
+
+        with n the counted users (of all processes), as ``scipy.stats.t.interval(level, n - 1,
+        mean, sem)``. Returns what ``compute()`` returns with a ``(low, high)`` tuple per value: a
+        list per k, a single tuple for :class:`RPrecision`, a dict for :class:`RankingMetrics`.
+        Raises NotComputableError with fewer than two counted users (no variance estimate). The
+        variance comes from the sums of squares: when the spread of the values is below about
+        1e-6 of their magnitude, the interval width loses relative precision."""
+        from ..stats import _t_quantile
+
+        level = V.check_level(level)
+        total, squares, count, num_invalid = self._reduced("_sum", "_sum_squares", "_count", "_num_invalid_updates")
+        raise_for_invalid_updates(self, num_invalid)
+        name = type(self).__name__
+        if count < 2:
+            raise NotComputableError(
+                f"{name}.confidence_interval() needs at least two {self._counted}s, got {int(count)}"
+            )
+        if bool(torch.isnan(squares).any()):
+            raise NotComputableError(
+                f"{name}.confidence_interval(): the state has no sums of squares (it was loaded from a "
+                "state dict without them); update from a reset"
+            )
+        n = float(count)
+        mean = total / n
+        variance = ((squares - total * mean) / (n - 1)).clamp(min=0)
+        half = _t_quantile((1 + level) / 2, n - 1) * torch.sqrt(variance / n)
+        return self._result(list(zip((mean - half).tolist(), (mean + half).tolist())))
+
+
+def _gathered_rows(rows: torch.Tensor) -> torch.Tensor:
+    """The (users, num_values) rows of every process, rank 0's first."""
+    world_size = idist.get_world_size()
+    if world_size == 1:
+        return rows
+    sizes = idist.all_gather(torch.tensor([rows.shape[0]], dtype=torch.int64, device=rows.device)).tolist()
+    padded = torch.full((max(sizes), rows.shape[1]), torch.nan, dtype=rows.dtype, device=rows.device)
+    padded[: rows.shape[0]] = rows
+    gathered = idist.all_gather(padded).reshape(world_size, max(sizes), rows.shape[1])
+    return torch.cat([gathered[rank, :size] for rank, size in enumerate(sizes)])
+
+
+class MeanOverUsers(UserStatistics, StreamingMean):
     """The mean over counted users of per-user values. A user is counted if it has a relevant
     item or if ``ignore_zero_hits`` is False. An item is relevant when ``y >= relevance_threshold``
     compared in y's dtype (as torch compares; see :class:`~ignite_recsys._ranking.Relevance`),
@@ -234,7 +354,10 @@ class MeanOverUsers(StreamingMean):
         device: Union[str, torch.device] = torch.device("cpu"),
         skip_unrolling: bool = False,
         ties: str = "stable",
+        *,
+        per_user: bool = False,
     ):
+        self._keep_per_user(per_user)
         self.ignore_zero_hits = V.check_bool("ignore_zero_hits", ignore_zero_hits)
         self.relevance_threshold = V.check_relevance_threshold(relevance_threshold)
         self.ties = V.check_choice("ties", ties, V.TIE_RULES)
@@ -261,12 +384,7 @@ class MeanOverUsers(StreamingMean):
             weight = has_relevant.to(torch.float64)
         else:
             weight = torch.ones(has_relevant.shape, dtype=torch.float64, device=has_relevant.device)
-        # Reduce each value over users as its own contiguous row: the summation order then does not
-        # depend on how many values are combined (RankingMetrics equals the single classes bit for bit).
-        per_value = (values * weight.unsqueeze(1)).t().contiguous()
-        if not ties:
-            return per_value.sum(1), weight.sum(), invalid
-        return per_value.sum(1), weight.sum(), invalid, {"_boundary_ties": weight @ ties[0]}
+        return self._user_totals(values, weight, invalid, {"_boundary_ties": weight @ ties[0]} if ties else None)
 
 
 class BoundaryTies:
@@ -278,7 +396,7 @@ class BoundaryTies:
     the share of such users and points to ``ties="average"``."""
 
     top_k: list
-    _state_dict_all_req_keys = ("_sum", "_count", "_num_invalid_updates", "_boundary_ties")
+    _state_dict_all_req_keys = ("_sum", "_count", "_num_invalid_updates", "_sum_squares", "_boundary_ties")
 
     @reinit__is_reduced
     def reset(self) -> None:
@@ -337,9 +455,12 @@ class CutoffMetric(BoundaryTies, CutoffResults, MeanOverUsers):
         skip_unrolling: bool = False,
         *,
         ties: str = "stable",
+        per_user: bool = False,
     ):
         self.top_k = list(V.check_top_k(top_k))
-        super().__init__(ignore_zero_hits, relevance_threshold, output_transform, device, skip_unrolling, ties)
+        super().__init__(
+            ignore_zero_hits, relevance_threshold, output_transform, device, skip_unrolling, ties, per_user=per_user
+        )
 
     def _num_values(self) -> int:
         return len(self.top_k)

@@ -38,7 +38,15 @@ from .. import _validation as V
 from .._adapters import RankingInput, check_id_range, parse_ranking_input
 from .._pipeline import ranked_candidates
 from .._ranking import device_constant, stable_topk
-from ._base import CutoffResults, StatefulMetric, StreamingMean, _identity, raise_for_invalid_updates, screen
+from ._base import (
+    CutoffResults,
+    StatefulMetric,
+    StreamingMean,
+    UserStatistics,
+    _identity,
+    raise_for_invalid_updates,
+    screen,
+)
 
 _NAN_SCORES = "y_pred contains NaN scores (+inf and -inf are allowed)"
 
@@ -274,7 +282,7 @@ class ShannonEntropy(CatalogCounts):
         return entropy / math.log(2)
 
 
-class ItemValueMean(CutoffResults, StreamingMean):
+class ItemValueMean(CutoffResults, UserStatistics, StreamingMean):
     """Mean over users of a per-item value averaged over each top-k list (length min(k, n))."""
 
     _counted = "user"
@@ -286,7 +294,10 @@ class ItemValueMean(CutoffResults, StreamingMean):
         output_transform: Callable = _identity,
         device: Union[str, torch.device] = torch.device("cpu"),
         skip_unrolling: bool = False,
+        *,
+        per_user: bool = False,
     ):
+        self._keep_per_user(per_user)
         self.top_k = list(V.check_top_k(top_k))
         # a copy: later in-place changes to the caller's tensor must not change the results
         self.item_popularity = V.check_item_vector("item_popularity", item_popularity).clone()
@@ -323,7 +334,7 @@ class ItemValueMean(CutoffResults, StreamingMean):
         lengths = listed.cumsum(1).index_select(1, last)
         has_list = listed[:, 0]
         per_user = torch.where(lengths > 0, sums / lengths.clamp(min=1), 0.0)
-        return per_user.t().contiguous().sum(1), has_list.sum(), invalid
+        return self._user_totals(per_user, has_list, invalid)
 
     def _values_on(self, device: torch.device) -> torch.Tensor:
         if device not in self._item_values_by_device:
@@ -389,10 +400,12 @@ class TailPercentage(ItemValueMean):
         output_transform: Callable = _identity,
         device: Union[str, torch.device] = torch.device("cpu"),
         skip_unrolling: bool = False,
+        *,
+        per_user: bool = False,
     ):
         self.tail_ratio = V.check_positive_float("tail_ratio", tail_ratio)
         self.unseen_items_are_tail = V.check_bool("unseen_items_are_tail", unseen_items_are_tail)
-        super().__init__(top_k, item_popularity, output_transform, device, skip_unrolling)
+        super().__init__(top_k, item_popularity, output_transform, device, skip_unrolling, per_user=per_user)
 
     def _values_of_items(self, popularity):
         seen = popularity > 0
@@ -461,9 +474,10 @@ class Novelty(ItemValueMean):
         skip_unrolling: bool = False,
         *,
         unseen_items: str = "rarest_seen",
+        per_user: bool = False,
     ):
         self.unseen_items = V.check_choice("unseen_items", unseen_items, ("error", "rarest_seen"))
-        super().__init__(top_k, item_popularity, output_transform, device, skip_unrolling)
+        super().__init__(top_k, item_popularity, output_transform, device, skip_unrolling, per_user=per_user)
 
     def _values_of_items(self, popularity):
         seen = popularity > 0

@@ -79,6 +79,8 @@ class _IgniteDropIn:
         state["_sum"] = sums.detach().to(device=self._device, dtype=torch.float64, copy=True)
         state["_count"] = torch.tensor(float(count), dtype=torch.float64, device=self._device)
         state["_num_invalid_updates"] = torch.zeros((), dtype=torch.float64, device=self._device)
+        # ignite keeps no sums of squares: confidence_interval() says so instead of guessing
+        state["_sum_squares"] = torch.full((len(self.top_k),), torch.nan, dtype=torch.float64, device=self._device)
         return state
 
 
@@ -129,10 +131,12 @@ class NDCG(_IgniteDropIn, CutoffMetric):
         skip_unrolling: bool = False,
         *,
         ties: str = "stable",
+        per_user: bool = False,
     ):
         self.gain_function = self._gain_function = V.check_gain_function(gain_function, relevance_threshold)
         super().__init__(
-            top_k, ignore_zero_hits, relevance_threshold, output_transform, device, skip_unrolling, ties=ties
+            top_k, ignore_zero_hits, relevance_threshold, output_transform, device, skip_unrolling,
+            ties=ties, per_user=per_user,
         )
 
     _ignite_sums_key = "_sum_ndcg_per_k"
@@ -177,9 +181,11 @@ class HitRate(_IgniteDropIn, CutoffMetric):
         *,
         relevance_threshold: Union[float, None] = None,
         ties: str = "stable",
+        per_user: bool = False,
     ):
         super().__init__(
-            top_k, ignore_zero_hits, relevance_threshold, output_transform, device, skip_unrolling, ties=ties
+            top_k, ignore_zero_hits, relevance_threshold, output_transform, device, skip_unrolling,
+            ties=ties, per_user=per_user,
         )
 
     def _values(self, ranked):
@@ -201,12 +207,14 @@ class _NormalizedCutoffMetric(CutoffMetric):
         *,
         normalization: str = None,
         ties: str = "stable",
+        per_user: bool = False,
     ):
         if normalization is None:
             normalization = self._default_normalization
         self.normalization = V.check_choice("normalization", normalization, self._normalizations)
         super().__init__(
-            top_k, ignore_zero_hits, relevance_threshold, output_transform, device, skip_unrolling, ties=ties
+            top_k, ignore_zero_hits, relevance_threshold, output_transform, device, skip_unrolling,
+            ties=ties, per_user=per_user,
         )
 
 

@@ -72,6 +72,7 @@ class RankingMetrics(BoundaryTies, ScalarResults, MeanOverUsers):
         map_normalization: str = "min_k_relevant",
         recall_normalization: str = "relevant",
         precision_normalization: str = "k",
+        per_user: bool = False,
     ):
         self.top_k = list(V.check_top_k(top_k))
         self.metrics = self._check_metrics(metrics)
@@ -93,7 +94,9 @@ class RankingMetrics(BoundaryTies, ScalarResults, MeanOverUsers):
         self._names = [f"{name}@{k}" for name in self._cutoff_metrics for k in self.top_k]
         if "r_precision" in self.metrics:
             self._names.append("r_precision")
-        super().__init__(ignore_zero_hits, relevance_threshold, output_transform, device, skip_unrolling, ties)
+        super().__init__(
+            ignore_zero_hits, relevance_threshold, output_transform, device, skip_unrolling, ties, per_user=per_user
+        )
 
     @staticmethod
     def _check_metrics(metrics) -> list:
