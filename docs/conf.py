@@ -38,7 +38,7 @@ GROUPS = {
                         "Novelty"],
     "Score-based": ["GAUC", "AUC", "LogLoss", "MAE", "RMSE"],
     "Input forms and diagnostics": ["ItemIds", "RankedItems", "BoundaryTieWarning"],
-    "Statistics": ["PairedTestResult"],
+    "Statistics": ["PairedTestResult", "Report"],
 }
 
 
@@ -58,7 +58,8 @@ def _write_metric_pages(app):
         index += [f"   {name}" for name in names] + [""]
         for name in names:
             members = [m for m in ("update", "compute", "compute_dict", "reset", "error_bound", "tail_items",
-                                   "boundary_tie_share", "confidence_interval", "per_user")
+                                   "boundary_tie_share", "confidence_interval", "per_user",
+                                   "to_markdown", "to_latex", "caption", "marker")
                        if m in dir(getattr(ignite_recsys, name))]
             page = [name, "=" * len(name), "", f".. autoclass:: ignite_recsys.{name}",
                     f"   :members: {', '.join(members)}", ""]

@@ -10,10 +10,10 @@ from .inputs import ItemIds, RankedItems
 from .metrics._base import BoundaryTieWarning
 from .metrics import *  # noqa: F401,F403
 from .metrics import __all__ as _metric_names
-from .stats import PairedTestResult, correct_p_values, paired_test
+from .stats import PairedTestResult, Report, correct_p_values, paired_test
 
 __all__ = list(_metric_names) + [
-    "ItemIds", "RankedItems", "BoundaryTieWarning", "paired_test", "correct_p_values", "PairedTestResult"
+    "ItemIds", "RankedItems", "BoundaryTieWarning", "paired_test", "correct_p_values", "PairedTestResult", "Report"
 ]
 
 __version__ = "0.3.0"

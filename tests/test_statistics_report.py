@@ -1,0 +1,134 @@
+"""Report (models × metrics table with significance markers) against hand-written strings,
+numpy/scipy intervals and scipy paired t-tests with a numpy Holm correction."""
+
+import numpy as np
+import pytest
+import torch
+from scipy import stats as sps
+
+import ignite_recsys as R
+
+
+def _holm(p):
+    p = np.asarray(p, dtype=float)
+    m = len(p)
+    order = np.argsort(p)
+    out, running = np.empty(m), 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (m - rank) * p[i]))
+        out[i] = running
+    return out
+
+
+SUMMARY = {
+    "BPR": {"ndcg@10": (0.3, (0.28, 0.32)), "recall@10": (0.25, (0.2, 0.3))},
+    "Pop_2": {"ndcg@10": (0.2, (0.19, 0.21)), "recall@10": (0.26, (0.25, 0.27))},
+}
+
+
+def test_markdown_of_summaries_exact():
+    report = R.Report(SUMMARY, digits=3)
+    assert report.to_markdown() == (
+        "| Model | ndcg@10 | recall@10 |\n"
+        "|:--|--:|--:|\n"
+        "| BPR | **0.300** ± 0.020 | 0.250 ± 0.050 |\n"
+        "| Pop_2 | 0.200 ± 0.010 | **0.260** ± 0.010 |\n"
+        "\n"
+        "Mean ± half-width of the 95% confidence interval; bold: best per column."
+    )
+
+
+def test_latex_of_summaries_exact_with_lower_is_better():
+    report = R.Report(SUMMARY, digits=2, lower_is_better=["recall@10"])
+    assert report.to_latex(label="tab:res") == (
+        "\\begin{table}\n\\centering\n"
+        "\\caption{Mean $\\pm$ half-width of the 95\\% confidence interval; bold: best per column.}\n"
+        "\\label{tab:res}\n"
+        "\\begin{tabular}{lrr}\n\\toprule\n"
+        "Model & ndcg@10 & recall@10 \\\\\n\\midrule\n"
+        "BPR & \\textbf{0.30} $\\pm$ 0.02 & \\textbf{0.25} $\\pm$ 0.05 \\\\\n"
+        "Pop\\_2 & 0.20 $\\pm$ 0.01 & 0.26 $\\pm$ 0.01 \\\\\n"
+        "\\bottomrule\n\\end{tabular}\n\\end{table}"
+    )
+
+
+def _per_user(seed=3, users=40):
+    rng = np.random.default_rng(seed)
+    base = rng.random((users, 2))
+    return {
+        "base": {"a": base[:, 0], "b": base[:, 1]},
+        "better": {"a": base[:, 0] + 0.1 + 0.05 * rng.standard_normal(users), "b": base[:, 1] + 0.01 * rng.standard_normal(users)},
+        "worse": {"a": base[:, 0] - 0.2 + 0.05 * rng.standard_normal(users), "b": base[:, 1] - 0.003 + 0.2 * rng.standard_normal(users)},
+    }
+
+
+def test_markers_match_scipy_and_holm():
+    values = _per_user()
+    report = R.Report(values, baseline="base")
+    keys = [(m, c) for m in ("better", "worse") for c in ("a", "b")]
+    raw = [sps.ttest_rel(values[m][c], values["base"][c]).pvalue for m, c in keys]
+    holm = _holm(raw)
+    assert sorted(report.tests) == sorted(keys)
+    expected = {}
+    for (m, c), p in zip(keys, holm):
+        assert report.adjusted_p_values[m, c] == pytest.approx(p, rel=1e-9)
+        diff = np.mean(values[m][c] - values["base"][c])
+        expected[m, c] = ("†" if diff > 0 else "‡") if p < 0.05 else ""
+        assert report.marker(m, c) == expected[m, c]
+    assert {mark for mark in expected.values()} == {"†", "‡", ""}  # the case exercises each marker
+    assert report.marker("base", "a") == ""
+    # the rendered cells carry them, and the caption says what they mean
+    text = report.to_markdown()
+    for (m, c), mark in expected.items():
+        row = next(line for line in text.splitlines() if line.startswith(f"| {m} |"))
+        cell = row.split(" | ")[1 + ["a", "b"].index(c)]
+        assert cell.split(" ± ")[0].endswith(mark) if mark else not any(x in cell for x in "†‡")
+    assert "higher/lower than base (paired t-test, Holm-adjusted p < 0.05 over 4 comparisons)" in text
+
+
+def test_interval_cells_match_scipy():
+    values = _per_user()
+    values["base"]["a"][[3, 7]] = np.nan  # users not counted
+    report = R.Report(values)
+    kept = values["base"]["a"][~np.isnan(values["base"]["a"])]
+    low, high = sps.t.interval(0.95, len(kept) - 1, loc=kept.mean(), scale=sps.sem(kept))
+    row = report.to_markdown().splitlines()[2]
+    assert row.startswith(f"| base | {kept.mean():.4f} ± {(high - low) / 2:.4f} |")
+
+
+def test_from_metrics_with_per_user():
+    torch.manual_seed(0)
+    relevance = (torch.rand(60, 30) < 0.2).float()
+    metrics, rows = {}, {}
+    for model, noise in (("A", 0.5), ("B", 3.0)):
+        scores = relevance + noise * torch.randn(60, 30)
+        metrics[model] = {"ndcg@3": R.NDCG([1, 3], per_user=True), "recall@3": R.Recall(3, per_user=True)}
+        ranking = R.RankingMetrics(3, metrics=["ndcg"], per_user=True)
+        for metric in [*metrics[model].values(), ranking]:
+            metric.update((scores, relevance))
+        metrics[model]["ndcg@3 (rm)"] = ranking.per_user()["ndcg@3"]
+        rows[model] = {"ndcg@3": metrics[model]["ndcg@3"].per_user()[:, 1].numpy(),
+                       "recall@3": metrics[model]["recall@3"].per_user()[:, 0].numpy()}
+    report = R.Report(metrics, baseline="B")
+    for column in ("ndcg@3", "recall@3"):
+        a, b = rows["A"][column], rows["B"][column]
+        kept = ~(np.isnan(a) | np.isnan(b))
+        assert report.tests["A", column].p_value == pytest.approx(sps.ttest_rel(a[kept], b[kept]).pvalue, rel=1e-9)
+        assert report.tests["A", column].num_users == kept.sum()
+    assert report.tests["A", "ndcg@3"].p_value == report.tests["A", "ndcg@3 (rm)"].p_value
+    assert "†" in report.to_markdown()
+
+
+def test_bad_arguments():
+    with pytest.raises(ValueError, match="baseline"):
+        R.Report(SUMMARY, baseline="nope")
+    with pytest.raises(TypeError, match="results"):
+        R.Report([])
+    with pytest.raises(ValueError, match="low <= mean <= high"):
+        R.Report({"A": {"x": (0.5, (0.6, 0.7))}})
+    with pytest.raises(ValueError, match="alpha"):
+        R.Report(SUMMARY, alpha=5)
+    with pytest.raises(ValueError, match="lower_is_better"):
+        R.Report(SUMMARY, lower_is_better=["mrr"])
+    with pytest.raises(ValueError, match="k must"):
+        R.Report({"A": {"ndcg": R.NDCG([1, 3], per_user=True)}})
