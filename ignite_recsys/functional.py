@@ -13,10 +13,12 @@ from typing import Sequence
 import torch
 
 from ._ranking import RankedBatch, device_constant
+from ._registry import REGISTRY
 
-MAP_NORMALIZATIONS = ("min_k_relevant", "relevant", "hits")
-RECALL_NORMALIZATIONS = ("relevant", "min_k_relevant")
-PRECISION_NORMALIZATIONS = ("k", "min_k_items")
+# the normalization choices of each metric, from the registry of the ranking metrics
+MAP_NORMALIZATIONS = REGISTRY["map"].normalization.values
+RECALL_NORMALIZATIONS = REGISTRY["recall"].normalization.values
+PRECISION_NORMALIZATIONS = REGISTRY["precision"].normalization.values
 
 
 def _at(per_position: torch.Tensor, top_k: Sequence[int]) -> torch.Tensor:

@@ -2,18 +2,10 @@ import numpy as np
 import pytest
 import torch
 
-import ignite_recsys as R
+from ignite_recsys._registry import REGISTRY
 
-# name -> (class, extra constructor kwargs that select the default convention)
-CUTOFF_CLASSES = {
-    "ndcg": R.NDCG,
-    "hit_rate": R.HitRate,
-    "recall": R.Recall,
-    "precision": R.Precision,
-    "map": R.MAP,
-    "mrr": R.MRR,
-    "f1": R.F1,
-}
+# name -> class of every ranking metric with a cut-off, from the library's registry
+CUTOFF_CLASSES = {name: entry.cls for name, entry in REGISTRY.items() if entry.has_cutoff}
 
 
 def run_metric(metric, batches):

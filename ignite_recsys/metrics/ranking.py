@@ -24,6 +24,7 @@ import torch
 from .. import _validation as V
 from .. import functional as F
 from .._pipeline import hits_within_own_depth
+from .._registry import REGISTRY
 from ._base import CutoffMetric, MeanOverUsers, _identity
 
 
@@ -243,9 +244,9 @@ class Recall(_NormalizedCutoffMetric):
     [0.5]
     """
 
-    _normalizations = F.RECALL_NORMALIZATIONS
-    _default_normalization = "relevant"
-    _counts_relevant = True
+    _normalizations = REGISTRY["recall"].normalization.values
+    _default_normalization = REGISTRY["recall"].normalization.default
+    _counts_relevant = REGISTRY["recall"].counts_relevant
 
     def _values(self, ranked):
         return F.recall(ranked, self.top_k, self.normalization)
@@ -271,8 +272,8 @@ class Precision(_NormalizedCutoffMetric):
     [0.3333, 0.2]
     """
 
-    _normalizations = F.PRECISION_NORMALIZATIONS
-    _default_normalization = "k"
+    _normalizations = REGISTRY["precision"].normalization.values
+    _default_normalization = REGISTRY["precision"].normalization.default
 
     def _values(self, ranked):
         return F.precision(ranked, self.top_k, self.normalization)
@@ -304,8 +305,8 @@ class MAP(_NormalizedCutoffMetric):
     hits [1.0]
     """
 
-    _normalizations = F.MAP_NORMALIZATIONS
-    _default_normalization = "min_k_relevant"
+    _normalizations = REGISTRY["map"].normalization.values
+    _default_normalization = REGISTRY["map"].normalization.default
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -314,7 +315,7 @@ class MAP(_NormalizedCutoffMetric):
                 "MAP: ties='average' is not available with normalization='hits' (the expectation of a "
                 "ratio of random counts); use ties='stable' or another normalization"
             )
-        self._counts_relevant = self.normalization != "hits"
+        self._counts_relevant = REGISTRY["map"].needs_relevant_count(self.normalization)
 
     def _values(self, ranked):
         return F.average_precision(ranked, self.top_k, self.normalization)
@@ -362,7 +363,7 @@ class F1(CutoffMetric):
     [0.4]
     """
 
-    _counts_relevant = True
+    _counts_relevant = REGISTRY["f1"].counts_relevant
 
     def _values(self, ranked):
         return F.f1(ranked, self.top_k)

@@ -9,11 +9,9 @@ import torch
 from .. import _validation as V
 from .. import functional as F
 from .._pipeline import hits_within_own_depth, rank_input
+from .._registry import ALL_METRICS, CUTOFF_METRICS, REGISTRY
 from ._base import BoundaryTies, MeanOverUsers, _identity
 from ._engine import ScalarResults
-
-CUTOFF_METRICS = ("ndcg", "hit_rate", "recall", "precision", "map", "mrr", "f1")
-ALL_METRICS = CUTOFF_METRICS + ("r_precision",)
 
 
 class RankingMetrics(BoundaryTies, ScalarResults, MeanOverUsers):
@@ -22,7 +20,8 @@ class RankingMetrics(BoundaryTies, ScalarResults, MeanOverUsers):
     Each value equals that of the individual class (:class:`NDCG`, :class:`HitRate`,
     :class:`Recall`, :class:`Precision`, :class:`MAP`, :class:`MRR`, :class:`F1`,
     :class:`RPrecision`) with the same arguments. ``compute()`` returns a dict
-    ``{"ndcg@10": float, ...}`` (``"r_precision"`` has no cut-off).
+    ``{"ndcg@10": float, ...}`` (``"r_precision"`` has no cut-off). The names, formulas and
+    normalization choices come from one registry of the ranking metrics, shared with the classes.
 
     Attached to an Engine as ``name``, it writes that dict under ``name`` and each value as its
     own scalar under ``"<name>/ndcg@10"``, ``"<name>/r_precision"``. The attach name is always
@@ -77,20 +76,32 @@ class RankingMetrics(BoundaryTies, ScalarResults, MeanOverUsers):
         self.top_k = list(V.check_top_k(top_k))
         self.metrics = self._check_metrics(metrics)
         self.gain_function = V.check_gain_function(gain_function, relevance_threshold)
-        self.map_normalization = V.check_choice("map_normalization", map_normalization, F.MAP_NORMALIZATIONS)
-        self.recall_normalization = V.check_choice(
-            "recall_normalization", recall_normalization, F.RECALL_NORMALIZATIONS
+        chosen = {
+            "map_normalization": map_normalization,
+            "recall_normalization": recall_normalization,
+            "precision_normalization": precision_normalization,
+        }
+        options = {entry.normalization.argument: entry for entry in REGISTRY.values() if entry.normalization}
+        # {metric name: its normalization}, checked against the registry's choices
+        self._normalization = {}
+        for argument, value in chosen.items():
+            entry = options[argument]
+            value = V.check_choice(argument, value, entry.normalization.values)
+            setattr(self, argument, value)
+            self._normalization[entry.name] = value
+        for name in self.metrics:
+            value = self._normalization.get(name)
+            if ties == "average" and value is not None and not REGISTRY[name].normalization.choice(value).average_ties:
+                raise ValueError(
+                    f"RankingMetrics: ties='average' is not available with "
+                    f"{REGISTRY[name].normalization.argument}={value!r}"
+                )
+        self._cutoff_metrics = [name for name in self.metrics if REGISTRY[name].has_cutoff]
+        # |R| itself (not only |R| > 0) is needed by some; counting it costs a pass on CPU
+        self._counts_relevant = any(
+            REGISTRY[name].needs_relevant_count(self._normalization.get(name)) for name in self._cutoff_metrics
         )
-        self.precision_normalization = V.check_choice(
-            "precision_normalization", precision_normalization, F.PRECISION_NORMALIZATIONS
-        )
-        if ties == "average" and self.map_normalization == "hits" and "map" in self.metrics:
-            raise ValueError("RankingMetrics: ties='average' is not available with map_normalization='hits'")
-        self._cutoff_metrics = [name for name in self.metrics if name != "r_precision"]
-        # |R| itself (not only |R| > 0) is needed by these; counting it costs a pass on CPU
-        self._counts_relevant = bool({"recall", "f1"} & set(self._cutoff_metrics)) or (
-            "map" in self._cutoff_metrics and self.map_normalization != "hits"
-        )
+        self._needs_ideal = any(REGISTRY[name].needs_ideal for name in self._cutoff_metrics)
         self._names = [f"{name}@{k}" for name in self._cutoff_metrics for k in self.top_k]
         if "r_precision" in self.metrics:
             self._names.append("r_precision")
@@ -116,7 +127,6 @@ class RankingMetrics(BoundaryTies, ScalarResults, MeanOverUsers):
         return len(self._names)
 
     def _per_user(self, batch):
-        needs_ndcg = "ndcg" in self._cutoff_metrics
         columns = []
         invalid = None
         has_relevant = None
@@ -126,21 +136,15 @@ class RankingMetrics(BoundaryTies, ScalarResults, MeanOverUsers):
                 depth=self.top_k[-1],
                 relevance_threshold=self.relevance_threshold,
                 ties=self.ties,
-                gain_function=self.gain_function if needs_ndcg else None,
-                ideal=needs_ndcg,
+                gain_function=self.gain_function if self._needs_ideal else None,
+                ideal=self._needs_ideal,
                 count_relevant=self._counts_relevant,
             )
             invalid, has_relevant = ranked.invalid, ranked.has_relevant
-            formulas = {
-                "ndcg": lambda: F.ndcg(ranked, self.top_k),
-                "hit_rate": lambda: F.hit_rate(ranked, self.top_k),
-                "recall": lambda: F.recall(ranked, self.top_k, self.recall_normalization),
-                "precision": lambda: F.precision(ranked, self.top_k, self.precision_normalization),
-                "map": lambda: F.average_precision(ranked, self.top_k, self.map_normalization),
-                "mrr": lambda: F.reciprocal_rank(ranked, self.top_k),
-                "f1": lambda: F.f1(ranked, self.top_k),
-            }
-            columns = [formulas[name]() for name in self._cutoff_metrics]
+            columns = [
+                REGISTRY[name].values(ranked, self.top_k, self._normalization.get(name))
+                for name in self._cutoff_metrics
+            ]
         if "r_precision" in self.metrics:
             hits, num_relevant, r_invalid = hits_within_own_depth(batch, self.relevance_threshold, self.ties)
             columns.append(F._ratio(hits, num_relevant).unsqueeze(1))
