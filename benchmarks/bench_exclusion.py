@@ -17,10 +17,10 @@ ratios to ``torch.topk(scores, 100)`` and to ``stable_topk`` (no exclusion):
 from __future__ import annotations
 
 import argparse
-import statistics
-import time
 
 import torch
+
+from bench_update import median_seconds  # noqa: E402  (same folder)
 
 
 def make_data(batch, items, excluded_per_user=100, seed=0):
@@ -30,17 +30,6 @@ def make_data(batch, items, excluded_per_user=100, seed=0):
     chosen = torch.rand(batch, items, generator=generator).topk(min(excluded_per_user, items), 1).indices
     excluded.scatter_(1, chosen, True)
     return scores, excluded
-
-
-def median_seconds(candidates, rounds):
-    times = {name: [] for name in candidates}
-    for _ in range(rounds):
-        for name, fn in candidates.items():
-            fn()
-            start = time.perf_counter()
-            fn()
-            times[name].append(time.perf_counter() - start)
-    return {name: statistics.median(values) for name, values in times.items()}
 
 
 def main():

@@ -45,6 +45,8 @@ import warnings
 import numpy as np
 import torch
 
+from bench_update import PEAK_HELPERS  # noqa: E402  (same folder)
+
 TOP_K = [1, 5, 10, 20, 50, 100]
 SIX = ["ndcg", "hit_rate", "recall", "precision", "map", "mrr"]
 RELEVANT_PER_USER = 20
@@ -159,19 +161,7 @@ torch.manual_seed(0)
 scores = torch.rand(batch, items)
 ids = BF.relevant_ids(batch, items, seed=1)
 targets = BF.csr_of(ids, items) if form == "csr" else BF.dense_of(ids, items)
-
-def rss(field):
-    with open("/proc/self/status") as handle:
-        return next(int(line.split()[1]) * 1024 for line in handle if line.startswith(field))
-
-def peak_extra(fn):
-    # Linux: writing 5 to clear_refs resets the peak resident set size (VmHWM) to the current RSS
-    with open("/proc/self/clear_refs", "w") as handle:
-        handle.write("5")
-    base = rss("VmRSS:")
-    fn()
-    return rss("VmHWM:") - base
-
+""" + PEAK_HELPERS + r"""
 metric = BF.ranking_metrics()
 metric.update((scores, targets))  # warm-up, as in any epoch
 torch.topk(scores, 100)

@@ -101,15 +101,8 @@ def candidates(scores, labels, items):
     return out
 
 
-MEMORY_PROBE = r"""
-import sys, os, torch
-sys.path.insert(0, os.getcwd())
-import ignite_recsys as R
-batch, items = int(sys.argv[1]), int(sys.argv[2])
-g = torch.Generator().manual_seed(0)
-scores = torch.rand(batch, items, generator=g)
-labels = (torch.rand(batch, items, generator=g) < min(1.0, 20 / items)).float()
-
+# Functions of the memory probes (run in fresh subprocesses; other benchmark scripts reuse them).
+PEAK_HELPERS = r"""
 def rss(field):
     with open("/proc/self/status") as handle:
         return next(int(line.split()[1]) * 1024 for line in handle if line.startswith(field))
@@ -121,7 +114,17 @@ def peak_extra(fn):
     base = rss("VmRSS:")
     fn()
     return rss("VmHWM:") - base
+"""
 
+MEMORY_PROBE = r"""
+import sys, os, torch
+sys.path.insert(0, os.getcwd())
+import ignite_recsys as R
+batch, items = int(sys.argv[1]), int(sys.argv[2])
+g = torch.Generator().manual_seed(0)
+scores = torch.rand(batch, items, generator=g)
+labels = (torch.rand(batch, items, generator=g) < min(1.0, 20 / items)).float()
+""" + PEAK_HELPERS + r"""
 metric = R.RankingMetrics([1, 5, 10, 20, 50, 100])
 metric.update((scores, labels))  # warm-up: thread pool and allocator caches, as in any epoch
 torch.topk(scores, 100)
