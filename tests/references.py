@@ -76,24 +76,15 @@ def user_values(ranking, rel, k, threshold=1.0, gain_kind="exp_rank", map_norm="
 
 
 def metric_means(scores, rel, top_k, *, ties="stable", ignore_zero_hits=True, threshold=1.0, **kw):
-    """Mean over counted users of every metric at every k: {name: [value per k]} and r_precision."""
+    """Mean over counted users of every metric at every k: {name: [value per k]} and r_precision.
+    Every item is a candidate (``candidate_metric_means`` over the full rankings)."""
     scores, rel = np.asarray(scores, np.float64), np.asarray(rel, np.float64)
-    totals, counted = {}, 0
-    for s, y in zip(scores, rel):
-        if ignore_zero_hits and not (y >= threshold).any():
-            continue
-        counted += 1
-        rankings = [stable_ranking(s)] if ties == "stable" else list(all_tie_orderings(s))
-        for k in sorted(top_k):
-            values = [user_values(rk, y, k, threshold, **kw) for rk in rankings]
-            for name in values[0]:
-                totals.setdefault(name, {}).setdefault(k, 0.0)
-                totals[name][k] += float(np.mean([v[name] for v in values]))
-    if counted == 0:
-        return None
-    out = {name: [per_k[k] / counted for k in sorted(top_k)] for name, per_k in totals.items()}
-    out["r_precision"] = out["r_precision"][0]
-    return out
+    rankings = [
+        ([stable_ranking(s)] if ties == "stable" else list(all_tie_orderings(s)))
+        if not ignore_zero_hits or (y >= threshold).any() else None  # users skipped are not ranked
+        for s, y in zip(scores, rel)
+    ]
+    return candidate_metric_means(rankings, rel, top_k, ignore_zero_hits=ignore_zero_hits, threshold=threshold, **kw)
 
 
 # --- Beyond-accuracy and score-based references (pure Python / numpy from the formulas) --------
