@@ -25,6 +25,7 @@ from ._ranking import (
     _last_group_totals,
     _relevance_pass,
     _tie_expectations,
+    _value_group_size,
     binary_ideal_gains,
     boundary_ties,
     full_row_checks,
@@ -71,7 +72,12 @@ def rank_input(
     zero = torch.zeros((), dtype=torch.float64, device=order.device)
     if batch.labels is not None:
         labels = batch.labels.contiguous()
-        num_relevant, has_relevant, lowest_label, _ = _relevance_pass(labels, relevance)
+        # the ideal ranking's first selection step is taken in the same pass over the labels
+        selects = ideal and _ideal_needs_selection(labels, gain_function)
+        label_group = _value_group_size(labels.shape[1], depth) if selects else None
+        num_relevant, has_relevant, lowest_label, label_maxima = _relevance_pass(
+            labels, relevance, strided_group=label_group
+        )
         # ids outside the catalog are refused by a value check; clamped here so that the gather is safe
         safe = order.clamp(min=0, max=labels.shape[1] - 1)
         top_labels = torch.where(listed, labels.gather(1, safe).to(torch.float64), zero)
@@ -97,7 +103,7 @@ def rank_input(
     if ideal:
         if batch.labels is not None:
             ideal_gain = _ideal_gains(
-                batch.labels.contiguous(), num_relevant, depth, relevance, gain_function, None, relevance_threshold
+                batch.labels.contiguous(), num_relevant, depth, relevance, gain_function, label_maxima, relevance_threshold
             )
         elif not _ideal_needs_selection(batch.targets.values, gain_function):
             ideal_gain = binary_ideal_gains(num_relevant, depth, gain_function, relevance_threshold)

@@ -303,3 +303,16 @@ def test_count_true_equals_sum(width):
         mask = torch.from_numpy(rng.random((5, width)) < share)
         assert torch.equal(count_true(mask), mask.sum(1))
         assert torch.equal(count_true(mask[:, ::1].t().contiguous().t()), mask.sum(1))  # non-contiguous rows
+
+
+def test_long_rows_with_an_empty_exclusion_equal_the_dense_path():
+    """Rows long enough for the ideal ranking's strided label groups (taken in the relevance pass
+    on the exclusion path too): an exclusion of nothing changes nothing."""
+    rng = np.random.default_rng(4)
+    scores = torch.from_numpy(rng.standard_normal((6, 30_011)).astype(np.float32))
+    labels = torch.from_numpy(np.where(rng.random((6, 30_011)) < 0.01, rng.integers(1, 5, (6, 30_011)), 0).astype(np.float32))
+    nothing = torch.zeros(6, 30_011, dtype=torch.bool)
+    for make in (lambda: R.NDCG([1, 10, 100]), lambda: R.NDCG([5, 50], gain_function="linear_rank")):
+        dense = run_metric(make(), [(scores, labels)])
+        excluded = run_metric(make(), [(scores, labels, nothing)])
+        np.testing.assert_allclose(excluded, dense, rtol=0, atol=1e-12)
