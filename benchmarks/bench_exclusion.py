@@ -33,8 +33,7 @@ def make_data(batch, items, excluded_per_user=100, seed=0):
 
 
 def main():
-    from ignite_recsys._ranking import stable_topk
-    from ignite_recsys._selection_excluding import stable_topk_excluding
+    from ignite_recsys._core.selection import stable_topk, stable_topk_excluding
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000, 1_000_000])

@@ -1,4 +1,4 @@
-"""Pure per-user metric values from a :class:`~ignite_recsys._ranking.RankedBatch`.
+"""Pure per-user metric values from a :class:`~ignite_recsys._core.ranking.RankedBatch`.
 
 Each function returns a float64 tensor of shape (batch, len(top_k)), column j for cut-off
 ``top_k[j]`` (ascending). A cut-off beyond the number of items reads the whole (shorter) list.
@@ -12,7 +12,8 @@ from typing import Sequence
 
 import torch
 
-from ._ranking import RankedBatch, device_constant
+from ._core.ranking import RankedBatch
+from ._core.tuning import device_constant
 from ._registry import REGISTRY
 
 # the normalization choices of each metric, from the registry of the ranking metrics

@@ -274,9 +274,9 @@ def test_exclude_from_an_engine_dict_output():
 def test_accelerator_code_path_gives_the_same_values(monkeypatch):
     """The variants taken on accelerators (one pass over the batch, plain reductions), forced on
     CPU, give the values of the reference for every form."""
-    import ignite_recsys._ranking as ranking
+    from ignite_recsys._core import tuning
 
-    monkeypatch.setattr(ranking, "_cpu_tuned", lambda device: False)
+    monkeypatch.setattr(tuning, "cpu_tuned", lambda device: False)
     scores, labels, excluded = _data(21, ties=True)
     sets = [set(np.nonzero(row)[0].tolist()) for row in excluded]
     ids = _ranked_ids(scores, 6)
@@ -296,7 +296,7 @@ def test_accelerator_code_path_gives_the_same_values(monkeypatch):
 
 @pytest.mark.parametrize("width", [1, 7, 8, 64, 1001, 4096])
 def test_count_true_equals_sum(width):
-    from ignite_recsys._pipeline import count_true
+    from ignite_recsys._core.ranking import count_true
 
     rng = np.random.default_rng(width)
     for share in (0.0, 0.3, 1.0):

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from ignite_recsys._item_sets import ItemTable
+from ignite_recsys._core.item_sets import ItemTable
 
 
 def _random_sets(rng, users, items, share=0.3):

@@ -15,8 +15,7 @@ import torch
 from sklearn.metrics import roc_auc_score
 
 import ignite_recsys as R
-from ignite_recsys import _ranking
-from ignite_recsys.metrics import score_based
+from ignite_recsys._core import tuning
 
 SCORE_DTYPES = [torch.float16, torch.bfloat16, torch.float32, torch.float64]
 
@@ -193,8 +192,8 @@ def _pointwise_reference(name, p, y):
 @pytest.mark.parametrize("name", ["MAE", "RMSE", "LogLoss"])
 def test_pointwise_chunks_match_reference(monkeypatch, name, layout, accelerator_path):
     if accelerator_path:  # the byte-budget pieces, made small so that there are many
-        monkeypatch.setattr(score_based, "_cpu_tuned", lambda device: False)
-        monkeypatch.setattr(score_based, "_ACCELERATOR_CHUNK", 1000)
+        monkeypatch.setattr(tuning, "cpu_tuned", lambda device: False)
+        monkeypatch.setattr(tuning, "ACCELERATOR_CHUNK", 1000)
     rng = np.random.default_rng(7)
     shape = {"contiguous": (3, 70, 1500), "transposed": (600, 500), "long_strided_rows": (2, 600_000)}[layout]
     p = torch.tensor(rng.random(shape))
@@ -219,8 +218,8 @@ def test_pointwise_chunks_match_reference(monkeypatch, name, layout, accelerator
 @pytest.mark.parametrize("accelerator_path", [False, True])
 def test_auc_chunks_match_sklearn(monkeypatch, accelerator_path):
     if accelerator_path:
-        monkeypatch.setattr(score_based, "_cpu_tuned", lambda device: False)
-        monkeypatch.setattr(score_based, "_ACCELERATOR_CHUNK", 5000)
+        monkeypatch.setattr(tuning, "cpu_tuned", lambda device: False)
+        monkeypatch.setattr(tuning, "ACCELERATOR_CHUNK", 5000)
     rng = np.random.default_rng(3)
     scores = torch.tensor(rng.integers(0, 1000, (500, 1300)) / 1000.0).t()  # float64, not contiguous
     labels = torch.tensor(rng.integers(0, 2, (500, 1300))).t()
@@ -250,10 +249,10 @@ def _r_precision_reference(scores, labels, ties):
 @pytest.mark.parametrize("accelerator_path", [False, True])
 @pytest.mark.parametrize("ties", ["stable", "average"])
 def test_r_precision_and_gauc_row_chunks(monkeypatch, ties, accelerator_path):
-    monkeypatch.setattr(_ranking, "_CHUNK_ELEMENTS", 500)  # several rows per chunk, a partial last one
+    monkeypatch.setattr(tuning, "CHUNK_ELEMENTS", 500)  # several rows per chunk, a partial last one
     if accelerator_path:
-        monkeypatch.setattr(_ranking, "_cpu_tuned", lambda device: False)
-        monkeypatch.setattr(_ranking, "_ACCELERATOR_CHUNK", 200)
+        monkeypatch.setattr(tuning, "cpu_tuned", lambda device: False)
+        monkeypatch.setattr(tuning, "ACCELERATOR_CHUNK", 200)
     rng = np.random.default_rng(11)
     scores = rng.integers(0, 6, (37, 40)).astype(np.float32)
     labels = (rng.random((37, 40)) < 0.3).astype(np.float32)

@@ -8,7 +8,9 @@ import numpy as np
 import pytest
 import torch
 
-from ignite_recsys._ranking import _LONG_ROW_GROUPS, _SHORT_ROW_GROUPS, _top_values, _value_group_size, stable_topk
+from ignite_recsys._core import tuning
+from ignite_recsys._core.selection import stable_topk, top_values, value_group_size
+from ignite_recsys._core.selection.groups import LONG_ROW_GROUPS, SHORT_ROW_GROUPS
 
 # k = 100: below 2000 all items, from 2000 groups of 16, from 20000 groups of 64
 WIDTHS = [1, 5, 799, 800, 1999, 2000, 2001, 6399, 6400, 6463, 19_999, 20_000, 20_033, 70_001]
@@ -30,7 +32,7 @@ def _pattern(rng, name, rows, width):
         x = np.tile(np.arange(width, dtype=np.float32), (rows, 1))
     elif name == "block_edges":  # equal maxima at the edges of groups and sub-groups
         x = np.zeros((rows, width), dtype=np.float32)
-        for size in sorted({*_LONG_ROW_GROUPS, *_SHORT_ROW_GROUPS}):
+        for size in sorted({*LONG_ROW_GROUPS, *SHORT_ROW_GROUPS}):
             x[:, size - 1 :: size] = 1.0
             x[:, size :: size] = 1.0
     elif name == "negative_zero":  # -0.0 == +0.0 is a tie, broken by index
@@ -53,7 +55,7 @@ def test_stable_topk_equals_stable_argsort(rng, width, k):
         np.testing.assert_array_equal(got.numpy(), expected, err_msg=name)
         assert not has_nan.any()
         values = np.sort(x.numpy(), axis=1)[:, ::-1][:, :k]
-        np.testing.assert_array_equal(_top_values(x, min(k, width)).numpy(), values, err_msg=name)
+        np.testing.assert_array_equal(top_values(x, min(k, width)).numpy(), values, err_msg=name)
 
 
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float16, torch.bfloat16])
@@ -70,7 +72,7 @@ def test_top_values_of_integer_labels_are_exact(rng, width):
     labels = torch.from_numpy(rng.integers(0, 5, size=(3, width))) + (1 << 40)
     labels[1, -1] += 7  # the best label in the last, partial block
     expected = np.sort(labels.numpy(), axis=1)[:, ::-1][:, :100]
-    np.testing.assert_array_equal(_top_values(labels, 100).numpy(), expected)
+    np.testing.assert_array_equal(top_values(labels, 100).numpy(), expected)
 
 
 @pytest.mark.parametrize("width", [624, 625, 626, 1_001, 10_007, 70_001])
@@ -79,7 +81,7 @@ def test_top_values_with_whole_strided_groups_among_the_best(rng, width, k):
     """The values-only selection takes the best k strided groups {j, j + s, j + 2s, ...}: a group
     that holds several of the best values, equal maxima in more than k groups, and the best
     value in the items after the last full group must all come out exactly."""
-    group = _value_group_size(width, k) or 1
+    group = value_group_size(width, k) or 1
     stride = width // group
     x = np.round(rng.random((4, width)) * 2).astype(np.float32)  # ties at the k-th value
     x[0, 3 : group * stride : stride] = 5.0  # one whole group among the best
@@ -88,7 +90,7 @@ def test_top_values_with_whole_strided_groups_among_the_best(rng, width, k):
     x[2, group * stride :] = 9.0  # the tail (empty when the groups cover the row)
     x[3] = 1.0  # all equal
     expected = np.sort(x, axis=1)[:, ::-1][:, :k]
-    np.testing.assert_array_equal(_top_values(torch.from_numpy(x), k).numpy(), expected)
+    np.testing.assert_array_equal(top_values(torch.from_numpy(x), k).numpy(), expected)
 
 
 @pytest.mark.parametrize("width", [5, 2001, 6463, 20_000])
@@ -104,7 +106,6 @@ def test_accelerator_variants_give_the_same_results(rng, monkeypatch):
     """CUDA takes one pass over the whole batch and plain reductions instead of the CPU-tuned row
     chunks and max pooling; switched on here on CPU, every ranking metric must be unchanged."""
     import ignite_recsys as R
-    import ignite_recsys._ranking as ranking
 
     top_k = [1, 5, 10, 20]
     batches = []
@@ -123,5 +124,5 @@ def test_accelerator_variants_give_the_same_results(rng, monkeypatch):
         return out
 
     cpu_tuned = results()
-    monkeypatch.setattr(ranking, "_cpu_tuned", lambda device: False)
+    monkeypatch.setattr(tuning, "cpu_tuned", lambda device: False)
     assert results() == cpu_tuned

@@ -10,10 +10,9 @@ import numpy as np
 import pytest
 import torch
 
-from ignite_recsys._ranking import _group_sizes
-import ignite_recsys._ranking as ranking
-from ignite_recsys._ranking import _LONG_ROW_GROUPS, _SHORT_ROW_GROUPS, stable_topk
-from ignite_recsys._selection_excluding import stable_topk_excluding
+from ignite_recsys._core import tuning
+from ignite_recsys._core.selection import stable_topk, stable_topk_excluding
+from ignite_recsys._core.selection.groups import LONG_ROW_GROUPS, SHORT_ROW_GROUPS, group_sizes
 
 
 def reference(scores: np.ndarray, excluded: np.ndarray, k: int) -> np.ndarray:
@@ -58,7 +57,7 @@ def _case(rng, name, rows, width):
         x[:, -1] = -np.inf
     elif name == "group_edges":  # equal scores at the edges of groups and sub-groups
         x = np.zeros((rows, width))
-        for size in sorted({*_LONG_ROW_GROUPS, *_SHORT_ROW_GROUPS}):
+        for size in sorted({*LONG_ROW_GROUPS, *SHORT_ROW_GROUPS}):
             x[:, size - 1 :: size] = 1.0
             x[:, size::size] = 1.0
         ex = np.zeros((rows, width), dtype=bool)
@@ -192,7 +191,7 @@ def test_accelerator_variant_gives_the_same_results(rng, monkeypatch):
         return [stable_topk_excluding(s, 20, e, detect_nan=True) for s, e in cases]
 
     cpu_tuned = results()
-    monkeypatch.setattr(ranking, "_cpu_tuned", lambda device: False)
+    monkeypatch.setattr(tuning, "cpu_tuned", lambda device: False)
     accelerator = results()
     for (got, got_nan), (want, want_nan), (s, e) in zip(accelerator, cpu_tuned, cases):
         assert torch.equal(got, want) and torch.equal(got_nan, want_nan)
@@ -235,7 +234,7 @@ def test_few_listed_exclusions_fix_the_plain_group_maxima(rng, width, k):
     ex[3, : 64 * (k + 1) if width > 100_000 else 64] = True  # more empty groups than k
     scores = torch.from_numpy(x)
     users, items = np.nonzero(ex)
-    sizes = _group_sizes(width, k)
+    sizes = group_sizes(width, k)
     assert sizes is None or len(users) * sizes[0] <= x.size  # the fix-up path is taken
     expected = reference(x.astype(np.float64), ex, k)
     entries = (torch.from_numpy(users).long(), torch.from_numpy(items).long())

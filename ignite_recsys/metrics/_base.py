@@ -25,9 +25,8 @@ from ignite.exceptions import NotComputableError
 from ignite.metrics.metric import Metric, reinit__is_reduced
 
 from .. import _validation as V
-from .._adapters import RankingInput, parse_ranking_input
-from .._pipeline import rank_input
-from .._ranking import RankedBatch
+from .._core.adapters import RankingInput, parse_ranking_input
+from .._core.ranking import RankedBatch, rank_input
 from ._engine import CutoffResults, OptionalOutputKeys
 
 
@@ -343,7 +342,7 @@ def _gathered_rows(rows: torch.Tensor) -> torch.Tensor:
 class MeanOverUsers(UserStatistics, StreamingMean):
     """The mean over counted users of per-user values. A user is counted if it has a relevant
     item or if ``ignore_zero_hits`` is False. An item is relevant when ``y >= relevance_threshold``
-    compared in y's dtype (as torch compares; see :class:`~ignite_recsys._ranking.Relevance`),
+    compared in y's dtype (as torch compares; see :class:`~ignite_recsys._core.relevance.Relevance`),
     or when ``y > 0`` if ``relevance_threshold`` is None."""
 
     def __init__(

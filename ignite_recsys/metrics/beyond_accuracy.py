@@ -35,9 +35,10 @@ from ignite.exceptions import NotComputableError
 from ignite.metrics.metric import reinit__is_reduced
 
 from .. import _validation as V
-from .._adapters import RankingInput, check_id_range, parse_ranking_input
-from .._pipeline import ranked_candidates
-from .._ranking import device_constant, stable_topk
+from .._core.adapters import RankingInput, check_id_range, parse_ranking_input
+from .._core.ranking import ranked_candidates
+from .._core.selection import stable_topk
+from .._core.tuning import device_constant
 from ._base import (
     CutoffResults,
     StatefulMetric,

@@ -23,7 +23,7 @@ import torch
 
 from .. import _validation as V
 from .. import functional as F
-from .._pipeline import hits_within_own_depth
+from .._core.ranking import hits_within_own_depth
 from .._registry import REGISTRY
 from ._base import CutoffMetric, MeanOverUsers, _identity
 

@@ -8,7 +8,7 @@ import torch
 
 from .. import _validation as V
 from .. import functional as F
-from .._pipeline import hits_within_own_depth, rank_input
+from .._core.ranking import hits_within_own_depth, rank_input
 from .._registry import ALL_METRICS, CUTOFF_METRICS, REGISTRY
 from ._base import BoundaryTies, MeanOverUsers, _identity
 from ._engine import ScalarResults

@@ -22,7 +22,10 @@ from ignite.exceptions import NotComputableError
 from ignite.metrics.metric import reinit__is_reduced
 
 from .. import _validation as V
-from .._ranking import _ACCELERATOR_CHUNK, _CHUNK_ELEMENTS, Relevance, _cpu_tuned, _ordered_int32, per_user_auc
+from .._core import tuning
+from .._core.full_rows import per_user_auc
+from .._core.relevance import Relevance
+from .._core.selection import ordered_int32
 from ._base import OptionalOutputKeys, StatefulMetric, StreamingMean, _identity, raise_for_invalid_updates, screen
 
 GAUC_WEIGHTINGS = ("positives", "uniform")
@@ -30,16 +33,16 @@ GAUC_WEIGHTINGS = ("positives", "uniform")
 
 def _entry_chunks(tensors: tuple, bytes_per_entry: int):
     """Aligned 1-D pieces of ``tensors`` (one shape; None entries stay None), together covering
-    every entry once in the same order. CPU: cache-sized pieces of ``_CHUNK_ELEMENTS`` entries.
+    every entry once in the same order. CPU: cache-sized pieces of ``tuning.CHUNK_ELEMENTS`` entries.
     Accelerators: pieces whose temporaries (``bytes_per_entry`` per entry) total at most one
-    float32 copy of the input, and at least ``_ACCELERATOR_CHUNK`` entries. Contiguous inputs are
+    float32 copy of the input, and at least ``tuning.ACCELERATOR_CHUNK`` entries. Contiguous inputs are
     cut into views; others a block of leading-dimension slices at a time (each copied whole, at
     most one piece)."""
     first = tensors[0]
-    if _cpu_tuned(first.device):
-        size = _CHUNK_ELEMENTS
+    if tuning.cpu_tuned(first.device):
+        size = tuning.CHUNK_ELEMENTS
     else:
-        size = max(_ACCELERATOR_CHUNK, first.numel() * 4 // bytes_per_entry)
+        size = max(tuning.ACCELERATOR_CHUNK, first.numel() * 4 // bytes_per_entry)
     yield from _pieces(tensors, size)
 
 
@@ -195,7 +198,7 @@ class AUC(OptionalOutputKeys, StatefulMetric):
         """int64 bucket in [0, 2**resolution_bits) of each score: the top bits of the
         order-preserving pattern of the score rounded to float32 (rounding keeps the order)."""
         shift = 32 - self.resolution_bits
-        return (_ordered_int32(scores) >> shift).to(torch.int64).add_(1 << (self.resolution_bits - 1))
+        return (ordered_int32(scores) >> shift).to(torch.int64).add_(1 << (self.resolution_bits - 1))
 
     def _add_entries(self, scores, targets, observed, bad, relevance) -> None:
         """Adds 1-D pieces of a batch to the state (float64 scores: the lowest and highest score of

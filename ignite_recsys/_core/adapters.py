@@ -21,9 +21,9 @@ from typing import Any, Optional
 
 import torch
 
-from . import _validation as V
-from ._item_sets import ItemTable
-from .inputs import ItemIds, RankedItems
+from .. import _validation as V
+from ..inputs import ItemIds, RankedItems
+from .item_sets import ItemTable
 
 
 @dataclass

@@ -1,42 +1,62 @@
-"""The ranking step for every input form: a :class:`~ignite_recsys._adapters.RankingInput` becomes
-one :class:`~ignite_recsys._ranking.RankedBatch`.
+"""The one shared ranking step: any :class:`~ignite_recsys._core.adapters.RankingInput` becomes one
+:class:`RankedBatch`, the per-position quantities of each user's top ``depth`` candidates
+(relevance indicator, gain, and what MAP / MRR / HitRate need) plus the per-user relevant count
+and the ideal gains. Every ranking metric reduces from it (per-user formulas in
+:mod:`ignite_recsys.functional`, reductions in :mod:`ignite_recsys.metrics._base`).
 
 Only candidates are ranked: with ``exclude`` an excluded item takes no position, and positions
 past a user's candidates are empty (no hit, no gain; Precision still divides by k). The relevant
 count |R| and the ideal ranking count every relevant item, excluded or not (RecBole's behaviour
 with history masking), so ``RankedItems(ids)`` scores exactly as its list would with every other
-item excluded. The plain dense ``(scores, labels)`` form goes straight to :func:`rank`.
+item excluded. Selection goes through :mod:`.selection`, ties through :mod:`.ties`, labels
+through :mod:`.relevance`.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Optional
 
 import torch
 
-from ._adapters import RankingInput
-from ._ranking import (
+from .._validation import GainFunction
+from .adapters import RankingInput
+from .full_rows import hits_at_own_depth
+from .relevance import (
     Relevance,
-    RankedBatch,
-    _gain_flags,
-    _ideal_gains,
-    _ideal_needs_selection,
-    _invalid_flags,
-    _last_group_totals,
-    _relevance_pass,
-    _tie_expectations,
-    _value_group_size,
     binary_ideal_gains,
-    boundary_ties,
     full_row_checks,
+    gain_flags,
     gains,
-    hits_at_own_depth,
-    rank,
-    stable_positions,
-    stable_topk,
+    ideal_gains,
+    ideal_needs_selection,
+    invalid_flags,
+    relevance_pass,
 )
-from ._selection_excluding import stable_topk_excluding
-from ._validation import GainFunction
+from .selection import stable_topk, stable_topk_excluding, value_group_size
+from .ties import boundary_ties, last_group_totals, stable_positions, tie_expectations
+
+
+@dataclass
+class RankedBatch:
+    """What every ranking metric needs of one batch. Tensors are float64, shape (batch, depth)
+    unless noted; under ``ties="average"`` each is the expectation over tie orderings."""
+
+    num_items: int
+    depth: int
+    hit: torch.Tensor  # 1 if the item at position i is relevant
+    hit_times_hits_so_far: torch.Tensor  # hit_i * (number of hits in positions 1..i)
+    first_hit: torch.Tensor  # 1 if position i holds the first relevant item
+    num_relevant: Optional[torch.Tensor]  # (batch,) |R| = the number of relevant items, if asked
+    has_relevant: torch.Tensor  # (batch,) bool, |R| > 0
+    gain: Optional[torch.Tensor]  # gain of the item at position i (0 if not relevant)
+    ideal_gain: Optional[torch.Tensor]  # gains of the ideal ranking, descending
+    invalid: dict  # message -> 0-d bool tensor, True when the batch holds an invalid value
+    num_candidates: Optional[torch.Tensor] = None  # (batch,) float64 when items were excluded or listed
+    # (batch, depth) float64: 1 where the candidates at positions i and i + 1 have equal scores, so
+    # that a cut-off at i splits a group of tied scores (None when there are no scores)
+    boundary_tie: Optional[torch.Tensor] = None
+
 
 _NAN_SCORES = "y_pred contains NaN scores (+inf and -inf are allowed)"
 
@@ -53,7 +73,7 @@ def rank_input(
 ) -> RankedBatch:
     """The shared ranking step for any input form (see the module docstring)."""
     if batch.is_dense:
-        ranked = rank(
+        ranked = _rank_dense(
             batch.scores, batch.labels, depth=depth, relevance_threshold=relevance_threshold, ties=ties,
             gain_function=gain_function, ideal=ideal, count_relevant=count_relevant,
         )
@@ -73,9 +93,9 @@ def rank_input(
     if batch.labels is not None:
         labels = batch.labels.contiguous()
         # the ideal ranking's first selection step is taken in the same pass over the labels
-        selects = ideal and _ideal_needs_selection(labels, gain_function)
-        label_group = _value_group_size(labels.shape[1], depth) if selects else None
-        num_relevant, has_relevant, lowest_label, label_maxima = _relevance_pass(
+        selects = ideal and ideal_needs_selection(labels, gain_function)
+        label_group = value_group_size(labels.shape[1], depth) if selects else None
+        num_relevant, has_relevant, lowest_label, label_maxima = relevance_pass(
             labels, relevance, strided_group=label_group
         )
         # ids outside the catalog are refused by a value check; clamped here so that the gather is safe
@@ -97,27 +117,83 @@ def rank_input(
         nan = torch.full((), float("nan"), dtype=batch.scores.dtype, device=order.device)
         top_scores = torch.where(listed, batch.scores.gather(1, order.clamp(min=0)), nan)
         last_group = _candidate_group_totals(batch, top_scores[:, -1:], relevance, gain_function, relevance_threshold)
-        hit, gain, hit_times_hits_so_far, first_hit = _tie_expectations(top_scores, top_relevant, top_gain, last_group)
+        hit, gain, hit_times_hits_so_far, first_hit = tie_expectations(top_scores, top_relevant, top_gain, last_group)
 
     ideal_gain = None
     if ideal:
         if batch.labels is not None:
-            ideal_gain = _ideal_gains(
+            ideal_gain = ideal_gains(
                 batch.labels.contiguous(), num_relevant, depth, relevance, gain_function, label_maxima, relevance_threshold
             )
-        elif not _ideal_needs_selection(batch.targets.values, gain_function):
+        elif not ideal_needs_selection(batch.targets.values, gain_function):
             ideal_gain = binary_ideal_gains(num_relevant, depth, gain_function, relevance_threshold)
         else:
             best = batch.targets.top_values(depth)
             ideal_gain = gains(best, relevance.indicator(best), gain_function, relevance_threshold)
 
-    invalid.update(_invalid_flags(invalid.pop(_NAN_SCORES, torch.zeros((), dtype=torch.bool, device=order.device)),
+    invalid.update(invalid_flags(invalid.pop(_NAN_SCORES, torch.zeros((), dtype=torch.bool, device=order.device)),
                                   lowest_label))
     if gain_function is not None:
-        invalid.update(_gain_flags(gain_function, gain, ideal_gain))
+        invalid.update(gain_flags(gain_function, gain, ideal_gain))
     return RankedBatch(
         batch.num_items or 0, depth, hit, hit_times_hits_so_far, first_hit, num_relevant, has_relevant, gain,
         ideal_gain, invalid, num_candidates, tie,
+    )
+
+
+
+def _rank_dense(
+    y_pred: torch.Tensor,
+    y: torch.Tensor,
+    *,
+    depth: int,
+    relevance_threshold: Optional[float],
+    ties: str = "stable",
+    gain_function: Optional[GainFunction] = None,
+    ideal: bool = False,
+    count_relevant: bool = True,
+) -> RankedBatch:
+    """``rank_input`` for dense ``(scores, labels)``, every item a candidate: one selection over
+    the scores and one pass over the labels."""
+    num_items = y_pred.shape[1]
+    depth = min(depth, num_items)
+    scores, labels = y_pred.contiguous(), y.contiguous()
+    relevance = Relevance.of(relevance_threshold, labels.dtype)
+
+    # one position more than the cut-offs need: whether a cut-off splits tied scores
+    order, score_is_nan = stable_topk(scores, min(depth + 1, num_items), detect_nan=True)
+    tie = boundary_ties(scores, order, depth)
+    order = order[:, :depth]
+    selects_labels = ideal and ideal_needs_selection(labels, gain_function)
+    label_group = value_group_size(num_items, depth) if selects_labels else None
+    num_relevant, has_relevant, lowest_label, label_maxima = relevance_pass(
+        labels,
+        relevance,
+        count=count_relevant or (ideal and not selects_labels),  # the binary ideal counts
+        strided_group=label_group,
+    )
+    top_labels = labels.gather(1, order).to(torch.float64)
+    top_relevant = relevance.indicator(top_labels)
+    top_gain = None if gain_function is None else gains(top_labels, top_relevant, gain_function, relevance_threshold)
+
+    if ties == "stable":
+        hit, gain, hit_times_hits_so_far, first_hit = stable_positions(top_relevant, top_gain)
+    else:
+        top_scores = scores.gather(1, order)
+        last_group = last_group_totals(scores, labels, top_scores[:, -1:], relevance, gain_function, relevance_threshold)
+        hit, gain, hit_times_hits_so_far, first_hit = tie_expectations(top_scores, top_relevant, top_gain, last_group)
+
+    ideal_gain = None
+    if ideal:
+        ideal_gain = ideal_gains(labels, num_relevant, depth, relevance, gain_function, label_maxima,
+                                  relevance_threshold)
+
+    invalid = invalid_flags(score_is_nan.any(), lowest_label)
+    if gain_function is not None:
+        invalid.update(gain_flags(gain_function, gain, ideal_gain))
+    return RankedBatch(
+        num_items, depth, hit, hit_times_hits_so_far, first_hit, num_relevant, has_relevant, gain, ideal_gain, invalid,
+        boundary_tie=tie,
     )
 
 
@@ -173,7 +249,7 @@ def _candidate_group_totals(batch: RankingInput, boundary, relevance, gain_funct
         labels = batch.labels
         if excluded is not None:  # an excluded item joins no tie group: give it a score never tied
             scores = torch.where(excluded, torch.full((), float("nan"), dtype=scores.dtype, device=scores.device), scores)
-        return _last_group_totals(scores, labels, boundary, relevance, gain_function, threshold)
+        return last_group_totals(scores, labels, boundary, relevance, gain_function, threshold)
     candidate = torch.ones_like(scores, dtype=torch.bool) if excluded is None else ~excluded
     count = ((scores == boundary) & candidate).sum(1, dtype=torch.float64)
     table = batch.targets

@@ -8,7 +8,7 @@ position. A candidate may score ``-inf``: it ranks after every finite-scored can
 replacing excluded scores by ``-inf`` would be wrong (an excluded item would tie with, and by
 index precede, a ``-inf`` candidate).
 
-Selection follows ``stable_topk`` (see ``_ranking``): groups of g consecutive items, the best k
+Selection follows ``stable_topk`` (see :mod:`.groups`): groups of g consecutive items, the best k
 groups, then the best k sub-groups of s items inside them, then the exact top k among their items
 and the items after the last full group. Exclusion enters every stage through keys that rank
 excluded items below every candidate:
@@ -46,8 +46,8 @@ from typing import Optional
 
 import torch
 
-from . import _ranking
-from ._ranking import _LOW_MASK, _group_sizes, _ordered_int32, _row_chunks, _rows_of_groups, _runs
+from .. import tuning
+from .groups import LOW_MASK, group_maxima, group_sizes, ordered_int32, rows_of_groups, runs
 
 _INT32_MIN = -(1 << 31)
 _INT64_MIN = -(1 << 63)
@@ -90,7 +90,7 @@ def _candidates(x: torch.Tensor, mask: torch.Tensor, k: int, detect_nan: bool, e
     """Items of each row that include its first k candidates: (values, item indices or None when
     they are the whole row, their excluded flags, NaN-among-candidates flags or None)."""
     num_rows, num_cols = x.shape
-    sizes = _group_sizes(num_cols, k)
+    sizes = group_sizes(num_cols, k)
     if sizes is None:
         return x, None, mask, (_holds_candidate_nan(x, mask) if detect_nan else None)
     group, sub_group = sizes
@@ -101,13 +101,13 @@ def _candidates(x: torch.Tensor, mask: torch.Tensor, k: int, detect_nan: bool, e
         maxima, empty = _masked_group_maxima(x, mask, group)
     best = _best_positions(_group_keys(maxima, empty), None, k)
     subs_per_group = group // sub_group
-    sub_ids = _runs(best, subs_per_group)
+    sub_ids = runs(best, subs_per_group)
     sub_maxima, sub_empty = _masked_sub_group_maxima(x, mask, best, group, sub_group)
     best_sub = _best_positions(_group_keys(sub_maxima, sub_empty), sub_ids * sub_group, k)
     chosen = sub_ids.gather(1, best_sub)
-    values = _rows_of_groups(x, chosen, sub_group).flatten(1)
-    value_excluded = _rows_of_groups(mask, chosen, sub_group).flatten(1)
-    items = _runs(chosen, sub_group)
+    values = rows_of_groups(x, chosen, sub_group).flatten(1)
+    value_excluded = rows_of_groups(mask, chosen, sub_group).flatten(1)
+    items = runs(chosen, sub_group)
     has_nan = maxima.amax(1).isnan() if detect_nan else None  # masked maxima: NaN iff a candidate is
     tail_start = (num_cols // group) * group
     if tail_start < num_cols:
@@ -134,7 +134,7 @@ def _masked_group_maxima(x: torch.Tensor, mask: torch.Tensor, size: int):
         if buffer is None:
             buffer = torch.empty(chunk.shape, dtype=x.dtype, device=x.device)
         masked = torch.where(chunk_mask, lowest, chunk, out=buffer[: chunk.shape[0]])
-        maxima[rows] = _ranking._group_maxima(masked, size)
+        maxima[rows] = group_maxima(masked, size)
         empty[rows] = _all_set(chunk_mask, size)
     return maxima, empty
 
@@ -146,7 +146,7 @@ def _group_maxima_at_entries(x: torch.Tensor, mask: torch.Tensor, size: int, use
     last full group or rows are clamped into range: recomputing any group is harmless."""
     num_rows, num_cols = x.shape
     num_full = num_cols // size
-    maxima = _ranking._group_maxima(x, size)
+    maxima = group_maxima(x, size)
     empty = torch.zeros(maxima.shape, dtype=torch.bool, device=x.device)
     rows = users.clamp(min=0, max=num_rows - 1)
     groups = torch.div(items, size, rounding_mode="floor").clamp(min=0, max=num_full - 1)
@@ -167,10 +167,10 @@ def _masked_sub_group_maxima(x, mask, groups, size, sub_size):
     maxima = torch.empty(num_rows, per_row, dtype=x.dtype, device=x.device)
     empty = torch.empty(num_rows, per_row, dtype=torch.bool, device=x.device)
     lowest = torch.full((), float("-inf"), dtype=x.dtype, device=x.device)
-    for rows in _row_chunks(num_rows, k * size, x.device):
-        values = _rows_of_groups(x[rows], groups[rows], size).flatten(1)
-        flags = _rows_of_groups(mask[rows], groups[rows], size).flatten(1)
-        maxima[rows] = _ranking._group_maxima(torch.where(flags, lowest, values), sub_size)
+    for rows in tuning.row_chunks(num_rows, k * size, x.device):
+        values = rows_of_groups(x[rows], groups[rows], size).flatten(1)
+        flags = rows_of_groups(mask[rows], groups[rows], size).flatten(1)
+        maxima[rows] = group_maxima(torch.where(flags, lowest, values), sub_size)
         empty[rows] = _all_set(flags, sub_size)
     return maxima, empty
 
@@ -178,8 +178,8 @@ def _masked_sub_group_maxima(x, mask, groups, size, sub_size):
 def _pass_rows(num_rows: int, num_cols: int, x: torch.Tensor):
     """Row slices of the masked pass: cache-sized chunks on CPU; on accelerators as few as keep
     the masked copy within one (batch, num_items) float32."""
-    if _ranking._cpu_tuned(x.device):
-        yield from _row_chunks(num_rows, num_cols, x.device)
+    if tuning.cpu_tuned(x.device):
+        yield from tuning.row_chunks(num_rows, num_cols, x.device)
         return
     step = max(1, num_rows * 4 // x.element_size())
     for start in range(0, num_rows, step):
@@ -215,9 +215,9 @@ def _group_keys(maxima: torch.Tensor, empty: torch.Tensor) -> torch.Tensor:
 
 def _ordered_int(values: torch.Tensor) -> torch.Tensor:
     """Integers whose signed order is the float order of ``values`` (-0.0 and +0.0 equal): int32
-    of 16/32-bit floats (``_ordered_int32``), int64 of float64 (exact, no rounding to float32)."""
+    of 16/32-bit floats (``ordered_int32``), int64 of float64 (exact, no rounding to float32)."""
     if values.dtype != torch.float64:
-        return _ordered_int32(values)
+        return ordered_int32(values)
     bits = (values + 0.0).view(torch.int64)
     return (bits >> 63).bitwise_and_((1 << 63) - 1).bitwise_xor_(bits)
 
@@ -227,7 +227,7 @@ def _exact_topk(values, value_excluded, items, k):
     index ascending), then excluded entries (which come out as -1)."""
     lowest = _INT64_MIN if values.dtype == torch.float64 else _INT32_MIN
     out = torch.empty(values.shape[0], k, dtype=torch.int64, device=values.device)
-    for rows in _row_chunks(values.shape[0], 2 * values.shape[1], values.device):
+    for rows in tuning.row_chunks(values.shape[0], 2 * values.shape[1], values.device):
         keys = _ordered_int(values[rows]).masked_fill_(value_excluded[rows], lowest)
         out[rows] = _best_positions(keys, None if items is None else items[rows], k, sorted=True)
     return out
@@ -245,8 +245,8 @@ def _best_positions(keys: torch.Tensor, items: Optional[torch.Tensor], k: int, s
         by_key = torch.sort(keys.gather(1, by_item), dim=1, descending=True, stable=True).indices
         return by_item.gather(1, by_key[:, :k])
     if items is None:
-        low_bits = torch.arange(_LOW_MASK, _LOW_MASK - keys.shape[1], -1, device=keys.device)
+        low_bits = torch.arange(LOW_MASK, LOW_MASK - keys.shape[1], -1, device=keys.device)
     else:
-        low_bits = torch.rsub(items, _LOW_MASK)
+        low_bits = torch.rsub(items, LOW_MASK)
     packed = keys.to(torch.int64).bitwise_left_shift_(32).add_(low_bits)
     return packed.topk(k, 1, sorted=sorted).indices

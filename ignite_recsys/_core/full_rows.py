@@ -1,0 +1,79 @@
+"""Per-user quantities that need every item ranked, not only the top k: R-Precision's hits
+within the first |R| items and the per-user ROC AUC. Each sorts its rows, a chunk of rows at a
+time within one (batch, num_items) float32 of temporaries, without host synchronisation."""
+
+from __future__ import annotations
+
+import torch
+
+from . import tuning
+from .relevance import Relevance, indicator, invalid_flags, relevance_pass
+from .ties import last_group_totals
+
+
+def hits_at_own_depth(y_pred: torch.Tensor, y: torch.Tensor, relevance_threshold: float, ties: str):
+    """For R-Precision: (hits among the top |R| items, |R|) per user, both float64 (batch,).
+
+    |R| differs per user and is unbounded by any cut-off, so this sorts the full rows
+    (O(num_items log num_items)), a chunk of rows at a time (the sort's values and int64 indices
+    stay within one (batch, num_items) float32); no host synchronisation."""
+    num_rows, num_cols = y_pred.shape
+    relevance = Relevance.of(relevance_threshold, y.dtype)
+    num_relevant, _, _, _ = relevance_pass(y, relevance)
+    hits = torch.empty_like(num_relevant)
+    for rows in tuning.budget_row_chunks(num_rows, num_cols, 8 * num_cols, 64, y_pred.device):
+        scores, labels, relevant_count = y_pred[rows].contiguous(), y[rows], num_relevant[rows]
+        sorted_scores, order = torch.sort(scores, dim=1, descending=True, stable=True)
+        cut = (relevant_count.to(torch.int64) - 1).clamp(min=0).unsqueeze(1)
+        relevant_in_order = relevance.indicator(labels.gather(1, order))
+        del order
+        row_hits = relevant_in_order.cumsum_(1).gather(1, cut).squeeze(1)
+        if ties == "average":
+            boundary = sorted_scores.gather(1, cut)
+            del sorted_scores
+            above = indicator(torch.gt, scores, boundary)
+            ahead = above.sum(1)
+            count, relevant, _ = last_group_totals(scores, labels, boundary, relevance, None)
+            relevant_ahead = above.mul_(relevance.mask(labels)).sum(1)
+            row_hits = relevant_ahead + (relevant_count - ahead) * relevant / count
+        hits[rows] = row_hits
+    return torch.where(num_relevant > 0, hits, torch.zeros_like(hits)), num_relevant
+
+
+def per_user_auc(y_pred: torch.Tensor, y: torch.Tensor, relevance_threshold: float):
+    """Per-user ROC AUC over the full row with tie-averaged ranks (ties count one half), as
+    RecBole's ``GAUC`` and scikit-learn's ``roc_auc_score``. Items scored -inf are not candidates
+    (RecBole's convention for masked items). Returns float64 (batch,) tensors: AUC (0 where
+    undefined), number of positive candidates, whether the user has both classes, and the value
+    checks of ``rank`` (taken in the same pass).
+
+    AUC(u) = (sum of the ascending ranks of the positives - P (P + 1) / 2) / (P Q); each row is
+    sorted once (O(num_items log num_items)), a chunk of rows at a time (see
+    ``tuning.budget_row_chunks``); no host synchronisation."""
+    num_rows, num_cols = y_pred.shape
+    rank_sum = torch.empty(num_rows, dtype=torch.float64, device=y_pred.device)
+    positives = torch.empty_like(rank_sum)
+    candidates = torch.empty_like(rank_sum)
+    has_nan = torch.empty(num_rows, dtype=torch.bool, device=y_pred.device)
+    lowest = torch.zeros(num_rows, dtype=torch.float64, device=y.device)
+    relevance = Relevance.of(relevance_threshold, y.dtype)
+    for rows in tuning.budget_row_chunks(num_rows, num_cols, 8 * num_cols, 64, y_pred.device):
+        scores = y_pred[rows].contiguous()
+        ascending, order = torch.sort(scores, dim=1)
+        has_nan[rows] = ascending[:, -1].isnan()  # NaN sorts last
+        if y.dtype != torch.bool:
+            lowest[rows] = y[rows].amin(1).to(torch.float64)
+        first = torch.searchsorted(ascending, ascending, right=False)
+        after_last = torch.searchsorted(ascending, ascending, right=True)
+        masked = (scores == float("-inf")).sum(1, dtype=torch.float64)
+        # 1-based rank among candidates, averaged over the tie group
+        average_rank = (first + after_last + 1).to(torch.float64) / 2 - masked.unsqueeze(1)
+        is_positive = relevance.mask(y[rows].gather(1, order)) & (ascending > float("-inf"))
+        rank_sum[rows] = torch.where(is_positive, average_rank, 0.0).sum(1)
+        positives[rows] = is_positive.sum(1, dtype=torch.float64)
+        candidates[rows] = num_cols - masked
+    negatives = candidates - positives
+    defined = (positives > 0) & (negatives > 0)
+    auc = (rank_sum - positives * (positives + 1) / 2) / (positives * negatives).clamp(min=1)
+    invalid = invalid_flags(has_nan.any(), lowest.amin())
+    return torch.where(defined, auc, torch.zeros_like(auc)), positives, defined, invalid

@@ -1,0 +1,163 @@
+"""Labels: which are relevant, their gains, the ideal ranking's gains and the value checks.
+
+Every comparison of a label with the relevance threshold, on every path, goes through
+:class:`Relevance`; every gain through :func:`gains`."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable, Optional, Union
+
+import torch
+
+from .._validation import GainFunction, check_gain_output
+from . import tuning
+from .selection import holds_nan, strided_groups, top_values
+
+
+@dataclass(frozen=True)
+class Relevance:
+    """Which labels are relevant: ``y >= threshold`` compared in the labels' own dtype (the
+    threshold rounded to it, exactly what ``y >= threshold`` does in torch, so a float32 label
+    0.7 meets the threshold 0.7), or ``y > 0`` when the threshold is None. Every comparison of a
+    label with the threshold, in every metric and on every path, goes through one of these."""
+
+    compare: Callable  # torch.ge or torch.gt
+    value: Union[int, float]  # exactly representable in the labels' dtype
+
+    @classmethod
+    def of(cls, threshold: Optional[float], dtype: torch.dtype) -> "Relevance":
+        if threshold is None:
+            return cls(torch.gt, 0)
+        if dtype == torch.bool:
+            return cls(torch.ge, 1 if threshold <= 1 else 2)  # True is 1
+        if not dtype.is_floating_point:
+            lowest_relevant = math.ceil(threshold)  # an integer label is >= t iff it is >= ceil(t)
+            largest = torch.iinfo(dtype).max
+            # a Python int outside the dtype's range would wrap around in torch's comparison
+            return cls(torch.ge, lowest_relevant) if lowest_relevant <= largest else cls(torch.gt, largest)
+        return cls(torch.ge, float(torch.tensor(threshold, dtype=dtype)))
+
+    def mask(self, labels: torch.Tensor) -> torch.Tensor:
+        """bool, True where the label is relevant."""
+        return self.compare(labels, self.value)
+
+    def indicator(self, labels: torch.Tensor) -> torch.Tensor:
+        """float64 0/1, 1 where the label is relevant (see ``indicator``)."""
+        return indicator(self.compare, labels, self.value)
+
+
+def indicator(compare, x: torch.Tensor, value) -> torch.Tensor:
+    """``compare(x, value)`` as float64 0/1. Written straight into a float tensor: on CPU, bool
+    results and selects over them cost several times a float operation."""
+    return compare(x, value, out=torch.empty(x.shape, dtype=torch.float64, device=x.device))
+
+
+def relevance_pass(labels: torch.Tensor, relevance: Relevance, count: bool = True, strided_group: Optional[int] = None):
+    """One pass over y, each row chunk read once from memory while it is in cache. Returns:
+    the per-user relevant count |R| (float64; None unless ``count``), whether each user has a
+    relevant item (bool), the smallest label (for the value checks) and, given ``strided_group``,
+    the maxima of the strided groups of that many labels (``strided_groups``; the first step of
+    the ideal ranking's selection). Without the count a user has a relevant item iff its largest
+    label is relevant: a max-reduction is cheaper on CPU than a comparison plus a sum."""
+    num_rows, num_cols = labels.shape
+    device = labels.device
+    count_dtype = torch.float32 if num_cols < (1 << 24) else torch.float64  # float32 counts are exact below 2**24
+    counts = torch.empty(num_rows, dtype=count_dtype, device=device) if count else None
+    highest = None if count else torch.empty(num_rows, dtype=labels.dtype, device=device)
+    lowest = None if labels.dtype == torch.bool else torch.empty(num_rows, dtype=labels.dtype, device=device)
+    maxima = None
+    if strided_group:
+        maxima = torch.empty(num_rows, num_cols // strided_group, dtype=labels.dtype, device=device)
+    buffer = None
+    # Chunks keep the comparison buffer in cache; reductions alone do better with larger ones.
+    for rows in tuning.row_chunks(num_rows, num_cols if count else num_cols // 4, device):
+        chunk = labels[rows]
+        if count:
+            if buffer is None:
+                buffer = torch.empty(chunk.shape, dtype=torch.float32, device=device)
+            is_relevant = relevance.compare(chunk, relevance.value, out=buffer[: chunk.shape[0]])  # float out: fast
+            torch.sum(is_relevant, 1, dtype=count_dtype, out=counts[rows])
+        if lowest is not None:
+            torch.amin(chunk, 1, out=lowest[rows])
+        if maxima is not None:
+            torch.amax(strided_groups(chunk, strided_group), 1, out=maxima[rows])
+        elif not count:
+            torch.amax(chunk, 1, out=highest[rows])
+    if maxima is not None and not count:
+        tail = labels[:, maxima.shape[1] * strided_group :]
+        highest = maxima.amax(1) if tail.shape[1] == 0 else torch.maximum(maxima.amax(1), tail.amax(1))
+    counts = counts.to(torch.float64) if count else None
+    has_relevant = counts > 0 if count else relevance.mask(highest)
+    lowest = torch.zeros((), device=device) if lowest is None else lowest.amin()
+    return counts, has_relevant, lowest, maxima
+
+
+def gains(values: torch.Tensor, relevant: torch.Tensor, gain_function: GainFunction, threshold: Optional[float]):
+    """Gain of each relevance value (float64); 0 where the item is not relevant. ``relevant`` is
+    the float 0/1 indicator. The built-in gains are 0 at a masked value of 0, so they mask by a
+    product (finite: a label that is not relevant is finite), not a select. ``threshold`` is the
+    metric's ``relevance_threshold``, used by ``"exp_rank_shifted"``."""
+    if gain_function == "exp_rank":
+        return torch.exp2(values * relevant) - 1
+    if gain_function == "linear_rank":
+        return values * relevant
+    if gain_function == "binary":
+        return relevant.clone()
+    if gain_function == "exp_rank_shifted":
+        return torch.exp2((values - threshold + 1) * relevant) - 1
+    raw = check_gain_output(gain_function(values), values)
+    return torch.where(relevant > 0, raw, torch.zeros((), dtype=torch.float64, device=values.device))
+
+
+def gain_flags(gain_function: GainFunction, *gain_tensors: Optional[torch.Tensor]) -> dict:
+    """Value checks of the gains used: each must be finite (``2 ** y`` overflows float64 for
+    y >= 1024, an infinite label has an infinite gain) and, for a custom gain, non-negative."""
+    used = [g for g in gain_tensors if g is not None]
+    name = getattr(gain_function, "__name__", "custom") if callable(gain_function) else repr(gain_function)
+    flags = {
+        f"y gives an infinite or NaN gain under gain_function={name} (2**y overflows float64 for "
+        "y >= 1024, and an infinite label has an infinite gain); rescale the labels or use "
+        "another gain_function": torch.stack([~torch.isfinite(g).all() for g in used]).any()
+    }
+    if callable(gain_function):
+        flags[f"gain_function={name} returned a negative gain for a relevant label; gains must be >= 0"] = (
+            torch.stack([(g < 0).any() for g in used]).any()
+        )
+    return flags
+
+
+def ideal_needs_selection(labels: torch.Tensor, gain_function) -> bool:
+    """Whether the ideal gains need the top labels (graded gains), not just the relevant count."""
+    return not (gain_function == "binary" or labels.dtype == torch.bool)
+
+
+def ideal_gains(labels, num_relevant, depth, relevance, gain_function, label_maxima, threshold):
+    """Gains of the best possible ranking, (batch, depth), from the top ``depth`` labels."""
+    if not ideal_needs_selection(labels, gain_function):
+        return binary_ideal_gains(num_relevant, depth, gain_function, threshold)
+    best = top_values(labels, depth, label_maxima).to(torch.float64)
+    return gains(best, relevance.indicator(best), gain_function, threshold)
+
+
+def binary_ideal_gains(num_relevant: torch.Tensor, depth: int, gain_function, threshold) -> torch.Tensor:
+    """Ideal gains (batch, depth) when every relevant item gains alike: the first |R| positions."""
+    positions = torch.arange(depth, device=num_relevant.device, dtype=torch.float64)
+    relevant = (positions < num_relevant.unsqueeze(1)).to(torch.float64)
+    return gains(relevant, relevant, gain_function, threshold)
+
+
+def invalid_flags(any_nan_score: torch.Tensor, lowest_label: torch.Tensor) -> dict:
+    """``lowest_label``: the smallest label of the batch (NaN propagates through ``amin``).
+    Negative labels are legal (not relevant); NaN and -inf labels are not."""
+    return {
+        "y_pred contains NaN scores (+inf and -inf are allowed)": any_nan_score,
+        "y contains NaN or -inf relevance values (negative labels are allowed)": ~(lowest_label > float("-inf")),
+    }
+
+
+def full_row_checks(y_pred: torch.Tensor, y: torch.Tensor) -> dict:
+    """The value checks of ``rank``, for metrics that read the full rows themselves."""
+    lowest = torch.zeros((), device=y.device) if y.dtype == torch.bool else y.amin()
+    return invalid_flags(holds_nan(y_pred).any(), lowest)  # a max per row: no (B, N) bool temporary

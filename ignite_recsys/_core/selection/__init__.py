@@ -1,0 +1,22 @@
+"""Exact top-k selection: the one dispatch point between the ranking step and the kernels.
+
+Every selection of the library goes through these three functions; a kernel for another device
+(or a compiled one) plugs in here without the ranking step changing.
+
+- :func:`stable_topk`: the ``k`` best items of each dense score row, by score descending then item
+  index ascending (a stable descending argsort), found by the group pre-filter of
+  :mod:`.groups`.
+- :func:`stable_topk_excluding`: the same over each row's candidates only (excluded items take no
+  position; ``-1`` past a row's candidates), :mod:`.excluding`.
+- :func:`top_values`: the ``k`` largest values of each row without their positions (the ideal
+  ranking's labels), :mod:`.values`.
+"""
+
+from .excluding import stable_topk_excluding
+from .groups import LOW_MASK, holds_nan, ordered_int32, stable_topk
+from .values import strided_groups, top_values, value_group_size
+
+__all__ = [
+    "LOW_MASK", "holds_nan", "ordered_int32", "stable_topk", "stable_topk_excluding", "strided_groups", "top_values",
+    "value_group_size",
+]

@@ -1,0 +1,175 @@
+"""Exact top-k selection over dense score rows: the group pre-filter.
+
+Selection. Items are ordered by score descending and, among equal scores, by item index
+ascending (what a stable descending argsort gives). The top ``depth`` items are found without
+sorting the catalog, by a group pre-filter (as "Dr. Top-k", Gaihre et al., SC'21): the row is
+cut into groups of g consecutive items and each group is ranked by its best item, i.e. by
+(group maximum, group index); the best ``depth`` groups are chosen (recursively, by the same
+rule), then their best ``depth`` sub-groups of s items likewise, and the exact top ``depth`` is
+taken among those items. This is exact: an item outside the chosen groups has at least
+``depth`` items ranked ahead of it (the best item of each chosen group). (g, s) is (64, 8) on
+long rows and (16, 4) on shorter ones. One max-reduction over the row plus selections among
+~``N / g + depth * (g / s + s)`` values replace ``torch.topk``'s selection over all N. The final
+selection uses unique int64 keys (order-preserving float bits, then the item index), so the order
+is the same on CPU and CUDA. Everything is tensor code without host synchronisation.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+
+from .. import tuning
+
+
+# (items per group, items per sub-group) of the two selection levels. Long rows use groups of
+# 64: torch's CPU max-reduction is fast over 64 contiguous values (3x slower over 32); max
+# pooling reduces the smaller groups faster than it.
+LONG_ROW_GROUPS = (64, 8)
+
+
+SHORT_ROW_GROUPS = (16, 4)
+
+
+_FAST_REDUCTION = 64
+
+
+def stable_topk(x: torch.Tensor, k: int, detect_nan: bool = False):
+    """Indices (batch, k) of the k largest entries of each row of ``x``, ordered by value
+    descending then index ascending. With ``detect_nan``, also a (batch,) bool: row holds a NaN."""
+    order, has_nan = _best_items(x, min(k, x.shape[1]), sorted=True, detect_nan=detect_nan)
+    return (order, has_nan) if detect_nan else order
+
+
+def _best_items(x: torch.Tensor, k: int, sorted: bool, detect_nan: bool = False):
+    """``stable_topk``'s indices, in rank order only if ``sorted``, and the NaN flags (or None)."""
+    values, items, has_nan = _candidates(x, k, detect_nan=detect_nan)
+    positions = _exact_topk(values, items, k, sorted)
+    return (positions if items is None else items.gather(1, positions)), has_nan
+
+
+def _candidates(x: torch.Tensor, k: int, detect_nan: bool = False):
+    """A few items of each row that include its k best: (values, their item indices or None when
+    they are the whole row, whether the row holds a NaN if ``detect_nan`` else None).
+
+    Groups of consecutive items (see the module docstring): the best k groups of the row, then
+    the best k sub-groups inside them; ``group_sizes`` picks the sizes. A group's rank is that of
+    its best item, so groups are compared by (maximum, first item index). The items after the
+    last full group are always candidates."""
+    x = x.contiguous()
+    num_rows, num_cols = x.shape
+    sizes = group_sizes(num_cols, k)
+    if sizes is None:
+        return x, None, (holds_nan(x) if detect_nan else None)
+    group, sub_group = sizes
+    num_full = num_cols // group
+    maxima = group_maxima(x, group)
+    best = _best_items(maxima, k, sorted=False)[0]
+    subs_per_group = group // sub_group
+    sub_ids = runs(best, subs_per_group)
+    sub_maxima = _sub_group_maxima(x, best, group, sub_group)
+    best_sub = _exact_topk(sub_maxima, sub_ids * sub_group, k, sorted=False)
+    chosen = sub_ids.gather(1, best_sub)
+    values = rows_of_groups(x, chosen, sub_group).flatten(1)
+    items = runs(chosen, sub_group)
+    has_nan = holds_nan(maxima) if detect_nan else None
+    tail_start = num_full * group
+    if tail_start < num_cols:
+        tail = x[:, tail_start:]
+        values = torch.cat([values, tail], 1)
+        items = torch.cat([items, torch.arange(tail_start, num_cols, device=x.device).expand(num_rows, -1)], 1)
+        has_nan = has_nan | holds_nan(tail) if detect_nan else None
+    return values, items, has_nan
+
+
+def group_sizes(num_cols: int, k: int) -> Optional[tuple]:
+    """(items per group, items per sub-group), or None to select among all items. Measured on
+    CPU with k = 100: the two levels pay off from 20 k items; groups of 64 from 200 k, groups of
+    16 below (choosing k of few groups of 64 prunes too little)."""
+    if num_cols >= 200 * k:
+        return LONG_ROW_GROUPS
+    return SHORT_ROW_GROUPS if num_cols >= 20 * k else None
+
+
+def group_maxima(x: torch.Tensor, size: int) -> torch.Tensor:
+    """Maxima (batch, num_cols // size) of the full groups of ``size`` consecutive items of each
+    row. On CPU, torch reduces 64 contiguous values fast but 8 slowly; max pooling does small
+    groups faster (and skips the last partial group without a copy)."""
+    num_full = x.shape[1] // size
+    if size < _FAST_REDUCTION and x.is_floating_point() and tuning.cpu_tuned(x.device):
+        return torch.nn.functional.max_pool1d(x.unsqueeze(1), size).squeeze(1)
+    return x[:, : num_full * size].unflatten(1, (num_full, size)).amax(2)
+
+
+def _sub_group_maxima(x: torch.Tensor, groups: torch.Tensor, size: int, sub_size: int) -> torch.Tensor:
+    """Maxima (batch, k * size / sub_size) of the runs of ``sub_size`` items inside the groups
+    ``groups`` (batch, k) of ``size`` items, copying the groups a row chunk at a time (a copy of
+    all of them at once would be the largest temporary of an update)."""
+    num_rows, k = groups.shape
+    out = torch.empty(num_rows, k * (size // sub_size), dtype=x.dtype, device=x.device)
+    for rows in tuning.row_chunks(num_rows, k * size, x.device):
+        values = rows_of_groups(x[rows], groups[rows], size)
+        out[rows] = group_maxima(values.view(values.shape[0], -1), sub_size)
+    return out
+
+
+def runs(first: torch.Tensor, length: int) -> torch.Tensor:
+    """(batch, n * length): the indices first * length + 0 .. length - 1 of each of the n runs in
+    ``first`` (batch, n), e.g. the items of chosen groups."""
+    return torch.add(torch.arange(length, device=first.device), first.unsqueeze(2), alpha=length).flatten(1)
+
+
+def rows_of_groups(x: torch.Tensor, best: torch.Tensor, size: int) -> torch.Tensor:
+    """The values of the groups ``best`` (batch, k) of ``size`` consecutive items, (batch, k, size).
+    Each group is one contiguous run of memory: a window view over the flat rows lets
+    ``index_select`` copy whole runs (several times faster than an element-wise gather)."""
+    num_rows, num_cols = x.shape
+    windows = x.as_strided((x.numel() - size + 1, size), (1, 1))
+    row_starts = torch.arange(0, num_rows * num_cols, num_cols, device=x.device).unsqueeze(1)
+    starts = torch.add(row_starts, best, alpha=size)
+    return windows.index_select(0, starts.flatten()).view(num_rows, -1, size)
+
+
+def _exact_topk(values: torch.Tensor, items: Optional[torch.Tensor], k: int, sorted: bool = True) -> torch.Tensor:
+    """Column positions of the k best entries per row (value descending, item index ascending;
+    ``items=None``: the column is the item index), in that order if ``sorted``."""
+    if values.dtype == torch.float64:  # 64-bit values leave no room for the index in a key
+        if items is None:
+            return torch.sort(values, dim=1, descending=True, stable=True).indices[:, :k]
+        by_item = items.argsort(1)
+        by_value = torch.sort(values.gather(1, by_item), dim=1, descending=True, stable=True).indices
+        return by_item.gather(1, by_value[:, :k])
+    # low 32 bits of a key: 2**32 - 1 - item, so that the lower index ranks first
+    if items is None:
+        low_bits = torch.arange(LOW_MASK, LOW_MASK - values.shape[1], -1, device=values.device)  # every row
+    else:
+        low_bits = torch.rsub(items, LOW_MASK)
+    out = torch.empty(values.shape[0], k, dtype=torch.int64, device=values.device)
+    for rows in tuning.row_chunks(values.shape[0], 2 * values.shape[1], values.device):
+        row_low_bits = low_bits if low_bits.ndim == 1 else low_bits[rows]
+        out[rows] = _order_keys(values[rows], row_low_bits).topk(k, 1, sorted=sorted).indices
+    return out
+
+
+LOW_MASK = (1 << 32) - 1
+
+
+def _order_keys(values: torch.Tensor, low_bits: torch.Tensor) -> torch.Tensor:
+    """Unique int64 keys whose descending order is (value descending, item index ascending):
+    the order-preserving integer of the value in the high 32 bits, ``low_bits`` = 2**32 - 1 -
+    item below."""
+    return ordered_int32(values).to(torch.int64).bitwise_left_shift_(32).add_(low_bits)
+
+
+def ordered_int32(values: torch.Tensor) -> torch.Tensor:
+    """int32 whose signed order is the float order of ``values`` (16/32-bit floats, exact; -0.0
+    and +0.0 equal)."""
+    bits = (values.to(torch.float32) + 0.0).view(torch.int32)
+    return (bits >> 31).bitwise_and_(0x7FFFFFFF).bitwise_xor_(bits)
+
+
+def holds_nan(x: torch.Tensor) -> torch.Tensor:
+    """(batch,) bool: the row holds a NaN. A max-reduction propagates NaN and is cheaper on CPU
+    than ``isnan().any(1)``."""
+    return x.amax(1).isnan()

@@ -1,0 +1,102 @@
+"""The tie policy: what each position of a ranking holds when scores tie.
+
+Ties. ``ties="stable"`` uses the order above. ``ties="average"`` reports the expected value over
+all orderings of tied scores (McSherry & Najork, ECIR 2008): each position of a tie group gets the
+group's mean relevance and gain, and the quantities that are not linear in the hits (first hit,
+precision at each hit) use their exact expectation under a uniformly random order of the group.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+
+from . import tuning
+from .relevance import gains, indicator
+
+
+def stable_positions(top_relevant: torch.Tensor, top_gain: Optional[torch.Tensor]):
+    """The per-position quantities of ``RankedBatch`` under the stable order: (hit, gain,
+    hit * hits so far, first hit)."""
+    hits_so_far = top_relevant.cumsum(1)
+    first_hit = top_relevant * indicator(torch.eq, hits_so_far, 1)
+    return top_relevant, top_gain, top_relevant * hits_so_far, first_hit
+
+
+def boundary_ties(scores: torch.Tensor, order: torch.Tensor, depth: int) -> torch.Tensor:
+    """(batch, depth) float64: 1 at position i (0-based) when the items at positions i and i + 1
+    of ``order`` (best first, ``depth`` or ``depth + 1`` columns, -1 = no item) are both listed
+    and tie in score."""
+    listed = order >= 0
+    ranked = scores.gather(1, order.clamp(min=0))
+    tie = (ranked[:, 1:] == ranked[:, :-1]) & listed[:, 1:] & listed[:, :-1]
+    out = torch.zeros(order.shape[0], depth, dtype=torch.float64, device=order.device)
+    out[:, : tie.shape[1]] = tie[:, :depth]
+    return out
+
+
+def tie_expectations(top_scores, top_relevant, top_gain, last_group):
+    """Per-position expectations over uniformly random orders within each group of tied scores.
+    ``last_group``: (count, relevant count, total gain) (batch,) of the candidates tied with the
+    last listed score, over the whole row (that group may continue past the cut). A NaN in
+    ``top_scores`` marks an empty position (a group of its own, holding nothing)."""
+    depth = top_scores.shape[1]
+    position = torch.arange(depth, device=top_scores.device)
+    starts_group = torch.ones_like(top_scores, dtype=torch.bool)
+    starts_group[:, 1:] = top_scores[:, 1:] != top_scores[:, :-1]
+    ends_group = torch.ones_like(starts_group)
+    ends_group[:, :-1] = starts_group[:, 1:]
+    start = torch.where(starts_group, position, 0).cummax(1).values
+    end = torch.where(ends_group, position, depth - 1).flip(1).cummin(1).values.flip(1)
+
+    def group_total(per_position):
+        running = per_position.cumsum(1)
+        before = torch.where(start > 0, running.gather(1, (start - 1).clamp(min=0)), 0.0)
+        return running.gather(1, end) - before
+
+    # The last group may continue past the cut: take its totals over the whole row.
+    in_last_group = top_scores == top_scores[:, -1:]
+    last_count, last_relevant, last_gain = last_group
+    size = torch.where(in_last_group, last_count.unsqueeze(1), (end - start + 1).to(torch.float64))
+    relevant = torch.where(in_last_group, last_relevant.unsqueeze(1), group_total(top_relevant))
+    gain = None
+    if top_gain is not None:
+        gain = torch.where(in_last_group, last_gain.unsqueeze(1), group_total(top_gain)) / size
+
+    hits_before_group = (top_relevant.cumsum(1) - top_relevant).gather(1, start)
+    slot = (position - start + 1).to(torch.float64)  # 1-based position inside the group
+    hit = relevant / size
+    others = (slot - 1) * (relevant - 1) / (size - 1).clamp(min=1)
+    hit_times_hits_so_far = hit * (hits_before_group + 1 + others)
+    first_hit = (hits_before_group == 0) * _first_success_probability(slot, size, relevant)
+    return hit, gain, hit_times_hits_so_far, first_hit
+
+
+def _first_success_probability(slot, size, successes):
+    """P(the first of ``successes`` marked items in a random order of ``size`` is at ``slot``)
+    = C(size - slot, successes - 1) / C(size, successes)."""
+    possible = (successes >= 1) & (slot <= size - successes + 1)
+    n, x, r = size, slot, successes.clamp(min=1)
+    rest = (n - x).clamp(min=0)
+    log_p = (
+        torch.lgamma(rest + 1) - torch.lgamma(r) - torch.lgamma((rest - r + 1).clamp(min=1) + 1)
+        - torch.lgamma(n + 1) + torch.lgamma(r + 1) + torch.lgamma(n - r + 1)
+    )
+    return torch.where(possible, torch.exp(log_p), torch.zeros_like(log_p))
+
+
+def last_group_totals(scores, labels, boundary, relevance, gain_function, threshold=None):
+    """Over the whole row, the items whose score equals ``boundary`` (batch, 1): their number,
+    how many are relevant and their total gain."""
+    num_rows, num_cols = scores.shape
+    totals = torch.zeros(3, num_rows, dtype=torch.float64, device=scores.device)
+    for rows in tuning.row_chunks(num_rows, 4 * num_cols, scores.device):
+        tied = (scores[rows] == boundary[rows]).to(torch.float64)
+        label_values = labels[rows].to(torch.float64)
+        relevant = relevance.indicator(label_values)
+        totals[0, rows] = tied.sum(1)
+        totals[1, rows] = (tied * relevant).sum(1)
+        if gain_function is not None:
+            totals[2, rows] = (tied * gains(label_values, relevant, gain_function, threshold)).sum(1)
+    return totals[0], totals[1], totals[2]
