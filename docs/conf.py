@@ -52,7 +52,9 @@ def _write_metric_pages(app):
     folder.mkdir(exist_ok=True)
     index = ["Metric reference", "================", "",
              "Every metric is an :class:`ignite.metrics.Metric`: ``reset()``, ``update(output)``, "
-             "``compute()``, ``attach(engine, name)``. :doc:`../arguments` lists the arguments they share.", ""]
+             "``compute()``, ``attach(engine, name)``. :doc:`../arguments` lists the arguments they share; "
+             ":doc:`ranking_metrics_table` the ranking metrics at a glance.", "",
+             ".. toctree::", "   :hidden:", "", "   ranking_metrics_table", ""]
     for group, names in GROUPS.items():
         index += [group, "-" * len(group), "", ".. toctree::", "   :maxdepth: 1", ""]
         index += [f"   {name}" for name in names] + [""]
@@ -74,6 +76,36 @@ def _write_metric_pages(app):
     _write_if_changed(folder / "index.rst", "\n".join(index))
 
 
+def _write_registry_page(app):
+    """The table of the ranking metrics, read from the library's registry (the same table
+    RankingMetrics, the classes and the tests read)."""
+    from ignite_recsys._registry import ENTRIES
+
+    rows = []
+    for entry in ENTRIES:
+        name = f"``{entry.name}@k``" if entry.has_cutoff else f"``{entry.name}``"
+        if entry.normalization is None:
+            options = "—"
+        else:
+            choices = "; ".join(
+                f"``{c.value!r}``{' (default)' if c.value == entry.normalization.default else ''}: {c.reproduces}"
+                for c in entry.normalization.choices
+            )
+            options = f"``{entry.normalization.argument}``: {choices}"
+        description = entry.description.replace("|", "\\|")  # |R| is not a substitution
+        rows.append([name, f":class:`~ignite_recsys.{entry.class_name}`", description, options])
+    lines = ["The ranking metrics", "===================", "",
+             "Every ranking metric, its class, its name in :class:`~ignite_recsys.RankingMetrics` "
+             "(``metrics=[...]`` and the ``\"name@k\"`` keys of its results) and the normalization "
+             "choices it offers, with the libraries each choice reproduces.", "",
+             ".. list-table::", "   :header-rows: 1", "   :widths: 12 14 34 40", "",
+             "   * - name", "     - class", "     - what it measures", "     - normalization"]
+    for row in rows:
+        lines.append(f"   * - {row[0]}")
+        lines += [f"     - {cell}" for cell in row[1:]]
+    _write_if_changed(ROOT / "api" / "ranking_metrics_table.rst", "\n".join(lines) + "\n")
+
+
 def _write_if_changed(path, text):
     if not path.exists() or path.read_text() != text:
         path.write_text(text)
@@ -81,3 +113,4 @@ def _write_if_changed(path, text):
 
 def setup(app):
     app.connect("builder-inited", _write_metric_pages)
+    app.connect("builder-inited", _write_registry_page)

@@ -44,6 +44,16 @@ class Normalization:
     def choice(self, value: str) -> Choice:
         return self.choices[self.values.index(value)]
 
+    def param(self, default_when_none: bool = False):
+        """The declared constraint of this option (see ``_validation.Param``); with
+        ``default_when_none``, None stands for the default (the single classes' signature)."""
+        from ._validation import Param, check_choice
+
+        def check(name, value, arguments):
+            return self.default if default_when_none and value is None else check_choice(name, value, self.values)
+
+        return Param(f"one of {list(self.values)} (default {self.default!r})", check)
+
 
 @dataclass(frozen=True)
 class MetricEntry:

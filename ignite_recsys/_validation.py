@@ -1,5 +1,11 @@
 """The one place where arguments and inputs are checked.
 
+Constructor arguments are declared, not checked by hand: each metric class names its arguments'
+constraints in ``_parameter_constraints`` (a mapping from argument name to a :class:`Param`, merged
+along the class hierarchy, as scikit-learn's ``_parameter_constraints``), and
+:func:`validated_init` checks every declared argument once, before the constructor body runs, and
+passes the normalised values on (``top_k`` sorted, an item vector copied to float64, ...).
+
 Every check raises before any metric state changes, names the argument, and says what was
 expected. Checks of tensor *values* (NaN scores, negative relevance) need the values on the host;
 they are done eagerly for CPU inputs and deferred to ``compute()`` for CUDA inputs, so that
@@ -8,9 +14,12 @@ they are done eagerly for CPU inputs and deferred to ``compute()`` for CUDA inpu
 
 from __future__ import annotations
 
+import functools
+import inspect
 import math
 import numbers
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Callable, Union
 
 import torch
@@ -260,3 +269,115 @@ def check_level(value: Any) -> float:
     if not 0 < value < 1:
         raise ValueError(f"level must be strictly between 0 and 1 (e.g. 0.95), got {value}")
     return float(value)
+
+
+# --- Declared constructor arguments --------------------------------------------------------------
+@dataclass(frozen=True)
+class Param:
+    """The constraint on one constructor argument: ``check(name, value, arguments)`` returns the
+    value to use or raises a TypeError/ValueError naming the argument; ``arguments`` are the call's
+    other arguments, already checked when they come earlier in the signature. ``expected`` says in
+    words what is accepted."""
+
+    expected: str
+    check: Callable[[str, Any, Mapping], Any]
+
+
+def boolean() -> Param:
+    return Param("a bool", lambda name, value, arguments: check_bool(name, value))
+
+
+def one_of(choices: Sequence[str]) -> Param:
+    choices = tuple(choices)
+    return Param(f"one of {list(choices)}", lambda name, value, arguments: check_choice(name, value, choices))
+
+
+def positive_real(optional: bool = False) -> Param:
+    def check(name, value, arguments):
+        return None if optional and value is None else check_positive_float(name, value)
+
+    return Param("a finite number > 0" + (" or None" if optional else ""), check)
+
+
+def positive_int(optional: bool = False) -> Param:
+    def check(name, value, arguments):
+        return None if optional and value is None else check_positive_int(name, value)
+
+    return Param("a positive int" + (" or None" if optional else ""), check)
+
+
+TOP_K = Param("an int or a sequence of distinct positive ints", lambda name, value, arguments: check_top_k(value))
+GAIN_FUNCTION = Param(
+    f"one of {list(GAIN_FUNCTIONS)} or a callable mapping relevance to gains",
+    lambda name, value, arguments: check_gain_function(value, arguments.get("relevance_threshold", 1.0)),
+)
+ITEM_VECTOR = Param(
+    "a non-empty 1-D tensor of finite values >= 0, one per item",
+    # a copy: later in-place changes to the caller's tensor must not change the results
+    lambda name, value, arguments: check_item_vector(name, value).clone(),
+)
+def int_between(low: int, high: int) -> Param:
+    def check(name, value, arguments):
+        value = check_positive_int(name, value)
+        if not low <= value <= high:
+            raise ValueError(f"{name} must be between {low} and {high}, got {value}")
+        return value
+
+    return Param(f"an int between {low} and {high}", check)
+
+
+def positive_real_below(high: float) -> Param:
+    def check(name, value, arguments):
+        value = check_positive_float(name, value)
+        if value >= high:
+            raise ValueError(f"{name} must be below {high}, got {value}")
+        return value
+
+    return Param(f"a number > 0 and below {high}", check)
+
+
+CALLABLE = Param("a callable", lambda name, value, arguments: check_callable(name, value))
+
+
+def check_callable(name: str, value: Any) -> Callable:
+    if not callable(value):
+        raise TypeError(f"{name} must be callable, got {type(value).__name__}")
+    return value
+
+
+def declared_constraints(cls: type) -> dict:
+    """The ``_parameter_constraints`` of ``cls`` and its bases (a subclass's declaration wins)."""
+    merged: dict = {}
+    for klass in reversed(cls.__mro__):
+        merged.update(vars(klass).get("_parameter_constraints", {}))
+    return merged
+
+
+def validated_init(init: Callable) -> Callable:
+    """Wrap a constructor so that the outermost call checks every declared argument (see the module
+    docstring) and hands the checked values to the constructor body; the base classes' constructors
+    it calls then receive checked values and check nothing again. A constructor that only forwards
+    ``*args, **kwargs`` leaves the checks to the next one that names its arguments."""
+    signature = inspect.signature(init)
+    forwards = any(p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in signature.parameters.values())
+    if forwards:
+        return init
+
+    @functools.wraps(init)
+    def checked_init(self, *args, **kwargs):
+        if self.__dict__.get("_arguments_checked"):
+            return init(self, *args, **kwargs)
+        bound = signature.bind(self, *args, **kwargs)  # a TypeError for a wrong call, as without the wrapper
+        bound.apply_defaults()
+        constraints = declared_constraints(type(self))
+        arguments = bound.arguments
+        for name in list(arguments)[1:]:
+            if name in constraints:
+                arguments[name] = constraints[name].check(name, arguments[name], arguments)
+        self.__dict__["_arguments_checked"] = True
+        try:
+            return init(*bound.args, **bound.kwargs)
+        finally:
+            del self.__dict__["_arguments_checked"]
+
+    return checked_init

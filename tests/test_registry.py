@@ -46,7 +46,8 @@ def test_normalization_choices_and_defaults(name):
     assert option.default in option.values and len(set(option.values)) == len(option.values)
     assert all(choice.reproduces for choice in option.choices)
     cls = REGISTRY[name].cls
-    assert cls._normalizations == option.values
+    for value in option.values:
+        assert cls(1, normalization=value).normalization == value
     assert cls(1).normalization == option.default
     # RankingMetrics' argument for this metric: same default, same choices
     parameter = inspect.signature(R.RankingMetrics).parameters[option.argument]

@@ -55,8 +55,11 @@ _PER_RANK = "__metric_state_per_rank"  # the one key of ignite's ``Metric.state_
 
 
 class StatefulMetric(Metric):
-    """What every metric here shares about its state (the tensors named in
+    """What every metric here shares about its arguments and its state (the tensors named in
     ``_state_dict_all_req_keys``):
+
+    - Constructor arguments are declared in ``_parameter_constraints`` (merged along the class
+      hierarchy) and checked before the constructor body runs (``_validation.validated_init``).
 
     - ``state_dict()`` is a snapshot (copies), and ``load_state_dict`` copies in, so neither side
       changes when the other is updated.
@@ -70,6 +73,12 @@ class StatefulMetric(Metric):
     """
 
     _resume_pending = False  # set by load_state_dict, consumed by the next ``started``
+    _parameter_constraints: dict = {"output_transform": V.CALLABLE}
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if "__init__" in vars(cls):
+            cls.__init__ = V.validated_init(vars(cls)["__init__"])
 
     # Shapes ------------------------------------------------------------------------------------
     def _state_shapes(self) -> dict:
@@ -171,8 +180,6 @@ class StreamingMean(OptionalOutputKeys, StatefulMetric):
         device: Union[str, torch.device] = torch.device("cpu"),
         skip_unrolling: bool = False,
     ):
-        if not callable(output_transform):
-            raise TypeError(f"output_transform must be callable, got {type(output_transform).__name__}")
         super().__init__(output_transform, device=device, skip_unrolling=skip_unrolling)
 
     # What subclasses define ------------------------------------------------------------------
@@ -236,10 +243,11 @@ class UserStatistics:
     """
 
     _state_dict_all_req_keys = ("_sum", "_count", "_num_invalid_updates", "_sum_squares")
+    _parameter_constraints = {"per_user": V.boolean()}
     keeps_per_user = False  # per_user=True in the constructor
 
-    def _keep_per_user(self, per_user: Any) -> None:
-        self.keeps_per_user = V.check_bool("per_user", per_user)
+    def _keep_per_user(self, per_user: bool) -> None:
+        self.keeps_per_user = per_user
 
     @reinit__is_reduced
     def reset(self) -> None:
@@ -345,6 +353,12 @@ class MeanOverUsers(UserStatistics, StreamingMean):
     compared in y's dtype (as torch compares; see :class:`~ignite_recsys._core.relevance.Relevance`),
     or when ``y > 0`` if ``relevance_threshold`` is None."""
 
+    _parameter_constraints = {
+        "ignore_zero_hits": V.boolean(),
+        "relevance_threshold": V.positive_real(optional=True),
+        "ties": V.one_of(V.TIE_RULES),
+    }
+
     def __init__(
         self,
         ignore_zero_hits: bool = True,
@@ -357,9 +371,9 @@ class MeanOverUsers(UserStatistics, StreamingMean):
         per_user: bool = False,
     ):
         self._keep_per_user(per_user)
-        self.ignore_zero_hits = V.check_bool("ignore_zero_hits", ignore_zero_hits)
-        self.relevance_threshold = V.check_relevance_threshold(relevance_threshold)
-        self.ties = V.check_choice("ties", ties, V.TIE_RULES)
+        self.ignore_zero_hits = ignore_zero_hits
+        self.relevance_threshold = relevance_threshold
+        self.ties = ties
         super().__init__(output_transform, device, skip_unrolling)
 
     optional_output_keys = ("exclude",)  # a dict output {"y_pred", "y", "exclude"} passes its exclusion
@@ -443,6 +457,7 @@ class CutoffMetric(BoundaryTies, CutoffResults, MeanOverUsers):
 
     _gain_function = None
     _counts_relevant = False  # whether the values need |R| itself, not only whether |R| > 0
+    _parameter_constraints = {"top_k": V.TOP_K}
 
     def __init__(
         self,
@@ -456,7 +471,7 @@ class CutoffMetric(BoundaryTies, CutoffResults, MeanOverUsers):
         ties: str = "stable",
         per_user: bool = False,
     ):
-        self.top_k = list(V.check_top_k(top_k))
+        self.top_k = list(top_k)
         super().__init__(
             ignore_zero_hits, relevance_threshold, output_transform, device, skip_unrolling, ties, per_user=per_user
         )

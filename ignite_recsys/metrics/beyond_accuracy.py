@@ -86,7 +86,7 @@ class CatalogCounts(CutoffResults, StatefulMetric):
 
     _state_dict_all_req_keys = ("_counts", "_num_invalid_updates")
     optional_output_keys = ("exclude",)  # a dict output {"y_pred", "y", "exclude"} passes its exclusion
-    _conventions: tuple = ("recbole",)
+    _parameter_constraints = {"top_k": V.TOP_K, "num_items": V.positive_int(optional=True)}
 
     def __init__(
         self,
@@ -97,12 +97,10 @@ class CatalogCounts(CutoffResults, StatefulMetric):
         device: Union[str, torch.device] = torch.device("cpu"),
         skip_unrolling: bool = False,
     ):
-        self.top_k = list(V.check_top_k(top_k))
-        self.num_items = V.check_num_items("num_items", num_items)
-        self.convention = V.check_choice("convention", convention, self._conventions)
+        self.top_k = list(top_k)
+        self.num_items = num_items
+        self.convention = convention
         self._buckets_by_depth: dict = {}
-        if not callable(output_transform):
-            raise TypeError(f"output_transform must be callable, got {type(output_transform).__name__}")
         super().__init__(output_transform, device=device, skip_unrolling=skip_unrolling)
 
     @reinit__is_reduced
@@ -204,7 +202,7 @@ class ItemCoverage(CatalogCounts):
     {'item_coverage@1': 0.2, 'item_coverage@2': 0.6}
     """
 
-    _conventions = ("recbole", "elliot")
+    _parameter_constraints = {"convention": V.one_of(("recbole", "elliot"))}
 
     def _from_counts(self, counts):
         distinct = (counts > 0).sum(1, dtype=torch.float64)
@@ -233,7 +231,7 @@ class GiniIndex(CatalogCounts):
     [0.5333]
     """
 
-    _conventions = ("recbole", "elliot")
+    _parameter_constraints = {"convention": V.one_of(("recbole", "elliot"))}
 
     def _from_counts(self, counts):
         n = counts.shape[1]
@@ -272,7 +270,7 @@ class ShannonEntropy(CatalogCounts):
     [1.4591]
     """
 
-    _conventions = ("recbole", "log2")
+    _parameter_constraints = {"convention": V.one_of(("recbole", "log2"))}
 
     def _from_counts(self, counts):
         share = counts / counts.sum(1, keepdim=True)
@@ -287,6 +285,7 @@ class ItemValueMean(CutoffResults, UserStatistics, StreamingMean):
     """Mean over users of a per-item value averaged over each top-k list (length min(k, n))."""
 
     _counted = "user"
+    _parameter_constraints = {"top_k": V.TOP_K, "item_popularity": V.ITEM_VECTOR}
 
     def __init__(
         self,
@@ -299,9 +298,8 @@ class ItemValueMean(CutoffResults, UserStatistics, StreamingMean):
         per_user: bool = False,
     ):
         self._keep_per_user(per_user)
-        self.top_k = list(V.check_top_k(top_k))
-        # a copy: later in-place changes to the caller's tensor must not change the results
-        self.item_popularity = V.check_item_vector("item_popularity", item_popularity).clone()
+        self.top_k = list(top_k)
+        self.item_popularity = item_popularity  # a float64 copy (see V.ITEM_VECTOR)
         self._item_values = self._values_of_items(self.item_popularity)
         self._item_values_by_device: dict = {}
         super().__init__(output_transform, device, skip_unrolling)
@@ -392,6 +390,8 @@ class TailPercentage(ItemValueMean):
     [0.1667]
     """
 
+    _parameter_constraints = {"tail_ratio": V.positive_real(), "unseen_items_are_tail": V.boolean()}
+
     def __init__(
         self,
         top_k: Union[int, Sequence[int]],
@@ -404,8 +404,8 @@ class TailPercentage(ItemValueMean):
         *,
         per_user: bool = False,
     ):
-        self.tail_ratio = V.check_positive_float("tail_ratio", tail_ratio)
-        self.unseen_items_are_tail = V.check_bool("unseen_items_are_tail", unseen_items_are_tail)
+        self.tail_ratio = tail_ratio
+        self.unseen_items_are_tail = unseen_items_are_tail
         super().__init__(top_k, item_popularity, output_transform, device, skip_unrolling, per_user=per_user)
 
     def _values_of_items(self, popularity):
@@ -466,6 +466,8 @@ class Novelty(ItemValueMean):
     [2.4265]
     """
 
+    _parameter_constraints = {"unseen_items": V.one_of(("error", "rarest_seen"))}
+
     def __init__(
         self,
         top_k: Union[int, Sequence[int]],
@@ -477,7 +479,7 @@ class Novelty(ItemValueMean):
         unseen_items: str = "rarest_seen",
         per_user: bool = False,
     ):
-        self.unseen_items = V.check_choice("unseen_items", unseen_items, ("error", "rarest_seen"))
+        self.unseen_items = unseen_items
         super().__init__(top_k, item_popularity, output_transform, device, skip_unrolling, per_user=per_user)
 
     def _values_of_items(self, popularity):

@@ -134,13 +134,14 @@ class NDCG(_IgniteDropIn, CutoffMetric):
         ties: str = "stable",
         per_user: bool = False,
     ):
-        self.gain_function = self._gain_function = V.check_gain_function(gain_function, relevance_threshold)
+        self.gain_function = self._gain_function = gain_function
         super().__init__(
             top_k, ignore_zero_hits, relevance_threshold, output_transform, device, skip_unrolling,
             ties=ties, per_user=per_user,
         )
 
     _ignite_sums_key = "_sum_ndcg_per_k"
+    _parameter_constraints = {"gain_function": V.GAIN_FUNCTION}
 
     def _values(self, ranked):
         return F.ndcg(ranked, self.top_k)
@@ -194,8 +195,8 @@ class HitRate(_IgniteDropIn, CutoffMetric):
 
 
 class _NormalizedCutoffMetric(CutoffMetric):
-    _normalizations: tuple = ()
-    _default_normalization = ""
+    """A cut-off metric with a ``normalization`` option; each subclass declares its registry
+    entry's choices in ``_parameter_constraints``."""
 
     def __init__(
         self,
@@ -210,9 +211,7 @@ class _NormalizedCutoffMetric(CutoffMetric):
         ties: str = "stable",
         per_user: bool = False,
     ):
-        if normalization is None:
-            normalization = self._default_normalization
-        self.normalization = V.check_choice("normalization", normalization, self._normalizations)
+        self.normalization = normalization
         super().__init__(
             top_k, ignore_zero_hits, relevance_threshold, output_transform, device, skip_unrolling,
             ties=ties, per_user=per_user,
@@ -244,8 +243,7 @@ class Recall(_NormalizedCutoffMetric):
     [0.5]
     """
 
-    _normalizations = REGISTRY["recall"].normalization.values
-    _default_normalization = REGISTRY["recall"].normalization.default
+    _parameter_constraints = {"normalization": REGISTRY["recall"].normalization.param(default_when_none=True)}
     _counts_relevant = REGISTRY["recall"].counts_relevant
 
     def _values(self, ranked):
@@ -272,8 +270,7 @@ class Precision(_NormalizedCutoffMetric):
     [0.3333, 0.2]
     """
 
-    _normalizations = REGISTRY["precision"].normalization.values
-    _default_normalization = REGISTRY["precision"].normalization.default
+    _parameter_constraints = {"normalization": REGISTRY["precision"].normalization.param(default_when_none=True)}
 
     def _values(self, ranked):
         return F.precision(ranked, self.top_k, self.normalization)
@@ -305,8 +302,7 @@ class MAP(_NormalizedCutoffMetric):
     hits [1.0]
     """
 
-    _normalizations = REGISTRY["map"].normalization.values
-    _default_normalization = REGISTRY["map"].normalization.default
+    _parameter_constraints = {"normalization": REGISTRY["map"].normalization.param(default_when_none=True)}
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)

@@ -56,6 +56,15 @@ class RankingMetrics(BoundaryTies, ScalarResults, MeanOverUsers):
     {'ndcg@1': 0.0, 'ndcg@3': 0.3066, 'recall@1': 0.0, 'recall@3': 0.5, 'mrr@1': 0.0, 'mrr@3': 0.3333}
     """
 
+    _parameter_constraints = {
+        "top_k": V.TOP_K,
+        "metrics": V.Param("a sequence of distinct metric names, or None for every cut-off metric",
+                           lambda name, value, arguments: RankingMetrics._check_metrics(value)),
+        "gain_function": V.GAIN_FUNCTION,
+        # map_normalization, recall_normalization, precision_normalization: the registry's options
+        **{entry.normalization.argument: entry.normalization.param() for entry in REGISTRY.values() if entry.normalization},
+    }
+
     def __init__(
         self,
         top_k: Union[int, Sequence[int]],
@@ -73,9 +82,9 @@ class RankingMetrics(BoundaryTies, ScalarResults, MeanOverUsers):
         precision_normalization: str = "k",
         per_user: bool = False,
     ):
-        self.top_k = list(V.check_top_k(top_k))
-        self.metrics = self._check_metrics(metrics)
-        self.gain_function = V.check_gain_function(gain_function, relevance_threshold)
+        self.top_k = list(top_k)
+        self.metrics = metrics
+        self.gain_function = gain_function
         chosen = {
             "map_normalization": map_normalization,
             "recall_normalization": recall_normalization,
@@ -86,7 +95,6 @@ class RankingMetrics(BoundaryTies, ScalarResults, MeanOverUsers):
         self._normalization = {}
         for argument, value in chosen.items():
             entry = options[argument]
-            value = V.check_choice(argument, value, entry.normalization.values)
             setattr(self, argument, value)
             self._normalization[entry.name] = value
         for name in self.metrics:

@@ -91,6 +91,7 @@ class GAUC(StreamingMean):
     """
 
     _counted = "user with both a positive and a negative item"
+    _parameter_constraints = {"relevance_threshold": V.positive_real(), "weighting": V.one_of(GAUC_WEIGHTINGS)}
 
     def __init__(
         self,
@@ -100,8 +101,8 @@ class GAUC(StreamingMean):
         device: Union[str, torch.device] = torch.device("cpu"),
         skip_unrolling: bool = False,
     ):
-        self.relevance_threshold = V.check_positive_float("relevance_threshold", relevance_threshold)
-        self.weighting = V.check_choice("weighting", weighting, GAUC_WEIGHTINGS)
+        self.relevance_threshold = relevance_threshold
+        self.weighting = weighting
         super().__init__(output_transform, device, skip_unrolling)
 
     def _batch_totals(self, y_pred, y):
@@ -145,6 +146,7 @@ class AUC(OptionalOutputKeys, StatefulMetric):
 
     _state_dict_all_req_keys = ("_histogram", "_lowest", "_highest", "_num_invalid_updates")
     optional_output_keys = ("mask",)  # a dict output {"y_pred", "y", "mask"} passes its mask
+    _parameter_constraints = {"relevance_threshold": V.positive_real(), "resolution_bits": V.int_between(10, 24)}
 
     def __init__(
         self,
@@ -154,12 +156,8 @@ class AUC(OptionalOutputKeys, StatefulMetric):
         device: Union[str, torch.device] = torch.device("cpu"),
         skip_unrolling: bool = False,
     ):
-        self.relevance_threshold = V.check_positive_float("relevance_threshold", relevance_threshold)
-        self.resolution_bits = V.check_positive_int("resolution_bits", resolution_bits)
-        if not 10 <= self.resolution_bits <= 24:
-            raise ValueError(f"resolution_bits must be between 10 and 24, got {self.resolution_bits}")
-        if not callable(output_transform):
-            raise TypeError(f"output_transform must be callable, got {type(output_transform).__name__}")
+        self.relevance_threshold = relevance_threshold
+        self.resolution_bits = resolution_bits
         super().__init__(output_transform, device=device, skip_unrolling=skip_unrolling)
 
     @reinit__is_reduced
@@ -339,6 +337,8 @@ class LogLoss(PointwiseMean):
     0.4149
     """
 
+    _parameter_constraints = {"eps": V.positive_real_below(0.5), "from_logits": V.boolean()}
+
     def __init__(
         self,
         eps: float = 1e-15,
@@ -347,10 +347,8 @@ class LogLoss(PointwiseMean):
         device: Union[str, torch.device] = torch.device("cpu"),
         skip_unrolling: bool = False,
     ):
-        self.eps = V.check_positive_float("eps", eps)
-        if self.eps >= 0.5:
-            raise ValueError(f"eps must be below 0.5, got {self.eps}")
-        self.from_logits = V.check_bool("from_logits", from_logits)
+        self.eps = eps
+        self.from_logits = from_logits
         super().__init__(output_transform, device, skip_unrolling)
 
     def _loss(self, y_pred, y):
