@@ -183,3 +183,38 @@ def candidate_metric_means(rankings, rel, top_k, *, ignore_zero_hits=True, thres
     out = {name: [per_k[k] / counted for k in sorted(top_k)] for name, per_k in totals.items()}
     out["r_precision"] = out["r_precision"][0]
     return out
+
+
+# --- Per-user values (per_user() and the confidence intervals) ------------------------------
+def candidate_user_rows(rankings, rel, top_k, *, ignore_zero_hits=True, threshold=1.0, **kw):
+    """Per user, every metric at every k in ascending order (the mean over the user's tie orders),
+    as ``candidate_metric_means`` counts them: {name: array (users, len(top_k))} and
+    ``r_precision`` (users,), NaN for the users not counted."""
+    rel = np.asarray(rel, dtype=np.float64)
+    rows = {}
+    for user_rankings, y in zip(rankings, rel):
+        counted = not ignore_zero_hits or (y >= threshold).any()
+        per_k = []
+        for k in sorted(top_k):
+            values = []
+            for ranking in user_rankings:
+                value = user_values(ranking, y, k, threshold, **kw)
+                if kw.get("precision_norm") == "min_k_items":
+                    hits = sum(y[i] >= threshold for i in ranking[:k])
+                    value["precision"] = hits / min(k, len(ranking)) if ranking else 0.0
+                values.append(value)
+            per_k.append({name: float(np.mean([v[name] for v in values])) for name in values[0]})
+        for name in per_k[0]:
+            rows.setdefault(name, []).append([v[name] if counted else np.nan for v in per_k])
+    out = {name: np.array(values, dtype=np.float64) for name, values in rows.items()}
+    out["r_precision"] = out["r_precision"][:, 0]
+    return out
+
+
+def list_value_rows(lists, value_of, top_k):
+    """Per user, the mean of ``value_of(item)`` over the first k items of its list, for each k in
+    ascending order: array (users, len(top_k)), NaN for a user with an empty list."""
+    return np.array(
+        [[float(np.mean([value_of(i) for i in items[:k]])) if items else np.nan for k in sorted(top_k)] for items in lists],
+        dtype=np.float64,
+    )
