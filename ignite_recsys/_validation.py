@@ -260,3 +260,20 @@ def check_level(value: Any) -> float:
     if not 0 < value < 1:
         raise ValueError(f"level must be strictly between 0 and 1 (e.g. 0.95), got {value}")
     return float(value)
+
+
+def check_num_groups(value: Any) -> Union[int, None]:
+    """The number of user groups a metric reports (None: no groups)."""
+    if value is None:
+        return None
+    if not _is_int(value):
+        raise TypeError(f"num_groups must be a positive int or None, got {value!r} of type {type(value).__name__}")
+    if value <= 0:
+        raise ValueError(f"num_groups must be a positive int or None, got {value}")
+    return int(value)
+
+
+def check_group_ids(groups: torch.Tensor, num_groups: int) -> dict:
+    """Value check of an update's group ids (run on the device): within [0, num_groups)."""
+    outside = (groups < 0) | (groups >= num_groups)
+    return {f"UserGroups ids must lie in [0, {num_groups}) (num_groups={num_groups})": outside.any()}
