@@ -109,6 +109,16 @@ def _values_of(name: str, values: Any, k: Any) -> np.ndarray:
     return array
 
 
+def _user_ids_of(value: Any) -> Optional[torch.Tensor]:
+    """The user ids of a metric's per-user values, when its updates came with UserIds."""
+    if isinstance(value, UserStatistics) and value.keeps_per_user:
+        try:
+            return value.per_user_ids()
+        except RuntimeError:
+            return None
+    return None
+
+
 def paired_test(
     a: Any,
     b: Any,
@@ -125,7 +135,9 @@ def paired_test(
     user i of the other, or two metrics built with ``per_user=True`` (their :meth:`per_user`;
     ``k`` picks the cut-off of a metric with several, or the ``"name@k"`` key of a
     :class:`RankingMetrics`). A user whose value is NaN in either (a user a metric does not
-    count) is dropped from both.
+    count) is dropped from both. Two metrics whose updates came with
+    :class:`~ignite_recsys.UserIds` list their users in user-id order, so they line up however
+    the users were batched or spread over processes; if their ids differ, a ValueError.
 
     - ``method="t"``: the paired Student t-test on :math:`d = a - b`, as
       ``scipy.stats.ttest_rel(a, b)``: :math:`t = \bar d / (s_d / \sqrt n)` with n - 1 degrees of
@@ -150,6 +162,12 @@ def paired_test(
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, numbers.Integral)):
         raise TypeError(f"seed must be an int or None, got {seed!r} of type {type(seed).__name__}")
     first, second = _values_of("a", a, k), _values_of("b", b, k)
+    ids_a, ids_b = _user_ids_of(a), _user_ids_of(b)
+    if ids_a is not None and ids_b is not None and not torch.equal(ids_a.cpu(), ids_b.cpu()):
+        raise ValueError(
+            "a and b hold different users (the user ids of their per-user values differ): evaluate both models "
+            "on the same users"
+        )
     if first.shape != second.shape:
         raise ValueError(f"a and b must hold the same users: got {first.shape[0]} and {second.shape[0]} values")
     kept = ~(np.isnan(first) | np.isnan(second))

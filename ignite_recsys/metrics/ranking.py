@@ -404,9 +404,9 @@ class RPrecision(ScalarResults, MeanOverUsers):
     def _result(self, means):
         return means[0]
 
-    def _scalar_keys(self, name):  # one value: written under the attach name alone
-        return []
+    def _scalar_keys(self, name):  # one value: its scalar is the attach name itself
+        return [name]
 
     def _scalar_items(self, name, result):
-        return []
+        return [(name, result)]
 
