@@ -187,6 +187,19 @@ def test_equal_models_give_p_one_and_identical_differences_p_zero():
     assert result.p_value == R.paired_test([1.0] * 4, [0.0] * 4).p_value == 0.0 and result.mean_difference == 1.0
 
 
+def test_no_autograd_graph_in_state():
+    weights = torch.rand(4, 6, requires_grad=True)
+    labels = (torch.rand(4, 6) < 0.5).float()
+    labels[:, 0] = 1.0
+    paired = R.Paired(R.RankingMetrics([1, 3]))
+    for _ in range(5):
+        paired.update((torch.sigmoid(weights * 2.0), torch.sigmoid(weights), labels))
+        for attribute, value in vars(paired).items():
+            if isinstance(value, torch.Tensor):
+                assert value.grad_fn is None and not value.requires_grad, attribute
+    assert weights.grad is None
+
+
 # --- Refusals -----------------------------------------------------------------------------------
 def test_bad_values_of_either_model_are_refused_and_the_state_kept():
     batches, other = _models(7)

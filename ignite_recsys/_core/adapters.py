@@ -78,8 +78,8 @@ def _split_user_tags(output: Any, accepted: bool) -> tuple:
             name = type(tag).__name__
             if not accepted:
                 raise TypeError(
-                    f"{name} is taken only by the metrics that average over users (NDCG, HitRate, Recall, "
-                    "Precision, MAP, MRR, F1, RPrecision, RankingMetrics, AveragePopularity, TailPercentage, Novelty)"
+                    f"{name} is taken only by the metrics that average over users (NDCG, HitRate, Recall, Precision, "
+                    "MAP, MRR, F1, RPrecision, RankingMetrics, AveragePopularity, TailPercentage, Novelty)"
                 )
             if name in tags:
                 raise ValueError(f"update holds {name} twice")
@@ -91,7 +91,9 @@ def _split_user_tags(output: Any, accepted: bool) -> tuple:
 def _with_user_tags(result: RankingInput, groups, users) -> RankingInput:
     for name, ids in (("UserGroups", groups), ("UserIds", users)):
         if ids is not None and ids.shape[0] != result.num_users:
-            raise ValueError(f"{name} ids must hold one id per user of the batch ({result.num_users}), got {ids.shape[0]}")
+            raise ValueError(
+                f"{name} ids must hold one id per user of the batch ({result.num_users}), got {ids.shape[0]}"
+            )
         if ids is not None and ids.device != result.device:
             raise ValueError(f"{name} ids must be on the device of y_pred ({result.device}), got {ids.device}")
     result.groups, result.users = groups, users
