@@ -37,8 +37,8 @@ GROUPS = {
     "Beyond accuracy": ["ItemCoverage", "GiniIndex", "ShannonEntropy", "AveragePopularity", "TailPercentage",
                         "Novelty"],
     "Score-based": ["GAUC", "AUC", "LogLoss", "MAE", "RMSE"],
-    "Input forms and diagnostics": ["ItemIds", "RankedItems", "BoundaryTieWarning"],
-    "Statistics": ["PairedTestResult", "Report"],
+    "Input forms and diagnostics": ["ItemIds", "RankedItems", "UserGroups", "UserIds", "BoundaryTieWarning"],
+    "Statistics": ["PairedTestResult", "Report", "Paired"],
 }
 
 
@@ -60,7 +60,8 @@ def _write_metric_pages(app):
         index += [f"   {name}" for name in names] + [""]
         for name in names:
             members = [m for m in ("update", "compute", "compute_dict", "reset", "error_bound", "tail_items",
-                                   "boundary_tie_share", "confidence_interval", "per_user",
+                                   "boundary_tie_share", "confidence_interval", "per_user", "per_user_ids",
+                                   "compute_groups", "confidence_interval_groups", "group_counts",
                                    "to_markdown", "to_latex", "caption", "marker")
                        if m in dir(getattr(ignite_recsys, name))]
             page = [name, "=" * len(name), "", f".. autoclass:: ignite_recsys.{name}",

@@ -1,9 +1,12 @@
-"""Two recommenders compared as curves of NDCG@k and Recall@k over k, written to a PNG.
+"""Two recommenders compared as curves of NDCG@k and Recall@k over k, with confidence bands,
+written to a PNG.
 
 What it shows: one ``RankingMetrics`` with 50 cut-offs gives whole metric@k curves from a single
-ranking step per batch. Models: a popularity baseline and matrix factorisation (BPR).
+ranking step per batch, and ``confidence_interval`` a Student-t band around each curve from the
+streamed sums of squares (no per-user values kept). Models: a popularity baseline and matrix
+factorisation (BPR).
 
-    python examples/plot_metric_at_k.py [--out metric_at_k.png] [--data u.data]
+    python examples/plot_metric_at_k.py [--out metric_at_k.png] [--level 0.95] [--data u.data]
 """
 
 from __future__ import annotations
@@ -23,13 +26,16 @@ from ignite_recsys import RankingMetrics  # noqa: E402
 NAMES = {"ndcg": "NDCG@k", "recall": "Recall@k"}
 
 
-def curves(score_users, split, top_k):
+def curves(score_users, split, top_k, level=0.95):
+    """{"ndcg": [value per k], "ndcg_interval": [(low, high) per k], ...}"""
     metric = RankingMetrics(top_k, metrics=list(NAMES))
     with torch.no_grad():
         for batch in split.batches(score_users):
             metric.update(batch)
-    values = metric.compute()
-    return {name: [values[f"{name}@{k}"] for k in top_k] for name in NAMES}
+    values, intervals = metric.compute(), metric.confidence_interval(level)
+    result = {name: [values[f"{name}@{k}"] for k in top_k] for name in NAMES}
+    result.update({f"{name}_interval": [intervals[f"{name}@{k}"] for k in top_k] for name in NAMES})
+    return result
 
 
 def main(argv=None):
@@ -37,22 +43,25 @@ def main(argv=None):
     data.add_arguments(parser)
     parser.add_argument("--max-k", type=int, default=50)
     parser.add_argument("--out", default="metric_at_k.png")
+    parser.add_argument("--level", type=float, default=0.95, help="confidence level of the bands")
     args = parser.parse_args(argv)
 
     split = data.from_arguments(args)
     top_k = list(range(1, args.max_k + 1))
     models = {"popularity": popularity_scores(split.train), "matrix factorisation": train_mf(split.train, epochs=4)}
-    results = {name: curves(model, split, top_k) for name, model in models.items()}
+    results = {name: curves(model, split, top_k, args.level) for name, model in models.items()}
 
     figure, axes = plt.subplots(1, len(NAMES), figsize=(10, 4))
     for axis, (metric, label) in zip(axes, NAMES.items()):
         for model, values in results.items():
-            axis.plot(top_k, values[metric], label=model)
+            (line,) = axis.plot(top_k, values[metric], label=model)
+            low, high = zip(*values[f"{metric}_interval"])
+            axis.fill_between(top_k, low, high, color=line.get_color(), alpha=0.2, linewidth=0)
         axis.set_xlabel("k")
         axis.set_title(label)
         axis.grid(alpha=0.3)
     axes[0].legend()
-    figure.suptitle(split.description)
+    figure.suptitle(f"{split.description}; bands: {args.level:.0%} confidence intervals")
     figure.tight_layout()
     figure.savefig(args.out, dpi=120)
     print(f"wrote {args.out}")

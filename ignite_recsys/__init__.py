@@ -6,14 +6,15 @@ Predictions may be dense scores or :class:`RankedItems`; targets dense, sparse o
 :class:`ItemIds`; the ranking and catalog metrics also take ``(y_pred, y, exclude)``.
 """
 
-from .inputs import ItemIds, RankedItems
+from .inputs import ItemIds, RankedItems, UserGroups, UserIds
 from .metrics._base import BoundaryTieWarning
 from .metrics import *  # noqa: F401,F403
 from .metrics import __all__ as _metric_names
-from .stats import PairedTestResult, Report, correct_p_values, paired_test
+from .stats import Paired, PairedTestResult, Report, correct_p_values, paired_test
 
 __all__ = list(_metric_names) + [
-    "ItemIds", "RankedItems", "BoundaryTieWarning", "paired_test", "correct_p_values", "PairedTestResult", "Report"
+    "ItemIds", "RankedItems", "UserGroups", "UserIds", "BoundaryTieWarning", "paired_test", "correct_p_values",
+    "PairedTestResult", "Report", "Paired",
 ]
 
 __version__ = "0.3.0"

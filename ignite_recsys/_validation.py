@@ -316,6 +316,8 @@ ITEM_VECTOR = Param(
     # a copy: later in-place changes to the caller's tensor must not change the results
     lambda name, value, arguments: check_item_vector(name, value).clone(),
 )
+
+
 def int_between(low: int, high: int) -> Param:
     def check(name, value, arguments):
         value = check_positive_int(name, value)
@@ -381,3 +383,20 @@ def validated_init(init: Callable) -> Callable:
             del self.__dict__["_arguments_checked"]
 
     return checked_init
+
+
+def check_num_groups(value: Any) -> Union[int, None]:
+    """The number of user groups a metric reports (None: no groups)."""
+    if value is None:
+        return None
+    if not _is_int(value):
+        raise TypeError(f"num_groups must be a positive int or None, got {value!r} of type {type(value).__name__}")
+    if value <= 0:
+        raise ValueError(f"num_groups must be a positive int or None, got {value}")
+    return int(value)
+
+
+def check_group_ids(groups: torch.Tensor, num_groups: int) -> dict:
+    """Value check of an update's group ids (run on the device): within [0, num_groups)."""
+    outside = (groups < 0) | (groups >= num_groups)
+    return {f"UserGroups ids must lie in [0, {num_groups}) (num_groups={num_groups})": outside.any()}

@@ -4,6 +4,9 @@
   as id lists (targets), or items to exclude.
 - :class:`RankedItems`: predictions as ranked item ids (batch, K), as an approximate-nearest-
   neighbour index returns them; ``-1`` marks a position with no item.
+- :class:`UserGroups`, :class:`UserIds`: a group id or a user id per user of the batch, appended
+  to an update of the metrics that average over users (per-group means, per-user values in
+  user-id order).
 
 Targets may also be a torch sparse COO or CSR (batch, num_items) tensor whose stored values are
 the grades. These wrappers check their structure when built (types, ranks, dtypes, devices);
@@ -79,3 +82,54 @@ class RankedItems:
 
     def __repr__(self) -> str:
         return f"RankedItems(ids of shape {tuple(self.ids.shape)})"
+
+
+def _check_per_user_vector(name: str, ids, what: str) -> torch.Tensor:
+    if not isinstance(ids, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor of {what}, got {type(ids).__name__}")
+    if ids.layout != torch.strided:
+        raise TypeError(f"{name} must be a dense tensor of {what}, got layout {ids.layout}")
+    if ids.dtype not in _ID_DTYPES:
+        raise TypeError(f"{name} must hold integer {what}, got dtype {ids.dtype}")
+    if ids.ndim != 1:
+        raise ValueError(f"{name} must be 1-D (one id per user of the batch), got shape {tuple(ids.shape)}")
+    return ids.detach().to(torch.int64)
+
+
+class UserGroups:
+    """The group of each user of a batch (an activity bucket, cold or warm, a country...):
+    ``ids`` (batch,) integer in ``[0, num_groups)``, appended to an update,
+    ``update((y_pred, y, UserGroups(ids)))``. The metrics that average over users then also
+    report each group's mean (built with ``num_groups``; see :meth:`compute_groups`). Their
+    range is checked in ``update``.
+
+    >>> import torch
+    >>> from ignite_recsys import UserGroups
+    >>> UserGroups(torch.tensor([0, 2, 1])).ids
+    tensor([0, 2, 1])
+    """
+
+    def __init__(self, ids: torch.Tensor):
+        self.ids = _check_per_user_vector("UserGroups ids", ids, "group ids")
+
+    def __repr__(self) -> str:
+        return f"UserGroups(ids of shape {tuple(self.ids.shape)})"
+
+
+class UserIds:
+    """The id of each user of a batch: ``ids`` (batch,) integer, appended to an update,
+    ``update((y_pred, y, UserIds(ids)))``. A metric built with ``per_user=True`` then returns
+    its per-user values in ascending user-id order, also across processes (see
+    :meth:`per_user_ids`).
+
+    >>> import torch
+    >>> from ignite_recsys import UserIds
+    >>> UserIds(torch.tensor([17, 4])).ids
+    tensor([17,  4])
+    """
+
+    def __init__(self, ids: torch.Tensor):
+        self.ids = _check_per_user_vector("UserIds ids", ids, "user ids")
+
+    def __repr__(self) -> str:
+        return f"UserIds(ids of shape {tuple(self.ids.shape)})"

@@ -1,5 +1,6 @@
 """Statistics for reporting results: paired significance tests between two models evaluated on
-the same users, and corrections for several comparisons.
+the same users (from per-user values, or streamed by :class:`Paired`), and corrections for
+several comparisons.
 
 The Student-t distribution comes from :mod:`scipy.stats` (imported when first needed), the
 reference implementation that scientific Python uses; the library's own code only combines it
@@ -15,10 +16,15 @@ from typing import Any, Optional, Sequence, Union
 
 import numpy as np
 import torch
+from ignite.exceptions import NotComputableError
+from ignite.metrics.metric import reinit__is_reduced
 
 from . import _validation as V
+from .inputs import UserGroups, UserIds
+from .metrics._base import StatefulMetric, UserStatistics, _identity, raise_for_invalid_updates, screen
+from .metrics._engine import OptionalOutputKeys, ScalarResults
 
-__all__ = ["PairedTestResult", "Report", "paired_test", "correct_p_values"]
+__all__ = ["Paired", "PairedTestResult", "Report", "paired_test", "correct_p_values"]
 
 PAIRED_TEST_METHODS = ("t", "randomization")
 CORRECTION_METHODS = ("holm", "bonferroni")
@@ -29,6 +35,17 @@ def _t_quantile(p: float, df: float) -> float:
     from scipy.stats import t
 
     return float(t.ppf(p, df))
+
+
+def _t_quantiles(p: float, df: torch.Tensor) -> torch.Tensor:
+    """The p-quantile of Student's t for each entry of a tensor of degrees of freedom (NaN where
+    df < 1), float64 on df's device."""
+    from scipy.stats import t
+
+    df_host = df.detach().to("cpu", torch.float64).numpy()
+    with np.errstate(invalid="ignore"):
+        quantiles = t.ppf(p, np.where(df_host >= 1, df_host, np.nan))
+    return torch.as_tensor(quantiles, dtype=torch.float64).to(df.device)
 
 
 def _t_two_sided_p(statistic: float, df: float) -> float:
@@ -47,6 +64,7 @@ class PairedTestResult:
         confidence_interval: (low, high) Student-t interval of the mean difference at ``level``.
         method: ``"t"`` or ``"randomization"``.
         num_users: the users compared (after dropping pairs with a NaN).
+        mean_a, mean_b: the means over those users of ``a`` and of ``b``.
     """
 
     p_value: float
@@ -54,6 +72,8 @@ class PairedTestResult:
     confidence_interval: tuple
     method: str
     num_users: int
+    mean_a: float = math.nan
+    mean_b: float = math.nan
 
 
 def _values_of(name: str, values: Any, k: Any) -> np.ndarray:
@@ -89,6 +109,16 @@ def _values_of(name: str, values: Any, k: Any) -> np.ndarray:
     return array
 
 
+def _user_ids_of(value: Any) -> Optional[torch.Tensor]:
+    """The user ids of a metric's per-user values, when its updates came with UserIds."""
+    if isinstance(value, UserStatistics) and value.keeps_per_user:
+        try:
+            return value.per_user_ids()
+        except RuntimeError:
+            return None
+    return None
+
+
 def paired_test(
     a: Any,
     b: Any,
@@ -105,7 +135,9 @@ def paired_test(
     user i of the other, or two metrics built with ``per_user=True`` (their :meth:`per_user`;
     ``k`` picks the cut-off of a metric with several, or the ``"name@k"`` key of a
     :class:`RankingMetrics`). A user whose value is NaN in either (a user a metric does not
-    count) is dropped from both.
+    count) is dropped from both. Two metrics whose updates came with
+    :class:`~ignite_recsys.UserIds` list their users in user-id order, so they line up however
+    the users were batched or spread over processes; if their ids differ, a ValueError.
 
     - ``method="t"``: the paired Student t-test on :math:`d = a - b`, as
       ``scipy.stats.ttest_rel(a, b)``: :math:`t = \bar d / (s_d / \sqrt n)` with n - 1 degrees of
@@ -130,10 +162,17 @@ def paired_test(
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, numbers.Integral)):
         raise TypeError(f"seed must be an int or None, got {seed!r} of type {type(seed).__name__}")
     first, second = _values_of("a", a, k), _values_of("b", b, k)
+    ids_a, ids_b = _user_ids_of(a), _user_ids_of(b)
+    if ids_a is not None and ids_b is not None and not torch.equal(ids_a.cpu(), ids_b.cpu()):
+        raise ValueError(
+            "a and b hold different users (the user ids of their per-user values differ): evaluate both models "
+            "on the same users"
+        )
     if first.shape != second.shape:
         raise ValueError(f"a and b must hold the same users: got {first.shape[0]} and {second.shape[0]} values")
     kept = ~(np.isnan(first) | np.isnan(second))
     differences = first[kept] - second[kept]
+    means = (float(first[kept].mean()), float(second[kept].mean())) if kept.any() else (math.nan, math.nan)
     n = differences.shape[0]
     if n < 2:
         raise ValueError(f"a and b must have at least two users with values in both, got {n}")
@@ -141,13 +180,17 @@ def paired_test(
     sem = float(differences.std(ddof=1)) / math.sqrt(n)
     half = _t_quantile((1 + level) / 2, n - 1) * sem
     if method == "t":
-        if sem == 0:
-            p_value = 1.0 if mean == 0 else 0.0
-        else:
-            p_value = _t_two_sided_p(mean / sem, n - 1)
+        p_value = _paired_t_p_value(mean, sem, n - 1)
     else:
         p_value = _sign_flip_p_value(differences, num_permutations, seed)
-    return PairedTestResult(p_value, mean, (mean - half, mean + half), method, n)
+    return PairedTestResult(p_value, mean, (mean - half, mean + half), method, n, *means)
+
+
+def _paired_t_p_value(mean: float, sem: float, df: float) -> float:
+    """Two-sided p-value of the paired t-test; with no spread, 1.0 for a zero mean, else 0.0."""
+    if sem == 0:
+        return 1.0 if mean == 0 else 0.0
+    return _t_two_sided_p(mean / sem, df)
 
 
 def _sign_flip_p_value(differences: np.ndarray, num_permutations: int, seed: Optional[int]) -> float:
@@ -396,3 +439,155 @@ class Report:
             lines.append(" & ".join([_latex_escape(model)] + row) + " \\\\")
         lines += ["\\bottomrule", "\\end{tabular}", "\\end{table}"]
         return "\n".join(lines)
+
+
+_PAIRED_FIELDS = ("mean_a", "mean_b", "mean_difference", "p_value")
+
+
+def _check_paired_metric(metric: Any) -> Any:
+    if not isinstance(metric, UserStatistics):
+        raise TypeError(
+            "metric must be a metric that averages over users (NDCG, HitRate, Recall, Precision, MAP, MRR, F1, "
+            f"RPrecision, RankingMetrics, AveragePopularity, TailPercentage, Novelty), got {type(metric).__name__}"
+        )
+    if metric.keeps_per_user or metric.num_groups is not None:
+        raise ValueError(
+            f"metric must be built without per_user and num_groups: Paired keeps no per-user values and no "
+            f"groups, got {type(metric).__name__}(per_user={metric.keeps_per_user}, num_groups={metric.num_groups})"
+        )
+    return metric
+
+
+class Paired(ScalarResults, OptionalOutputKeys, StatefulMetric):
+    r"""Two models compared on the same users, streamed: the paired t-test of a per-user-mean
+    metric without keeping any per-user value.
+
+    ``metric`` is a configured metric that averages over users (:class:`NDCG`, :class:`HitRate`,
+    :class:`Recall`, :class:`Precision`, :class:`MAP`, :class:`MRR`, :class:`F1`,
+    :class:`RPrecision`, :class:`RankingMetrics`, :class:`AveragePopularity`,
+    :class:`TailPercentage`, :class:`Novelty`), built without ``per_user`` and ``num_groups``;
+    it serves as the definition of the per-user values (its own state is not updated).
+    ``update((y_pred_a, y_pred_b, y))`` or ``update((y_pred_a, y_pred_b, y, exclude))`` takes
+    both models' predictions against the same targets, each in any form the metric accepts
+    (dense scores or :class:`RankedItems`; targets dense, sparse or :class:`ItemIds`); from an
+    Engine, a dict output with the keys ``"y_pred_a"``, ``"y_pred_b"``, ``"y"`` (and
+    ``"exclude"``).
+
+    State, per value (per k, per ``"name@k"``): the sums over users of a, b, d = a - b and
+    d², and one count, float64, summed across processes. A user is compared when both models'
+    values count (as :func:`paired_test` drops a user with NaN in either).
+
+    ``compute()`` returns what ``metric.compute()`` returns with a :class:`PairedTestResult`
+    per value (``method="t"``): ``mean_a``, ``mean_b``, ``mean_difference`` :math:`ar d`, the
+    Student-t ``confidence_interval`` of the mean difference at ``level`` and the two-sided
+    ``p_value`` of :math:`t = ar d / (s_d / \sqrt n)` with n - 1 degrees of freedom,
+    :math:`s_d^2 = (\sum d^2 - n ar d^2) / (n - 1)`: the values of
+    ``scipy.stats.ttest_rel(a, b)`` and of ``paired_test(a, b, method="t")`` on the per-user
+    values. Attached to an Engine as ``name``, each value's ``mean_a``, ``mean_b``,
+    ``mean_difference`` and ``p_value`` are also scalars under the metric's own scalar keys:
+    ``"<name>@10/p_value"``, ``"<name>/ndcg@10/p_value"`` for :class:`RankingMetrics`,
+    ``"<name>/p_value"`` for :class:`RPrecision`.
+
+    >>> import torch
+    >>> from ignite_recsys import NDCG, Paired
+    >>> comparison = Paired(NDCG(top_k=2))
+    >>> relevance = torch.tensor([[1, 0, 0, 1], [0, 1, 0, 0], [0, 0, 1, 1]])
+    >>> model_a = torch.tensor([[0.9, 0.1, 0.2, 0.8], [0.1, 0.9, 0.3, 0.2], [0.2, 0.1, 0.9, 0.3]])
+    >>> model_b = torch.tensor([[0.1, 0.9, 0.2, 0.8], [0.9, 0.1, 0.3, 0.2], [0.8, 0.1, 0.2, 0.9]])
+    >>> comparison.update((model_a, model_b, relevance))
+    >>> [result] = comparison.compute()
+    >>> round(result.mean_a, 4), round(result.mean_b, 4), round(result.p_value, 4)  # scipy's ttest_rel: 0.0651
+    (1.0, 0.3333, 0.0651)
+    """
+
+    required_output_keys = ("y_pred_a", "y_pred_b", "y")
+    optional_output_keys = ("exclude",)
+    _state_dict_all_req_keys = ("_count", "_sum_a", "_sum_b", "_sum_d", "_sum_d2", "_num_invalid_updates")
+
+    _parameter_constraints = {
+        "metric": V.Param("a metric that averages over users, built without per_user and num_groups",
+                          lambda name, value, arguments: _check_paired_metric(value)),
+        "level": V.Param("a confidence level strictly between 0 and 1", lambda name, value, arguments: V.check_level(value)),
+    }
+
+    def __init__(self, metric: Any, level: float = 0.95, output_transform: Any = _identity, device: Any = None,
+                 skip_unrolling: bool = False):
+        self.metric = metric
+        self.level = level
+        super().__init__(output_transform, device=metric._device if device is None else device,
+                         skip_unrolling=skip_unrolling)
+
+    @reinit__is_reduced
+    def reset(self) -> None:
+        size = self.metric._num_values()
+        for key in ("_sum_a", "_sum_b", "_sum_d", "_sum_d2"):
+            setattr(self, key, torch.zeros(size, dtype=torch.float64, device=self._device))
+        self._count = torch.zeros((), dtype=torch.float64, device=self._device)
+        self._num_invalid_updates = torch.zeros((), dtype=torch.float64, device=self._device)
+
+    def _model_rows(self, model: str, y_pred: Any, rest: tuple) -> tuple:
+        name = type(self.metric).__name__
+        try:
+            (batch,) = self.metric._parse((y_pred,) + rest)
+        except (TypeError, ValueError) as error:
+            raise type(error)(f"Paired({name}), model {model} (y_pred_{model}): {error}") from None
+        values, weight, invalid, _ = self.metric._user_rows(batch)
+        return values, weight, {f"Paired({name}), model {model}: {message}": flag for message, flag in invalid.items()}, batch
+
+    @reinit__is_reduced
+    def update(self, output: Any) -> None:
+        if not isinstance(output, (tuple, list)):
+            raise TypeError(
+                "Paired.update expects a tuple (y_pred_a, y_pred_b, y) or (y_pred_a, y_pred_b, y, exclude), "
+                f"got {type(output).__name__}"
+            )
+        if len(output) not in (3, 4):
+            raise ValueError(
+                "Paired.update expects a tuple (y_pred_a, y_pred_b, y) or (y_pred_a, y_pred_b, y, exclude) of 3 "
+                f"or 4 entries, got a sequence of length {len(output)}"
+            )
+        if any(isinstance(entry, (UserGroups, UserIds)) for entry in output):
+            raise TypeError("Paired.update takes no UserGroups or UserIds (it keeps neither groups nor per-user values)")
+        rest = tuple(output[2:])
+        a, weight_a, invalid_a, batch = self._model_rows("a", output[0], rest)
+        b, weight_b, invalid_b, _ = self._model_rows("b", output[1], rest)
+        weight = weight_a * weight_b
+        bad = screen({**invalid_a, **invalid_b}, on_cpu=torch.device(batch.device).type == "cpu")
+        weights = weight.unsqueeze(1)
+        difference = a - b
+        totals = {"_sum_a": a, "_sum_b": b, "_sum_d": difference, "_sum_d2": difference * difference}
+        zero = torch.zeros((), dtype=torch.float64, device=a.device)
+        for key, values in totals.items():  # each value reduced over users as its own contiguous row
+            getattr(self, key).add_(torch.where(bad, zero, (values * weights).t().contiguous().sum(1)).to(self._device))
+        self._count += torch.where(bad, zero, weight.sum()).to(self._device)
+        self._num_invalid_updates += bad.to(torch.float64).to(self._device)
+
+    def compute(self) -> Any:
+        count, sum_a, sum_b, sum_d, sum_d2, num_invalid = self._reduced(
+            "_count", "_sum_a", "_sum_b", "_sum_d", "_sum_d2", "_num_invalid_updates"
+        )
+        raise_for_invalid_updates(self, num_invalid)
+        n = float(count)
+        if n < 2:
+            raise NotComputableError(
+                f"Paired({type(self.metric).__name__}) needs at least two users compared (counted for both "
+                f"models), got {int(n)}"
+            )
+        mean = sum_d / n
+        sem = torch.sqrt(((sum_d2 - sum_d * mean) / (n - 1)).clamp(min=0) / n)
+        half = _t_quantile((1 + self.level) / 2, n - 1) * sem
+        results = [
+            PairedTestResult(_paired_t_p_value(m, e, n - 1), m, (m - h, m + h), "t", int(n), ma, mb)
+            for m, e, h, ma, mb in zip(
+                mean.tolist(), sem.tolist(), half.tolist(), (sum_a / n).tolist(), (sum_b / n).tolist()
+            )
+        ]
+        return self.metric._result(results)
+
+    def _scalar_keys(self, name: str) -> list:
+        keys = self.metric._scalar_keys(name) or [name]
+        return [f"{key}/{field}" for key in keys for field in _PAIRED_FIELDS]
+
+    def _scalar_items(self, name: str, result: Any) -> list:
+        per_value = self.metric._scalar_items(name, result) or [(name, result)]
+        return [(f"{key}/{field}", getattr(value, field)) for key, value in per_value for field in _PAIRED_FIELDS]

@@ -76,6 +76,10 @@ def test_plot_metric_at_k_writes_png(tmp_path, capsys):
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and out.stat().st_size > 10_000
     for curves in results.values():
         assert len(curves["recall"]) == 15 and curves["recall"] == sorted(curves["recall"])
+        for name in ("ndcg", "recall"):  # each band holds its curve and has some width
+            bands = curves[f"{name}_interval"]
+            assert len(bands) == 15 and all(low <= v <= high for v, (low, high) in zip(curves[name], bands))
+            assert all(high - low > 0 for low, high in bands[4:])
 
 
 def test_movielens_loader_reads_the_sample():

@@ -157,7 +157,8 @@ def test_every_metric_class_is_covered():
     from ignite.metrics import Metric
 
     classes = {name for name in R.__all__ if isinstance(getattr(R, name), type) and issubclass(getattr(R, name), Metric)}
-    assert set(_all_metrics(5)) == classes
+    # Paired takes two models per update: tests/test_paired_streaming.py checks its state
+    assert set(_all_metrics(5)) == classes - {"Paired"}
 
 
 @pytest.mark.parametrize("name", sorted(_all_metrics(5)))

@@ -382,3 +382,23 @@ def test_statistics_page_example_prints_its_table(capsys):
     shown = re.search(r"```text\n(.*?)```", page, re.S).group(1)
     exec(compile(code, "statistics.md", "exec"), {})
     assert capsys.readouterr().out == shown
+
+
+def test_statistics_page_examples_print_what_the_page_shows(capsys):
+    """Every Python block of the page, run in order in one namespace, prints the text block that
+    follows it (groups, user ids and Paired reuse the worked example's data)."""
+    import pathlib
+
+    page = (pathlib.Path(__file__).resolve().parent.parent / "docs" / "statistics.md").read_text()
+    blocks = re.findall(r"```(python|text)\n(.*?)```", page, re.S)
+    kinds = [kind for kind, _ in blocks]
+    assert kinds == ["python", "text"] * (len(blocks) // 2) and len(blocks) >= 10
+    namespace = {}
+    for (_, code), (_, shown) in zip(blocks[::2], blocks[1::2]):
+        exec(compile(code, "statistics.md", "exec"), namespace)
+        assert capsys.readouterr().out == shown
+    # the streamed comparison equals paired_test on the per-user values of the worked example
+    streamed = namespace["comparison"].compute()
+    for key, name in (("ndcg@10", "NDCG@10"), ("recall@10", "Recall@10")):
+        assert streamed[key].p_value == pytest.approx(namespace["tests"][name].p_value, abs=1e-9)
+        assert streamed[key].mean_difference == pytest.approx(namespace["tests"][name].mean_difference, abs=1e-12)

@@ -22,7 +22,7 @@ from typing import Any, Optional
 import torch
 
 from .. import _validation as V
-from ..inputs import ItemIds, RankedItems
+from ..inputs import ItemIds, RankedItems, UserGroups, UserIds
 from .item_sets import ItemTable
 
 
@@ -44,6 +44,8 @@ class RankingInput:
     # selection then fixes only the groups holding one instead of masking every score
     excluded_entries: Optional[tuple] = None
     invalid: dict = field(default_factory=dict)  # message -> 0-d bool tensor (value checks)
+    groups: Optional[torch.Tensor] = None  # (B,) int64 from UserGroups, range checked by the metric
+    users: Optional[torch.Tensor] = None  # (B,) int64 from UserIds
 
     @property
     def is_dense(self) -> bool:
@@ -55,8 +57,50 @@ def _is_sparse(value: Any) -> bool:
     return isinstance(value, torch.Tensor) and value.layout in (torch.sparse_coo, torch.sparse_csr)
 
 
-def parse_ranking_input(output: Any, num_items: Optional[int] = None) -> RankingInput:
-    """Check an update's argument and bring it into canonical form (no value is read on the host)."""
+def parse_ranking_input(output: Any, num_items: Optional[int] = None, user_tags: bool = False) -> RankingInput:
+    """Check an update's argument and bring it into canonical form (no value is read on the host).
+    ``user_tags``: whether trailing :class:`~ignite_recsys.UserGroups` / :class:`~ignite_recsys.UserIds`
+    entries are accepted (the metrics that average over users); they land in ``groups`` / ``users``."""
+    output, groups, users = _split_user_tags(output, user_tags)
+    return _with_user_tags(_parse_ranking_input(output, num_items), groups, users)
+
+
+_USER_TAGS = (UserGroups, UserIds)
+
+
+def _split_user_tags(output: Any, accepted: bool) -> tuple:
+    """``output`` without its trailing UserGroups / UserIds, and their ids (or None)."""
+    tags = {}
+    if isinstance(output, (tuple, list)):
+        output = list(output)
+        while output and isinstance(output[-1], _USER_TAGS):
+            tag = output.pop()
+            name = type(tag).__name__
+            if not accepted:
+                raise TypeError(
+                    f"{name} is taken only by the metrics that average over users (NDCG, HitRate, Recall, Precision, "
+                    "MAP, MRR, F1, RPrecision, RankingMetrics, AveragePopularity, TailPercentage, Novelty)"
+                )
+            if name in tags:
+                raise ValueError(f"update holds {name} twice")
+            tags[name] = tag.ids
+        output = tuple(output)
+    return output, tags.get("UserGroups"), tags.get("UserIds")
+
+
+def _with_user_tags(result: RankingInput, groups, users) -> RankingInput:
+    for name, ids in (("UserGroups", groups), ("UserIds", users)):
+        if ids is not None and ids.shape[0] != result.num_users:
+            raise ValueError(
+                f"{name} ids must hold one id per user of the batch ({result.num_users}), got {ids.shape[0]}"
+            )
+        if ids is not None and ids.device != result.device:
+            raise ValueError(f"{name} ids must be on the device of y_pred ({result.device}), got {ids.device}")
+    result.groups, result.users = groups, users
+    return result
+
+
+def _parse_ranking_input(output: Any, num_items: Optional[int] = None) -> RankingInput:
     if not isinstance(output, (tuple, list)):
         raise TypeError(f"update expects a tuple (y_pred, y) or (y_pred, y, exclude), got {type(output).__name__}")
     if len(output) not in (2, 3):

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Mapping
-from typing import Any, Callable, Sequence, Union
+from typing import Any, Callable, Optional, Sequence, Union
 
 import ignite.distributed as idist
 import torch
@@ -87,7 +87,7 @@ class StatefulMetric(Metric):
         return {key: tuple(getattr(self, key).shape) for key in self._state_dict_all_req_keys}
 
     def _configuration(self) -> str:
-        names = ("top_k", "metrics", "num_items", "resolution_bits")
+        names = ("top_k", "metrics", "num_items", "resolution_bits", "num_groups")
         # self.__dict__, not getattr: ignite's Metric answers any unknown attribute with a function
         return ", ".join(f"{n}={self.__dict__[n]!r}" for n in names if self.__dict__.get(n) is not None)
 
@@ -216,7 +216,7 @@ class StreamingMean(OptionalOutputKeys, StatefulMetric):
         self._count += torch.where(bad, zero, count).to(self._device)
         for key, total in (extra[0].items() if extra else ()):  # further sums a subclass keeps
             getattr(self, key).add_(torch.where(bad, zero, total).to(self._device))
-        if len(extra) > 1:  # per-user rows (UserStatistics with per_user=True)
+        if len(extra) > 1:  # per-user rows and ids (UserStatistics with per_user=True)
             self._keep_rows(extra[1], bad)
         self._num_invalid_updates += bad.to(torch.float64).to(self._device)
 
@@ -237,50 +237,114 @@ class UserStatistics:
     - With ``per_user=True``, each batch's per-user values are kept on the metric's device (a list
       of per-batch tensors, appended without a host sync) and returned by :meth:`per_user`. Their
       memory grows with the number of users, so this is off by default; they are not part of
-      ``state_dict()``.
+      ``state_dict()``. With :class:`~ignite_recsys.UserIds` in the updates they come in user-id
+      order.
+    - With ``num_groups=G``, each update also carries each user's group
+      (:class:`~ignite_recsys.UserGroups`), and the states ``_group_sum`` (G, num_values),
+      ``_group_count`` (G,) and ``_group_sum_squares`` (G, num_values) give each group's mean and
+      interval (:meth:`compute_groups`, :meth:`confidence_interval_groups`), accumulated by one
+      ``index_add_`` per state without a host sync, summed across processes.
 
-    Subclasses build their ``_batch_totals`` with :meth:`_user_totals`.
+    Subclasses define ``_user_rows``: (values (batch, num_values) float64, weight (batch,)
+    float64 (1: counted, 0: not counted), invalid-flag dict, further sums or None).
     """
 
     _state_dict_all_req_keys = ("_sum", "_count", "_num_invalid_updates", "_sum_squares")
-    _parameter_constraints = {"per_user": V.boolean()}
+    _parameter_constraints = {
+        "per_user": V.boolean(),
+        "num_groups": V.Param("a positive int or None", lambda name, value, arguments: V.check_num_groups(value)),
+    }
+    _group_state_keys = ("_group_sum", "_group_count", "_group_sum_squares")
     keeps_per_user = False  # per_user=True in the constructor
+    num_groups = None  # num_groups=G in the constructor
 
-    def _keep_per_user(self, per_user: bool) -> None:
+    def _keep_per_user(self, per_user: bool, num_groups: Union[int, None] = None) -> None:
         self.keeps_per_user = per_user
+        self.num_groups = num_groups
+        if self.num_groups is not None:  # the group sums are state: checkpointed and checked on load
+            self._state_dict_all_req_keys = type(self)._state_dict_all_req_keys + self._group_state_keys
 
     @reinit__is_reduced
     def reset(self) -> None:
         super().reset()
         self._sum_squares = torch.zeros(self._num_values(), dtype=torch.float64, device=self._device)
         self._per_user_rows: list = []
+        self._per_user_ids: list = []
+        if self.num_groups is not None:
+            shape = (self.num_groups, self._num_values())
+            self._group_sum = torch.zeros(shape, dtype=torch.float64, device=self._device)
+            self._group_count = torch.zeros(self.num_groups, dtype=torch.float64, device=self._device)
+            self._group_sum_squares = torch.zeros(shape, dtype=torch.float64, device=self._device)
 
-    def _user_totals(self, values: torch.Tensor, weight: torch.Tensor, invalid: dict, extra: dict = None) -> tuple:
+    def _tagged_output_keys(self) -> dict:
+        """The keys of a dict output read as user tags: "groups" with num_groups, "users" with
+        per_user=True (a metric built without them ignores these keys of a shared output)."""
+        from ..inputs import UserGroups, UserIds
+
+        keys = {}
+        if self.num_groups is not None:
+            keys["groups"] = UserGroups
+        if self.keeps_per_user:
+            keys["users"] = UserIds
+        return keys
+
+    def _user_rows(self, batch: RankingInput) -> tuple:
+        raise NotImplementedError
+
+    def _batch_totals(self, batch):
+        return self._user_totals(*self._user_rows(batch), batch)
+
+    def _user_totals(self, values: torch.Tensor, weight: torch.Tensor, invalid: dict, extra: dict = None,
+                     batch: RankingInput = None) -> tuple:
         """``_batch_totals``' return from per-user values (batch, num_values) float64 and user
         weights (batch,) float64 (1: counted, 0: not counted)."""
+        groups, users = (batch.groups, batch.users) if batch is not None else (None, None)
+        self._check_user_tags(groups, users)
         weights = weight.unsqueeze(1)
         # Reduce each value over users as its own contiguous row: the summation order then does not
         # depend on how many values are combined (RankingMetrics equals the single classes bit for bit).
-        sums = (values * weights).t().contiguous().sum(1)
-        squares = (values * values * weights).t().contiguous().sum(1)
-        totals = (sums, weight.sum(), invalid, {**(extra or {}), "_sum_squares": squares})
+        weighted = values * weights
+        sums = weighted.t().contiguous().sum(1)
+        squares = (values * weighted).t().contiguous().sum(1)
+        extra = {**(extra or {}), "_sum_squares": squares}
+        if self.num_groups is not None:
+            invalid = {**invalid, **V.check_group_ids(groups, self.num_groups)}
+            extra.update(_group_totals(groups.clamp(0, self.num_groups - 1), self.num_groups, values, weight))
+        totals = (sums, weight.sum(), invalid, extra)
         if self.keeps_per_user:
-            totals += (torch.where(weights > 0, values, torch.nan),)
+            totals += ((torch.where(weights > 0, values, torch.nan), users),)
         return totals
 
-    def _keep_rows(self, rows: torch.Tensor, bad: torch.Tensor) -> None:
+    def _check_user_tags(self, groups, users) -> None:
+        name = type(self).__name__
+        if groups is not None and self.num_groups is None:
+            raise ValueError(
+                f"{name} got UserGroups but was built without num_groups: pass num_groups=<number of groups> "
+                "to its constructor to report each group"
+            )
+        if groups is None and self.num_groups is not None:
+            raise ValueError(
+                f"{name} was built with num_groups={self.num_groups}: every update needs the users' groups, "
+                "update((y_pred, y, UserGroups(ids))) or the key 'groups' of a dict output"
+            )
+        if users is not None and not self.keeps_per_user:
+            raise ValueError(f"{name} got UserIds, which order the per-user values: build it with per_user=True")
+        if self._per_user_rows and (users is not None) != bool(self._per_user_ids):
+            raise ValueError(
+                f"{name}: UserIds must come with every update since the last reset or with none "
+                f"({'some' if self._per_user_ids else 'no'} earlier update had them)"
+            )
+
+    def _keep_rows(self, kept: tuple, bad: torch.Tensor) -> None:
         # CPU inputs never get here with bad values (update raised); a bad CUDA batch keeps NaN
         # rows, and per_user() raises as compute() does.
+        rows, users = kept
         self._per_user_rows.append(torch.where(bad, torch.nan, rows).to(self._device))
+        if users is not None:
+            self._per_user_ids.append(users.to(self._device))
 
-    def per_user(self) -> Any:
-        """The value of every user seen since the last reset, in update order, float64 on the
-        metric's device (needs ``per_user=True``): a (users, len(top_k)) tensor for a metric with
-        cut-offs (columns in ascending k), a (users,) tensor for :class:`RPrecision`, a dict
-        ``{"ndcg@10": (users,) tensor, ...}`` for :class:`RankingMetrics`. A user the metric does
-        not count (no relevant item under ``ignore_zero_hits=True``, no candidate item) has a row
-        of NaN. Across processes the rows are gathered in rank order: rank 0's users first,
-        then rank 1's, each in update order."""
+    def _per_user_table(self) -> tuple:
+        """(rows (users, num_values), ids (users,) or None) of every process, in the documented order."""
         name = type(self).__name__
         if not self.keeps_per_user:
             raise RuntimeError(f"{name}.per_user() needs the metric to be built with per_user=True")
@@ -296,9 +360,49 @@ class UserStatistics:
                 f"users, {int((~rows[:, 0].isnan()).sum())} kept); they are not part of state_dict(), so a "
                 "loaded state has none: update again from a reset"
             )
+        # 0: no rows here, 1: rows with user ids, 2: rows without; every process must agree
+        local = 0 if not self._per_user_rows else 1 if self._per_user_ids else 2
+        kinds = set(_gathered_rows(torch.tensor([[local]], dtype=torch.int64, device=rows.device))[:, 0].tolist())
+        if kinds >= {1, 2}:
+            raise ValueError(f"{name}.per_user(): some processes gave UserIds with their updates and others did not")
         rows = _gathered_rows(rows)
+        if 1 not in kinds:
+            return rows, None
+        ids = torch.cat(self._per_user_ids) if self._per_user_ids else torch.zeros(0, dtype=torch.int64, device=rows.device)
+        ids, order = torch.sort(_gathered_rows(ids.unsqueeze(1))[:, 0], stable=True)
+        repeated = ids[1:][ids[1:] == ids[:-1]].unique()
+        if repeated.numel():
+            raise ValueError(
+                f"{name}.per_user(): user ids must be distinct, got {repeated.numel()} id(s) more than once "
+                f"(e.g. {repeated[:5].tolist()}); give each user one row in the evaluation"
+            )
+        return rows[order], ids
+
+    def per_user(self) -> Any:
+        """The value of every user seen since the last reset, float64 on the metric's device (needs
+        ``per_user=True``): a (users, len(top_k)) tensor for a metric with cut-offs (columns in
+        ascending k), a (users,) tensor for :class:`RPrecision`, a dict ``{"ndcg@10": (users,)
+        tensor, ...}`` for :class:`RankingMetrics`. A user the metric does not count (no relevant
+        item under ``ignore_zero_hits=True``, no candidate item) has a row of NaN.
+
+        Order: with :class:`~ignite_recsys.UserIds` in every update, ascending user id, across
+        processes too (:meth:`per_user_ids` gives the ids; a user id seen twice raises a
+        ValueError). Without them, update order; across processes the rows are gathered in rank
+        order: rank 0's users first, then rank 1's, each in update order."""
+        rows, _ = self._per_user_table()
         result = self._result(list(rows.unbind(1)))
         return torch.stack(result, 1) if isinstance(result, list) else result
+
+    def per_user_ids(self) -> torch.Tensor:
+        """The user ids (int64, ascending) of the rows of :meth:`per_user`, when every update came
+        with :class:`~ignite_recsys.UserIds`."""
+        _, ids = self._per_user_table()
+        if ids is None:
+            raise RuntimeError(
+                f"{type(self).__name__}.per_user_ids() needs user ids with the updates: "
+                "update((y_pred, y, UserIds(ids))) or the key 'users' of a dict output"
+            )
+        return ids
 
     def confidence_interval(self, level: float = 0.95) -> Any:
         r"""Student-t confidence interval of the mean over counted users, per value, from the
@@ -313,8 +417,6 @@ class UserStatistics:
         Raises NotComputableError with fewer than two counted users (no variance estimate). The
         variance comes from the sums of squares: when the spread of the values is below about
         1e-6 of their magnitude, the interval width loses relative precision."""
-        from ..stats import _t_quantile
-
         level = V.check_level(level)
         total, squares, count, num_invalid = self._reduced("_sum", "_sum_squares", "_count", "_num_invalid_updates")
         raise_for_invalid_updates(self, num_invalid)
@@ -328,11 +430,71 @@ class UserStatistics:
                 f"{name}.confidence_interval(): the state has no sums of squares (it was loaded from a "
                 "state dict without them); update from a reset"
             )
-        n = float(count)
-        mean = total / n
-        variance = ((squares - total * mean) / (n - 1)).clamp(min=0)
-        half = _t_quantile((1 + level) / 2, n - 1) * torch.sqrt(variance / n)
-        return self._result(list(zip((mean - half).tolist(), (mean + half).tolist())))
+        low, high = _t_intervals(total, squares, count, level)
+        return self._result(list(zip(low.tolist(), high.tolist())))
+
+    # User groups -------------------------------------------------------------------------------
+    def _group_state(self, method: str) -> tuple:
+        if self.num_groups is None:
+            raise RuntimeError(f"{type(self).__name__}.{method}() needs the metric to be built with num_groups")
+        total, count, squares, num_invalid = self._reduced(
+            "_group_sum", "_group_count", "_group_sum_squares", "_num_invalid_updates"
+        )
+        raise_for_invalid_updates(self, num_invalid)
+        return total, count, squares
+
+    def compute_groups(self) -> list:
+        """Each group's result (needs ``num_groups``): a list indexed by group id, each entry what
+        ``compute()`` returns, computed over the group's counted users (of all processes). A group
+        without a counted user gets NaN values (the other groups stay reportable)."""
+        total, count, _ = self._group_state("compute_groups")
+        means = total / count.unsqueeze(1)  # 0 / 0 = NaN for a group without a counted user
+        return [self._result(row.tolist()) for row in means]
+
+    def group_counts(self) -> list:
+        """The number of counted users of each group (of all processes), a list of ints."""
+        _, count, _ = self._group_state("group_counts")
+        return [int(n) for n in count.tolist()]
+
+    def confidence_interval_groups(self, level: float = 0.95) -> list:
+        """:meth:`confidence_interval` of each group (needs ``num_groups``): a list indexed by
+        group id; a group with fewer than two counted users gets ``(nan, nan)`` intervals."""
+        level = V.check_level(level)
+        total, count, squares = self._group_state("confidence_interval_groups")
+        low, high = _t_intervals(total, squares, count.unsqueeze(1), level)
+        return [self._result(list(zip(lo.tolist(), hi.tolist()))) for lo, hi in zip(low, high)]
+
+    def _group_scalar_items(self, name: str) -> list:
+        """(key, value) of every group's scalars for an Engine: ``"<scalar key>/group<g>"``."""
+        items = []
+        for group, result in enumerate(self.compute_groups()):
+            for key, value in self._scalar_items(name, result) or [(name, result)]:
+                items.append((f"{key}/group{group}", value))
+        return items
+
+
+def _group_totals(index: torch.Tensor, num_groups: int, values: torch.Tensor, weight: torch.Tensor) -> dict:
+    """Per-group sums, counts and sums of squares of one batch (each one ``index_add_``)."""
+    weighted = values * weight.unsqueeze(1)
+    zeros = torch.zeros(num_groups, values.shape[1], dtype=torch.float64, device=values.device)
+    return {
+        "_group_sum": zeros.index_add(0, index, weighted),
+        "_group_count": torch.zeros(num_groups, dtype=torch.float64, device=values.device).index_add(0, index, weight),
+        "_group_sum_squares": zeros.index_add(0, index, values * weighted),
+    }
+
+
+def _t_intervals(total: torch.Tensor, squares: torch.Tensor, count: torch.Tensor, level: float) -> tuple:
+    """(low, high) Student-t intervals of means from sums, sums of squares and counts (broadcast);
+    NaN where count < 2."""
+    from ..stats import _t_quantiles
+
+    n = count.to(torch.float64)
+    mean = total / n
+    variance = ((squares - total * mean) / (n - 1)).clamp(min=0)
+    quantile = _t_quantiles((1 + level) / 2, n - 1)
+    half = torch.where(n >= 2, quantile * torch.sqrt(variance / n), torch.nan)
+    return mean - half, mean + half
 
 
 def _gathered_rows(rows: torch.Tensor) -> torch.Tensor:
@@ -341,7 +503,7 @@ def _gathered_rows(rows: torch.Tensor) -> torch.Tensor:
     if world_size == 1:
         return rows
     sizes = idist.all_gather(torch.tensor([rows.shape[0]], dtype=torch.int64, device=rows.device)).tolist()
-    padded = torch.full((max(sizes), rows.shape[1]), torch.nan, dtype=rows.dtype, device=rows.device)
+    padded = torch.zeros((max(sizes), rows.shape[1]), dtype=rows.dtype, device=rows.device)
     padded[: rows.shape[0]] = rows
     gathered = idist.all_gather(padded).reshape(world_size, max(sizes), rows.shape[1])
     return torch.cat([gathered[rank, :size] for rank, size in enumerate(sizes)])
@@ -369,8 +531,9 @@ class MeanOverUsers(UserStatistics, StreamingMean):
         ties: str = "stable",
         *,
         per_user: bool = False,
+        num_groups: Optional[int] = None,
     ):
-        self._keep_per_user(per_user)
+        self._keep_per_user(per_user, num_groups)
         self.ignore_zero_hits = ignore_zero_hits
         self.relevance_threshold = relevance_threshold
         self.ties = ties
@@ -379,7 +542,7 @@ class MeanOverUsers(UserStatistics, StreamingMean):
     optional_output_keys = ("exclude",)  # a dict output {"y_pred", "y", "exclude"} passes its exclusion
 
     def _parse(self, output: Any) -> tuple:
-        return (parse_ranking_input(output),)
+        return (parse_ranking_input(output, user_tags=True),)
 
     def _per_user(self, batch: RankingInput):
         """(values (batch, num_values) float64, has a relevant item (batch,) bool, invalid-flag dict)."""
@@ -391,13 +554,13 @@ class MeanOverUsers(UserStatistics, StreamingMean):
             "(with ignore_zero_hits=True, users without a relevant item are not counted)."
         )
 
-    def _batch_totals(self, batch):
+    def _user_rows(self, batch):
         values, has_relevant, invalid, *ties = self._per_user(batch)
         if self.ignore_zero_hits:
             weight = has_relevant.to(torch.float64)
         else:
             weight = torch.ones(has_relevant.shape, dtype=torch.float64, device=has_relevant.device)
-        return self._user_totals(values, weight, invalid, {"_boundary_ties": weight @ ties[0]} if ties else None)
+        return values, weight, invalid, {"_boundary_ties": weight @ ties[0]} if ties else None
 
 
 class BoundaryTies:
@@ -470,10 +633,12 @@ class CutoffMetric(BoundaryTies, CutoffResults, MeanOverUsers):
         *,
         ties: str = "stable",
         per_user: bool = False,
+        num_groups: Optional[int] = None,
     ):
         self.top_k = list(top_k)
         super().__init__(
-            ignore_zero_hits, relevance_threshold, output_transform, device, skip_unrolling, ties, per_user=per_user
+            ignore_zero_hits, relevance_threshold, output_transform, device, skip_unrolling, ties,
+            per_user=per_user, num_groups=num_groups,
         )
 
     def _num_values(self) -> int:

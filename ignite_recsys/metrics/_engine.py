@@ -8,6 +8,10 @@ result holds several values, one scalar per value under a key that starts with `
 - a metric with cut-offs (``NDCG``, ``ItemCoverage``, ...): ``"<name>@<k>"``;
 - :class:`RankingMetrics`: ``"<name>/<metric>@<k>"`` (and ``"<name>/r_precision"``).
 
+A metric built with ``num_groups=G`` also writes each group's values: each scalar key above (or
+``name`` itself for a single value) followed by ``"/group<g>"``, e.g. ``"ndcg@10/group1"``,
+``"ranking/ndcg@10/group1"``, ``"r_precision/group0"``.
+
 Every key thus follows from the attach name alone, so metrics attached under different names do
 not collide, e.g. two ``RankingMetrics`` attached as ``"model_a"`` and ``"model_b"``. When two
 attached metrics would still write the same key (``NDCG`` attached as ``"model_a/ndcg"`` next to a
@@ -44,7 +48,7 @@ def _attached_metrics(engine) -> Iterator[tuple[Metric, str]]:
 def _keys_of(metric: Metric, name: str) -> list[str]:
     """The keys of ``engine.state.metrics`` that ``metric`` attached as ``name`` writes."""
     if isinstance(metric, ScalarResults):
-        return [name] + metric._scalar_keys(name)
+        return [name] + metric._scalar_keys(name) + metric._group_keys(name)
     return [name]
 
 
@@ -69,7 +73,7 @@ def scalar_metric_names(engine) -> list[str]:
     """
     names: dict = {}
     for metric, name in _attached_metrics(engine):
-        keys = metric._scalar_keys(name) if isinstance(metric, ScalarResults) else [name]
+        keys = metric._scalar_keys(name) + metric._group_keys(name) if isinstance(metric, ScalarResults) else [name]
         names.update(dict.fromkeys(keys))
     return list(names)
 
@@ -83,6 +87,13 @@ class ScalarResults:
 
     def _scalar_items(self, name: str, result: Any) -> list[tuple[str, float]]:
         raise NotImplementedError
+
+    num_groups = None  # user groups reported (metrics that average over users, num_groups=G)
+
+    def _group_keys(self, name: str) -> list[str]:
+        """``"<scalar key>/group<g>"`` of every scalar key (``name`` for a single value) and group."""
+        keys = self._scalar_keys(name) or [name]
+        return [f"{key}/group{group}" for key in keys for group in range(self.num_groups or 0)]
 
     def _check_keys_are_free(self, engine, name: str) -> None:
         mine = _keys_of(self, name)
@@ -110,6 +121,9 @@ class ScalarResults:
         engine.state.metrics[name] = result
         for key, value in self._scalar_items(name, result):
             engine.state.metrics[key] = value
+        if self.num_groups:
+            for key, value in self._group_scalar_items(name):
+                engine.state.metrics[key] = value
 
 
 class OptionalOutputKeys:
@@ -120,6 +134,11 @@ class OptionalOutputKeys:
     ``update((y_pred, y, mask))``."""
 
     optional_output_keys: tuple = ()
+
+    def _tagged_output_keys(self) -> dict:
+        """Further keys passed after the others, each wrapped in its class (e.g. "groups" as
+        ``UserGroups``), when the dict holds them."""
+        return {}
 
     def _from_mapping(self, output: Mapping) -> tuple:
         required = self.required_output_keys
@@ -137,7 +156,12 @@ class OptionalOutputKeys:
         optional = [output.get(key) for key in self.optional_output_keys]
         while optional and optional[-1] is None:
             optional.pop()
-        return tuple(output[key] for key in required) + tuple(optional)
+        tagged = [
+            value if isinstance(value, wrapper) else wrapper(value)
+            for key, wrapper in self._tagged_output_keys().items()
+            if (value := output.get(key)) is not None
+        ]
+        return tuple(output[key] for key in required) + tuple(optional) + tuple(tagged)
 
     @torch.no_grad()
     def iteration_completed(self, engine) -> None:

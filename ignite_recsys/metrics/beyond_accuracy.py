@@ -52,10 +52,10 @@ from ._base import (
 _NAN_SCORES = "y_pred contains NaN scores (+inf and -inf are allowed)"
 
 
-def _parse_lists(output, num_items: Optional[int], metric: str) -> RankingInput:
+def _parse_lists(output, num_items: Optional[int], metric: str, user_tags: bool = False) -> RankingInput:
     """An update's input in any form; ``num_items``: the catalog size the metric knows, needed
     (and checked against the ids) when the predictions are ranked ids."""
-    batch = parse_ranking_input(output)
+    batch = parse_ranking_input(output, user_tags=user_tags)
     if batch.ranked_ids is not None and batch.num_items is None:
         if not num_items:
             raise ValueError(
@@ -296,8 +296,9 @@ class ItemValueMean(CutoffResults, UserStatistics, StreamingMean):
         skip_unrolling: bool = False,
         *,
         per_user: bool = False,
+        num_groups: Optional[int] = None,
     ):
-        self._keep_per_user(per_user)
+        self._keep_per_user(per_user, num_groups)
         self.top_k = list(top_k)
         self.item_popularity = item_popularity  # a float64 copy (see V.ITEM_VECTOR)
         self._item_values = self._values_of_items(self.item_popularity)
@@ -314,14 +315,14 @@ class ItemValueMean(CutoffResults, UserStatistics, StreamingMean):
 
     def _parse(self, output):
         num_items = self._item_values.numel()
-        batch = _parse_lists(output, num_items, type(self).__name__)
+        batch = _parse_lists(output, num_items, type(self).__name__, user_tags=True)
         if batch.num_items != num_items:
             raise ValueError(
                 f"y_pred must have one column per entry of item_popularity ({num_items}), got {batch.num_items}"
             )
         return (batch,)
 
-    def _batch_totals(self, batch):
+    def _user_rows(self, batch):
         """Each user's mean item value over the listed items of its top k (all min(k, num_items)
         of them without exclusions); users with no candidate are not counted."""
         order, invalid = _top_items(batch, self.top_k)
@@ -333,7 +334,7 @@ class ItemValueMean(CutoffResults, UserStatistics, StreamingMean):
         lengths = listed.cumsum(1).index_select(1, last)
         has_list = listed[:, 0]
         per_user = torch.where(lengths > 0, sums / lengths.clamp(min=1), 0.0)
-        return self._user_totals(per_user, has_list, invalid)
+        return per_user, has_list, invalid, None
 
     def _values_on(self, device: torch.device) -> torch.Tensor:
         if device not in self._item_values_by_device:
@@ -403,10 +404,11 @@ class TailPercentage(ItemValueMean):
         skip_unrolling: bool = False,
         *,
         per_user: bool = False,
+        num_groups: Optional[int] = None,
     ):
         self.tail_ratio = tail_ratio
         self.unseen_items_are_tail = unseen_items_are_tail
-        super().__init__(top_k, item_popularity, output_transform, device, skip_unrolling, per_user=per_user)
+        super().__init__(top_k, item_popularity, output_transform, device, skip_unrolling, per_user=per_user, num_groups=num_groups)
 
     def _values_of_items(self, popularity):
         seen = popularity > 0
@@ -478,9 +480,10 @@ class Novelty(ItemValueMean):
         *,
         unseen_items: str = "rarest_seen",
         per_user: bool = False,
+        num_groups: Optional[int] = None,
     ):
         self.unseen_items = unseen_items
-        super().__init__(top_k, item_popularity, output_transform, device, skip_unrolling, per_user=per_user)
+        super().__init__(top_k, item_popularity, output_transform, device, skip_unrolling, per_user=per_user, num_groups=num_groups)
 
     def _values_of_items(self, popularity):
         seen = popularity > 0

@@ -17,7 +17,7 @@ Common arguments (ignite's ``NDCG`` signature):
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Callable, Sequence, Union
+from typing import Any, Callable, Optional, Sequence, Union
 
 import torch
 
@@ -26,6 +26,7 @@ from .. import functional as F
 from .._core.ranking import hits_within_own_depth
 from .._registry import REGISTRY
 from ._base import CutoffMetric, MeanOverUsers, _identity
+from ._engine import ScalarResults
 
 
 class _IgniteDropIn:
@@ -61,6 +62,10 @@ class _IgniteDropIn:
 
     def _ignite_entry(self, entry: Mapping) -> dict:
         name = type(self).__name__
+        if self.num_groups is not None:
+            raise ValueError(
+                f"{name}: an ignite state dict has no per-group sums; load it into a metric built without num_groups"
+            )
         if self._ignite_count_key not in entry:
             raise ValueError(f"{name}: the ignite state dict lacks {self._ignite_count_key!r}, got keys {list(entry)}")
         sums, count = entry[self._ignite_sums_key], entry[self._ignite_count_key]
@@ -133,11 +138,12 @@ class NDCG(_IgniteDropIn, CutoffMetric):
         *,
         ties: str = "stable",
         per_user: bool = False,
+        num_groups: Optional[int] = None,
     ):
         self.gain_function = self._gain_function = gain_function
         super().__init__(
             top_k, ignore_zero_hits, relevance_threshold, output_transform, device, skip_unrolling,
-            ties=ties, per_user=per_user,
+            ties=ties, per_user=per_user, num_groups=num_groups,
         )
 
     _ignite_sums_key = "_sum_ndcg_per_k"
@@ -184,10 +190,11 @@ class HitRate(_IgniteDropIn, CutoffMetric):
         relevance_threshold: Union[float, None] = None,
         ties: str = "stable",
         per_user: bool = False,
+        num_groups: Optional[int] = None,
     ):
         super().__init__(
             top_k, ignore_zero_hits, relevance_threshold, output_transform, device, skip_unrolling,
-            ties=ties, per_user=per_user,
+            ties=ties, per_user=per_user, num_groups=num_groups,
         )
 
     def _values(self, ranked):
@@ -210,11 +217,12 @@ class _NormalizedCutoffMetric(CutoffMetric):
         normalization: str = None,
         ties: str = "stable",
         per_user: bool = False,
+        num_groups: Optional[int] = None,
     ):
         self.normalization = normalization
         super().__init__(
             top_k, ignore_zero_hits, relevance_threshold, output_transform, device, skip_unrolling,
-            ties=ties, per_user=per_user,
+            ties=ties, per_user=per_user, num_groups=num_groups,
         )
 
 
@@ -365,7 +373,7 @@ class F1(CutoffMetric):
         return F.f1(ranked, self.top_k)
 
 
-class RPrecision(MeanOverUsers):
+class RPrecision(ScalarResults, MeanOverUsers):
     r"""R-Precision: precision at rank \|R\|, the user's own number of relevant items.
 
     .. math:: \mathrm{RPrec} = \frac{|\hat R_{|R|}(u) \cap R(u)|}{|R(u)|}
@@ -391,4 +399,10 @@ class RPrecision(MeanOverUsers):
 
     def _result(self, means):
         return means[0]
+
+    def _scalar_keys(self, name):  # one value: its scalar is the attach name itself
+        return [name]
+
+    def _scalar_items(self, name, result):
+        return [(name, result)]
 

@@ -81,6 +81,7 @@ class RankingMetrics(BoundaryTies, ScalarResults, MeanOverUsers):
         recall_normalization: str = "relevant",
         precision_normalization: str = "k",
         per_user: bool = False,
+        num_groups: Optional[int] = None,
     ):
         self.top_k = list(top_k)
         self.metrics = metrics
@@ -114,7 +115,8 @@ class RankingMetrics(BoundaryTies, ScalarResults, MeanOverUsers):
         if "r_precision" in self.metrics:
             self._names.append("r_precision")
         super().__init__(
-            ignore_zero_hits, relevance_threshold, output_transform, device, skip_unrolling, ties, per_user=per_user
+            ignore_zero_hits, relevance_threshold, output_transform, device, skip_unrolling, ties,
+            per_user=per_user, num_groups=num_groups,
         )
 
     @staticmethod
