@@ -8,6 +8,9 @@ ratios to ``torch.topk(scores, 100)`` and to ``stable_topk`` (no exclusion):
 * torch.topk: values and indices of the k largest scores (no tie rule, no exclusion);
 * stable_topk: the library's exact selection without exclusion;
 * stable_topk_excluding: exact selection of the candidates;
+* listed (k + E): ``stable_topk_excluding_listed``, the exclusion as sorted rows of ids (the path
+  of sparse and ``ItemIds`` exclusions on CPU): the plain selection of k + E items, the excluded
+  ones dropped;
 * masked copy: ``scores.masked_fill(excluded, -inf)`` then ``stable_topk`` (the naive way: a full
   copy of the batch, and wrong when a candidate scores -inf).
 
@@ -33,7 +36,8 @@ def make_data(batch, items, excluded_per_user=100, seed=0):
 
 
 def main():
-    from ignite_recsys._core.selection import stable_topk, stable_topk_excluding
+    from ignite_recsys._core.item_sets import ItemTable
+    from ignite_recsys._core.selection import stable_topk, stable_topk_excluding, stable_topk_excluding_listed
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000, 1_000_000])
@@ -54,10 +58,13 @@ def main():
     for items in args.sizes:
         batch = args.large_batch if items >= 1_000_000 else args.batch
         scores, excluded = make_data(batch, items)
+        table = ItemTable.from_sparse(excluded.to_sparse())
+        rows = table.padded_rows(table.max_entries_per_user())
         candidates = {
             "torch.topk": lambda: torch.topk(scores, k),
             "stable_topk": lambda: stable_topk(scores, k),
             "stable_topk_excluding": lambda: stable_topk_excluding(scores, k, excluded),
+            "listed (k + E)": lambda: stable_topk_excluding_listed(scores, k, rows),
             "masked copy + stable": lambda: stable_topk(scores.masked_fill(excluded, float("-inf")), k),
         }
         medians = median_seconds(candidates, args.rounds)

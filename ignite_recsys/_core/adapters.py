@@ -38,19 +38,36 @@ class RankingInput:
     ranked_ids: Optional[torch.Tensor] = None  # (B, K) int64, -1 = no item
     labels: Optional[torch.Tensor] = None  # (B, N) dense relevance
     targets: Optional[ItemTable] = None  # sparse or id-list relevance
-    excluded: Optional[torch.Tensor] = None  # (B, N) bool, for dense scores
-    excluded_table: Optional[ItemTable] = None  # for ranked ids
-    # (users, items) listing every excluded entry when the exclusion came sparse or as ids: the
-    # selection then fixes only the groups holding one instead of masking every score
-    excluded_entries: Optional[tuple] = None
+    _excluded: Optional[torch.Tensor] = None  # (B, N) bool, for dense scores: see ``excluded``
+    # the exclusion when it came sparse or as ids (entries of value 0 dropped), for any y_pred
+    excluded_table: Optional[ItemTable] = None
+    # with dense scores and excluded_table: an int >= the number of distinct excluded items of
+    # any user, known on the host without waiting for a device (the ids' width, or read from a
+    # table on the CPU), or None
+    excluded_bound: Optional[int] = None
+    # the ranked ids' rows sorted ascending, (values, indices), for RankedItems
+    ranked_sorted: Optional[tuple] = None
     invalid: dict = field(default_factory=dict)  # message -> 0-d bool tensor (value checks)
     groups: Optional[torch.Tensor] = None  # (B,) int64 from UserGroups, range checked by the metric
     users: Optional[torch.Tensor] = None  # (B,) int64 from UserIds
 
     @property
+    def excluded(self) -> Optional[torch.Tensor]:
+        """(B, N) bool, True = excluded, for dense scores (None without exclusion). A sparse or id
+        exclusion is kept as ``excluded_table`` and made dense only here, on first use."""
+        if self._excluded is None and self.excluded_table is not None and self.scores is not None:
+            self._excluded = _dense_mask(self.excluded_table, self.num_users, self.num_items, self.device)
+        return self._excluded
+
+    @excluded.setter
+    def excluded(self, mask: Optional[torch.Tensor]) -> None:
+        self._excluded = mask
+
+    @property
     def is_dense(self) -> bool:
         """The plain (scores, labels) form without exclusion: the fast path of ``rank``."""
-        return self.scores is not None and self.labels is not None and self.excluded is None
+        return (self.scores is not None and self.labels is not None and self._excluded is None
+                and self.excluded_table is None)
 
 
 def _is_sparse(value: Any) -> bool:
@@ -176,9 +193,11 @@ def _parse_ranking_input(output: Any, num_items: Optional[int] = None) -> Rankin
         if isinstance(exclude, ItemIds):
             _check_ids(result, "exclude", exclude.ids)
             table = ItemTable.from_ids(exclude.ids, torch.ones(exclude.ids.shape, dtype=torch.bool, device=device))
+            result.excluded_bound = exclude.ids.shape[1]
         elif _is_sparse(exclude):
-            table = ItemTable.from_sparse(exclude.detach())
-            table = ItemTable(table.keys, table.values != 0, table.num_users, table.duplicated)  # nonzero = excluded
+            table = ItemTable.from_sparse(exclude.detach(), drop_zeros=True)  # a nonzero entry = excluded
+            if device.type == "cpu":  # read on the host: no device to wait for
+                result.excluded_bound = table.max_entries_per_user()
         else:
             exclude = _dense_or_error("exclude", exclude, "bool (batch, num_items) (dense or sparse), or ItemIds")
             if exclude.dtype != torch.bool:
@@ -187,12 +206,10 @@ def _parse_ranking_input(output: Any, num_items: Optional[int] = None) -> Rankin
             if table is None:
                 table = ItemTable.from_sparse(exclude.to_sparse())  # ranked ids look items up
             result.excluded_table = table
+        elif table is None:
+            result.excluded = exclude.detach()
         else:
-            if table is None:
-                result.excluded = exclude.detach()
-            else:
-                result.excluded = _dense_mask(table, batch, num_items, device)
-                result.excluded_entries = (table.users, table.keys & ((1 << 32) - 1))
+            result.excluded_table = table
     return result
 
 
@@ -218,10 +235,16 @@ def check_id_range(name: str, ids: torch.Tensor, num_items: Optional[int]) -> di
 
 
 def _check_ids(result: RankingInput, name: str, ids: torch.Tensor, per_row_unique: bool = False) -> None:
-    """Value checks of padded ids: their range and, for ranked lists, no id twice in a row."""
-    result.invalid.update(check_id_range(name, ids, result.num_items))
-    if per_row_unique and ids.shape[1] > 1:
-        ordered = ids.sort(1).values
+    """Value checks of padded ids: their range and, for ranked lists, no id twice in a row (on
+    the rows sorted once, kept as ``result.ranked_sorted`` for the lookups of the ranking step;
+    a sorted row's range is its first and last id)."""
+    if not per_row_unique:
+        result.invalid.update(check_id_range(name, ids, result.num_items))
+        return
+    ordered, columns = ids.sort(1)
+    result.ranked_sorted = (ordered, columns)
+    result.invalid.update(check_id_range(name, ordered[:, :: max(ids.shape[1] - 1, 1)], result.num_items))
+    if ids.shape[1] > 1:
         repeated = (ordered[:, 1:] == ordered[:, :-1]) & (ordered[:, 1:] >= 0)
         result.invalid[f"{name} ranks an item id twice for one user"] = repeated.any()
 

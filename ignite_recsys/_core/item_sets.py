@@ -8,7 +8,11 @@ on the host:
 
 - ``lookup(items)``: the value stored for (user, item) pairs, by ``torch.searchsorted``;
 - ``per_user_sum(x)``: a sum over each user's entries (``index_add_``);
-- ``top_values(k)``: each user's k largest values, descending, without a per-user loop.
+- ``top_values(k)``: each user's k largest values, descending, without a per-user loop;
+- ``find_in_rows(sorted_ids, order)``: where each entry sits in rows of ids sorted once (a merge
+  of two sorted key lists, with the entries, usually fewer, as the queries);
+- ``distinct_entries(num_items)``: the first entry of each distinct (user, item) in range;
+- ``padded_rows(width)``: each user's items as one sorted row of a (num_users, width) tensor.
 
 Nothing here reads a tensor value on the host, so the same code runs on CPU and CUDA.
 """
@@ -34,10 +38,11 @@ class ItemTable:
     duplicated: torch.Tensor  # 0-d bool: some (user, item) appears twice
 
     @classmethod
-    def from_sparse(cls, matrix: torch.Tensor) -> "ItemTable":
+    def from_sparse(cls, matrix: torch.Tensor, drop_zeros: bool = False) -> "ItemTable":
         """From a sparse COO or CSR (users, items) tensor; stored entries only (an explicit zero
-        is an entry of value 0). An uncoalesced COO tensor is coalesced first (its duplicate
-        entries summed, as torch defines it), which synchronises on CUDA."""
+        is an entry of value 0, or with ``drop_zeros`` no entry: its key becomes padding). An
+        uncoalesced COO tensor is coalesced first (its duplicate entries summed, as torch defines
+        it), which synchronises on CUDA."""
         num_users = matrix.shape[0]
         if matrix.layout == torch.sparse_coo:
             if not matrix.is_coalesced():
@@ -54,6 +59,9 @@ class ItemTable:
         else:
             raise TypeError(f"expected a sparse COO or CSR tensor, got layout {matrix.layout}")
         keys = torch.add(items.to(torch.int64), users.to(torch.int64), alpha=1 << ITEM_BITS)
+        if drop_zeros:
+            padding = torch.full((), num_users << ITEM_BITS, dtype=torch.int64, device=keys.device)
+            keys = torch.where(values != 0, keys, padding)
         return cls._sorted(keys, values, num_users)
 
     @classmethod
@@ -93,6 +101,51 @@ class ItemTable:
         zero = torch.zeros((), dtype=self.values.dtype, device=items.device)
         values = torch.where(found, self.values.gather(0, position), zero)
         return values.view(items.shape), found.view(items.shape)
+
+    def find_in_rows(self, sorted_ids: torch.Tensor, order: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Where each entry sits in rows of ids: ``sorted_ids`` (num_users, K) is each row sorted
+        ascending (``-1`` = no item) and ``order`` the columns they came from (``torch.sort``'s
+        values and indices). Returns (the flat position ``user * K + column`` of each entry in
+        the unsorted rows, or ``num_users * K`` where its item is not in its user's row; (nnz,)
+        int64) and whether it is there (bool). Keys ``user << 32 | id`` of rows sorted this way
+        are sorted across rows too (an id of ``-1`` lands just below its user's keys), so one
+        ``searchsorted`` of the entries, usually fewer than the ids, into them does the merge.
+        Ids outside ``[-1, 2**32)`` break that order; such ids must be refused by a value check."""
+        num_users, width = sorted_ids.shape
+        users = torch.arange(num_users, device=sorted_ids.device).unsqueeze(1)
+        queries = torch.add(sorted_ids, users, alpha=1 << ITEM_BITS).flatten()
+        if self.keys.numel() == 0:
+            return self.keys.clone(), torch.zeros(0, dtype=torch.bool, device=self.keys.device)
+        position = torch.searchsorted(queries, self.keys).clamp_(max=queries.numel() - 1)
+        found = queries.gather(0, position) == self.keys  # padding keys (>= num_users << 32) never match
+        column = order.flatten().gather(0, position)
+        flat = torch.where(found, position - position % width + column, num_users * width)
+        return flat, found
+
+    def distinct_entries(self, num_items: int) -> torch.Tensor:
+        """(nnz,) bool: the entry is the first of its (user, item) key (keys are sorted), belongs to
+        a user and names an item below ``num_items``."""
+        first = torch.ones(self.keys.shape, dtype=torch.bool, device=self.keys.device)
+        first[1:] = self.keys[1:] != self.keys[:-1]
+        return first & (self.keys < (self.num_users << ITEM_BITS)) & ((self.keys & ((1 << ITEM_BITS) - 1)) < num_items)
+
+    def padded_rows(self, width: int) -> torch.Tensor:
+        """(num_users, width) int64: each user's items ascending (duplicates kept), then
+        ``2**62`` (above every item). ``width`` must be at least the most entries of a user."""
+        users = self.users
+        counts = torch.zeros(self.num_users + 1, dtype=torch.int64, device=self.keys.device)
+        counts.index_add_(0, users, torch.ones_like(users))
+        first = counts.cumsum(0) - counts  # position of each user's first entry (keys are sorted)
+        column = (torch.arange(users.numel(), device=users.device) - first.gather(0, users)).clamp_(max=max(width - 1, 0))
+        out = torch.full((self.num_users + 1, max(width, 1)), 1 << 62, dtype=torch.int64, device=users.device)
+        out.index_put_((users, column), self.keys & ((1 << ITEM_BITS) - 1))  # padding entries: the spare row
+        return out[: self.num_users, :width]
+
+    def max_entries_per_user(self) -> int:
+        """The most entries any user has (duplicates and all), read on the host: a device
+        synchronisation on an accelerator, so only for tables on the CPU."""
+        counts = torch.bincount(self.users, minlength=self.num_users + 1)[: self.num_users]
+        return int(counts.max()) if counts.numel() else 0
 
     def per_user_sum(self, per_entry: torch.Tensor, dtype: torch.dtype = torch.float64) -> torch.Tensor:
         """(num_users,) the sum of ``per_entry`` (nnz,) over each user's entries."""

@@ -33,7 +33,10 @@ from .relevance import (
     invalid_flags,
     relevance_pass,
 )
-from .selection import stable_topk, stable_topk_excluding, value_group_size
+from . import tuning
+from .selection import (
+    listed_exclusion_pays, stable_topk, stable_topk_excluding, stable_topk_excluding_listed, value_group_size,
+)
 from .ties import boundary_ties, last_group_totals, stable_positions, tie_expectations
 
 
@@ -80,7 +83,7 @@ def rank_input(
         ranked.invalid.update(batch.invalid)
         return ranked
     # one position more than the cut-offs need: whether a cut-off splits tied scores
-    order, num_candidates, invalid = ranked_candidates(batch, depth + 1)
+    order, num_candidates, invalid, column = _candidates(batch, depth + 1)
     invalid.update(batch.invalid)
     depth = min(depth, order.shape[1])
     tie = None if batch.scores is None else boundary_ties(batch.scores, order, depth)
@@ -107,7 +110,14 @@ def rank_input(
         num_relevant = table.per_user_sum(relevance.indicator(values))
         has_relevant = num_relevant > 0
         lowest_label = values.amin() if values.numel() else zero
-        top_labels = table.lookup(order)[0].to(torch.float64)
+        if batch.ranked_ids is None:
+            top_labels = table.lookup(order)[0].to(torch.float64)
+        else:  # a merge with the rows sorted once, then the ids' compaction
+            ids = batch.ranked_ids
+            flat, _ = table.find_in_rows(*_sorted_rows(batch))
+            at_ids = torch.zeros(ids.numel() + 1, dtype=torch.float64, device=ids.device)
+            at_ids.index_put_((flat,), values)
+            top_labels = _compact(at_ids[:-1].view(ids.shape), column, 0.0)[:, :depth]
     top_relevant = relevance.indicator(top_labels)
     top_gain = None if gain_function is None else gains(top_labels, top_relevant, gain_function, relevance_threshold)
 
@@ -201,25 +211,56 @@ def ranked_candidates(batch: RankingInput, depth: int):
     """(order (batch, D) int64 item ids in rank order, -1 past the user's candidates; the number
     of candidates (batch,) float64; value-check flags). D = min(depth, num_items) for scores,
     min(depth, K) for ranked ids."""
-    device = batch.device
+    return _candidates(batch, depth)[:3]
+
+
+def _candidates(batch: RankingInput, depth: int):
+    """``ranked_candidates`` and, for ranked ids, the column each listed id moves to
+    (``_compact_columns``; None for scores)."""
     if batch.ranked_ids is not None:
         ids = batch.ranked_ids
         listed = ids >= 0
         if batch.excluded_table is not None:
-            listed = listed & ~batch.excluded_table.lookup(ids)[1]
-        order = _compact(ids, listed)[:, : min(depth, ids.shape[1])]
-        return order, listed.sum(1, dtype=torch.float64), {}
+            listed = listed & ~_found_in_rows(batch, batch.excluded_table)
+        column = _compact_columns(listed)
+        order = _compact(ids, column, -1)[:, : min(depth, ids.shape[1])]
+        return order, listed.sum(1, dtype=torch.float64), {}, column
     scores = batch.scores.contiguous()
-    depth = min(depth, scores.shape[1])
-    if batch.excluded is None:
+    num_items = scores.shape[1]
+    depth = min(depth, num_items)
+    table, bound = batch.excluded_table, batch.excluded_bound
+    if table is None and batch.excluded is None:
         order, has_nan = stable_topk(scores, depth, detect_nan=True)
-        num_candidates = torch.full(has_nan.shape, float(scores.shape[1]), dtype=torch.float64, device=device)
+        num_candidates = torch.full(has_nan.shape, float(num_items), dtype=torch.float64, device=batch.device)
+        return order, num_candidates, {_NAN_SCORES: has_nan.any()}, None
+    if table is None:
+        order, has_nan = stable_topk_excluding(scores, depth, batch.excluded, detect_nan=True)
+        num_candidates = (num_items - count_true(batch.excluded)).to(torch.float64)
+        return order, num_candidates, {_NAN_SCORES: has_nan.any()}, None
+    # a sparse or id exclusion: no mask while the plain selection of depth + bound items pays
+    if bound is not None and tuning.cpu_tuned(scores.device) and listed_exclusion_pays(num_items, depth, bound):
+        order, has_nan = stable_topk_excluding_listed(scores, depth, table.padded_rows(bound), detect_nan=True)
     else:
-        order, has_nan = stable_topk_excluding(
-            scores, depth, batch.excluded, detect_nan=True, entries=batch.excluded_entries
-        )
-        num_candidates = (scores.shape[1] - count_true(batch.excluded)).to(torch.float64)
-    return order, num_candidates, {_NAN_SCORES: has_nan.any()}
+        entries = (table.users, table.keys & ((1 << 32) - 1))
+        order, has_nan = stable_topk_excluding(scores, depth, batch.excluded, detect_nan=True, entries=entries)
+    num_candidates = num_items - table.per_user_sum(table.distinct_entries(num_items))
+    return order, num_candidates, {_NAN_SCORES: has_nan.any()}, None
+
+
+def _found_in_rows(batch: RankingInput, table) -> torch.Tensor:
+    """(batch, K) bool: the ranked id at each position has an entry in ``table``."""
+    ids = batch.ranked_ids
+    flat, _ = table.find_in_rows(*_sorted_rows(batch))
+    found = torch.zeros(ids.numel() + 1, dtype=torch.bool, device=ids.device)
+    found.index_fill_(0, flat, True)
+    return found[:-1].view(ids.shape)
+
+
+def _sorted_rows(batch: RankingInput):
+    """The ranked ids' rows sorted ascending (values, columns), sorted once per batch."""
+    if batch.ranked_sorted is None:
+        batch.ranked_sorted = batch.ranked_ids.sort(1)
+    return batch.ranked_sorted
 
 
 def count_true(mask: torch.Tensor) -> torch.Tensor:
@@ -233,12 +274,18 @@ def count_true(mask: torch.Tensor) -> torch.Tensor:
     return mask.view(torch.uint8).sum(1, dtype=torch.int64)
 
 
-def _compact(ids: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
-    """The kept ids of each row moved to the front in their order, -1 after them."""
-    width = ids.shape[1]
-    position = torch.arange(width, device=ids.device)
-    order = torch.sort(torch.where(keep, position, position + width), dim=1).indices
-    return torch.where(keep.gather(1, order), ids.gather(1, order), torch.full_like(ids, -1))
+def _compact_columns(keep: torch.Tensor) -> torch.Tensor:
+    """(batch, K) int64: the column each kept entry moves to (their order kept: the running count
+    of kept entries), K (a spare column) for the others."""
+    rank = keep.cumsum(1)
+    return torch.where(keep, rank - 1, keep.shape[1])
+
+
+def _compact(values: torch.Tensor, column: torch.Tensor, fill) -> torch.Tensor:
+    """``values`` (batch, K) moved to ``column`` (``_compact_columns``), ``fill`` after the kept
+    ones; one scatter, no sort."""
+    out = torch.full((values.shape[0], values.shape[1] + 1), fill, dtype=values.dtype, device=values.device)
+    return out.scatter_(1, column, values)[:, :-1]
 
 
 def _candidate_group_totals(batch: RankingInput, boundary, relevance, gain_function, threshold):

@@ -47,7 +47,7 @@ from typing import Optional
 import torch
 
 from .. import tuning
-from .groups import LOW_MASK, group_maxima, group_sizes, ordered_int32, rows_of_groups, runs
+from .groups import LOW_MASK, group_maxima, group_sizes, ordered_int32, rows_of_groups, runs, stable_topk
 
 _INT32_MIN = -(1 << 31)
 _INT64_MIN = -(1 << 63)
@@ -250,3 +250,56 @@ def _best_positions(keys: torch.Tensor, items: Optional[torch.Tensor], k: int, s
         low_bits = torch.rsub(items, LOW_MASK)
     packed = keys.to(torch.int64).bitwise_left_shift_(32).add_(low_bits)
     return packed.topk(k, 1, sorted=sorted).indices
+
+
+def listed_exclusion_pays(num_items: int, k: int, bound: int) -> bool:
+    """Whether ``stable_topk_excluding_listed`` (a plain selection of ``k + bound`` items) is the
+    cheaper way: while the group pre-filter still applies to ``k + bound`` items."""
+    return group_sizes(num_items, k + bound) is not None
+
+
+def stable_topk_excluding_listed(scores: torch.Tensor, k: int, excluded_rows: torch.Tensor, detect_nan: bool = False):
+    """``stable_topk_excluding`` for an exclusion given as rows of item ids, without a mask.
+
+    ``excluded_rows``: (batch, E) int64, each row's excluded items sorted ascending (duplicates
+    allowed), padded with any value >= num_items (``ItemTable.padded_rows``). At most E items of
+    a row are excluded, so the plain selection (``stable_topk``) of its best ``k + E`` items holds
+    its first ``k`` candidates, and the plain order restricted to candidates is the candidates'
+    order. The excluded ones among them are found by a ``searchsorted`` in the row's sorted
+    exclusions; the rest keep their order (each candidate's rank among candidates is a running
+    count, and a scatter, not a sort, moves them to the front); ``-1`` past the row's candidates
+    (``k + E`` then covers the whole row). With ``detect_nan``, also a (batch,) bool: a
+    candidate scores NaN.
+
+    An excluded item may score NaN, which the plain selection does not rank by a rule: when a row
+    holds a NaN, the selection is taken again over a copy with the excluded scores set to
+    ``-inf`` (they still take no position). On CPU whether any row holds a NaN is read on the
+    host (no device to wait for) and the copy made only then; on an accelerator the copy is
+    always made (no synchronisation), which is why the ranking step takes this path on CPU."""
+    num_rows, num_cols = scores.shape
+    if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= num_cols:
+        raise ValueError(f"k must be an int in [1, num_items={num_cols}], got {k!r}")
+    if excluded_rows.ndim != 2 or excluded_rows.shape[0] != num_rows or excluded_rows.dtype != torch.int64:
+        raise TypeError(f"excluded_rows must be int64 of shape ({num_rows}, E), got {excluded_rows.dtype} of shape "
+                        f"{tuple(excluded_rows.shape)}")
+    x = scores.contiguous()
+    bound = excluded_rows.shape[1]
+    width = min(k + bound, num_cols)
+    order, has_nan = stable_topk(x, width, detect_nan=True)
+    if bound and (not tuning.cpu_tuned(x.device) or bool(has_nan.any())):
+        rows = torch.arange(num_rows, device=x.device).unsqueeze(1)
+        spare = torch.full((), num_rows * num_cols, dtype=torch.int64, device=x.device)  # one slot past the copy
+        flat = torch.where(excluded_rows < num_cols, rows * num_cols + excluded_rows, spare).flatten()
+        copy = torch.cat([x.flatten(), x.new_zeros(1)])
+        copy.index_fill_(0, flat, float("-inf"))
+        order, has_nan = stable_topk(copy[:-1].view(num_rows, num_cols), width, detect_nan=True)
+    if bound:
+        position = torch.searchsorted(excluded_rows.contiguous(), order.contiguous()).clamp_(max=bound - 1)
+        keep = excluded_rows.gather(1, position) != order
+    else:
+        keep = torch.ones(order.shape, dtype=torch.bool, device=x.device)
+    rank = keep.cumsum(1)  # 1 + the rank among candidates of a kept item
+    column = torch.where(keep & (rank <= k), rank - 1, k)  # the rest to a spare column
+    out = torch.full((num_rows, k + 1), -1, dtype=torch.int64, device=x.device)
+    out = out.scatter_(1, column, order)[:, :k]
+    return (out, has_nan) if detect_nan else out

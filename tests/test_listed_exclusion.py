@@ -1,0 +1,187 @@
+"""Exclusions given as lists (sparse COO/CSR, ``ItemIds``) with dense scores, ranked without a
+dense mask: the plain selection of k + E items, the excluded ones dropped.
+
+Selection against the numpy reference of ``test_selection_excluding.py`` (the candidates of each
+row by score descending then index, -1 past them); metrics against
+``references.candidate_metric_means`` at catalogs large enough for this path to be taken (checked
+with a spy); heavy ties, -inf scores, users with fewer candidates than k, users whose excluded
+items are all among their best scores, duplicate exclusion entries, excluded items that are also
+relevant, NaN scores on excluded items."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import ignite_recsys as R
+import references as ref
+from conftest import run_metric
+from test_selection_excluding import PATTERNS, _case, reference
+
+import ignite_recsys._core.ranking as ranking
+from ignite_recsys._core import tuning
+from ignite_recsys._core.item_sets import ItemTable
+from ignite_recsys._core.selection import stable_topk_excluding_listed
+
+
+def _rows_of(excluded: np.ndarray, rng, duplicates: bool = False) -> torch.Tensor:
+    """Padded id rows (-1 = none) of a bool mask, in random order, optionally each id twice."""
+    lists = [rng.permutation(np.flatnonzero(row)) for row in excluded]
+    if duplicates:
+        lists = [np.concatenate([ids, ids[: len(ids) // 2]]) for ids in lists]
+    width = max(1, max(len(ids) for ids in lists) + 1)
+    out = -np.ones((len(lists), width), dtype=np.int64)
+    for u, ids in enumerate(lists):
+        out[u, : len(ids)] = ids
+    return torch.from_numpy(out)
+
+
+def _select(scores: np.ndarray, excluded: np.ndarray, k: int, rng, dtype=torch.float32, duplicates=False):
+    ids = _rows_of(excluded, rng, duplicates)
+    table = ItemTable.from_ids(ids, torch.ones(ids.shape, dtype=torch.bool))
+    return stable_topk_excluding_listed(
+        torch.from_numpy(scores).to(dtype), k, table.padded_rows(ids.shape[1]), detect_nan=True
+    )
+
+
+@pytest.mark.parametrize("k", [1, 7, 100])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+def test_selection_equals_reference(rng, k, dtype):
+    for width in sorted(w for w in {k, k + 3, 64, 130, 20 * k + 1, 200 * k + 37} if w >= k):
+        for name in PATTERNS:
+            x, ex = _case(rng, name, 5, width)
+            for duplicates in (False, True):
+                got, has_nan = _select(x, ex, k, rng, dtype, duplicates)
+                np.testing.assert_array_equal(got.numpy(), reference(x, ex, k), err_msg=f"{name} {width}")
+                assert not has_nan.any()
+
+
+def test_excluded_best_items_and_fewer_candidates_than_k(rng):
+    width, k = 5_000, 50
+    x = np.round(rng.random((4, width)) * 10)  # heavy ties
+    ex = np.zeros((4, width), dtype=bool)
+    best = np.argsort(-x, axis=1, kind="stable")
+    ex[0, best[0, :300]] = True  # every excluded item is among the best
+    ex[1, :] = True
+    ex[1, [3, 4000, 4999]] = False  # three candidates only
+    x[2, :] = -np.inf
+    ex[2, ::2] = True  # -inf candidates beside excluded -inf items
+    ex[3, best[3, :k]] = True
+    x[3, best[3, k : 2 * k]] = -np.inf
+    got, _ = _select(x, ex, k, rng)
+    np.testing.assert_array_equal(got.numpy(), reference(x, ex, k))
+
+
+@pytest.mark.parametrize("cpu_tuned", [True, False])
+def test_nan_scores(rng, monkeypatch, cpu_tuned):
+    """A NaN on an excluded item is never read: the ranking is exact and nothing is flagged; a
+    NaN on a candidate is flagged. Without the CPU tuning (accelerators) the same results."""
+    monkeypatch.setattr(tuning, "cpu_tuned", lambda device: cpu_tuned)
+    width, k = 4_000, 20
+    x = rng.random((4, width)).astype(np.float32)
+    ex = np.zeros((4, width), dtype=bool)
+    x[0, [5, 700, 3999]] = [np.nan, -np.nan, np.nan]
+    ex[0, [5, 700, 3999]] = True  # excluded NaNs of both signs
+    ex[0, 800:820] = True
+    x[1, 17] = np.nan  # a candidate
+    x[2, 3] = np.nan
+    ex[2, 3] = True
+    x[2, 9] = np.nan  # one excluded NaN, one candidate NaN
+    ex[3, :40] = True
+    got, has_nan = _select(x, ex, k, rng)
+    assert has_nan.tolist() == [False, True, True, False]
+    for row in (0, 3):
+        np.testing.assert_array_equal(got[row].numpy(), reference(x[row : row + 1], ex[row : row + 1], k)[0])
+
+
+def test_bad_arguments():
+    scores = torch.rand(2, 10)
+    with pytest.raises(ValueError, match="k must be"):
+        stable_topk_excluding_listed(scores, 11, torch.zeros(2, 1, dtype=torch.int64))
+    with pytest.raises(TypeError, match="excluded_rows"):
+        stable_topk_excluding_listed(scores, 2, torch.zeros(3, 1, dtype=torch.int64))
+
+
+# --- metrics ----------------------------------------------------------------------------------
+
+TOP_K = [1, 3, 10]
+USERS, ITEMS = 6, 20_000
+
+
+def _data(seed, few_candidates=False):
+    rng = np.random.default_rng(seed)
+    scores = rng.integers(0, 200, size=(USERS, ITEMS)).astype(np.float32)  # heavy ties
+    scores[0, ::5] = -np.inf
+    labels = np.where(rng.random((USERS, ITEMS)) < 0.01, rng.integers(1, 4, size=(USERS, ITEMS)), 0).astype(np.float32)
+    excluded = rng.random((USERS, ITEMS)) < 0.004
+    best = np.argsort(-scores, axis=1, kind="stable")
+    excluded[1, best[1, :30]] = True  # all of the user's best items excluded
+    excluded[2, scores[2] == 199] = True  # the whole top level of tied scores
+    if few_candidates:  # fewer candidates than k: the bound E is then too large for this path
+        excluded[2, :] = True
+        excluded[2, [10, ITEMS - 1]] = False
+    excluded[3] = labels[3] > 0  # excluded items that are relevant
+    labels[4, 0] = 2.0
+    excluded[4, 0] = True
+    return scores, labels, excluded
+
+
+def _forms(excluded, rng):
+    """Sparse forms are built from entry lists (never from a dense mask of this size)."""
+    ids = _rows_of(excluded, rng, duplicates=True)  # duplicate entries are allowed in an exclusion
+    users, items = np.nonzero(excluded)
+    values = torch.ones(len(users), dtype=torch.bool)
+    coo = torch.sparse_coo_tensor(torch.from_numpy(np.stack([users, items])), values, excluded.shape)
+    return {"ids": R.ItemIds(ids), "coo": coo, "csr": coo.to_sparse_csr()}
+
+
+@pytest.mark.parametrize("form", ["ids", "coo", "csr"])
+@pytest.mark.parametrize("target_form", ["dense", "csr"])
+@pytest.mark.parametrize("few_candidates", [False, True])
+def test_metrics_equal_reference(form, target_form, few_candidates, monkeypatch):
+    rng = np.random.default_rng(3)
+    scores, labels, excluded = _data(7, few_candidates)
+    taken = []
+    listed = ranking.stable_topk_excluding_listed
+    monkeypatch.setattr(ranking, "stable_topk_excluding_listed", lambda *a, **kw: taken.append(1) or listed(*a, **kw))
+    exclude = _forms(excluded, rng)[form]
+    y = torch.from_numpy(labels) if target_form == "dense" else torch.from_numpy(labels).to_sparse_csr()
+    sets = [set(np.flatnonzero(row).tolist()) for row in excluded]
+    rankings = ref.candidate_rankings(scores, sets)
+    means = ref.candidate_metric_means(rankings, labels, TOP_K)
+    metric = R.RankingMetrics(TOP_K, metrics=["ndcg", "hit_rate", "recall", "precision", "map", "mrr"])
+    got = run_metric(metric, [(torch.from_numpy(scores), y, exclude)])
+    assert bool(taken) != few_candidates, "the listed path was taken or not as expected"
+    for name in ("ndcg", "hit_rate", "recall", "precision", "map", "mrr"):
+        np.testing.assert_allclose([got[f"{name}@{k}"] for k in TOP_K], means[name], atol=1e-12, err_msg=name)
+    precision = R.Precision(TOP_K, normalization="min_k_items")  # reads the number of candidates
+    expected = ref.candidate_metric_means(rankings, labels, TOP_K, precision_norm="min_k_items")["precision"]
+    np.testing.assert_allclose(run_metric(precision, [(torch.from_numpy(scores), y, exclude)]), expected, atol=1e-12)
+
+
+def test_nan_on_an_excluded_item_is_not_an_error_and_on_a_candidate_is():
+    scores, labels, excluded = _data(9)
+    scores[5, 7] = np.nan
+    excluded[5, 7] = True
+    ids = _rows_of(excluded, np.random.default_rng(0))
+    sets = [set(np.flatnonzero(row).tolist()) for row in excluded]
+    means = ref.candidate_metric_means(ref.candidate_rankings(np.nan_to_num(scores, nan=0.0), sets), labels, TOP_K)
+    got = run_metric(R.NDCG(TOP_K), [(torch.from_numpy(scores), torch.from_numpy(labels), R.ItemIds(ids))])
+    np.testing.assert_allclose(got, means["ndcg"], atol=1e-12)
+    scores[5, 8] = np.nan  # a candidate
+    metric = R.NDCG(TOP_K)
+    with pytest.raises(ValueError, match="NaN"):
+        metric.update((torch.from_numpy(scores), torch.from_numpy(labels), R.ItemIds(ids)))
+
+
+def test_explicit_zero_in_a_sparse_exclusion_excludes_nothing_with_ranked_ids():
+    """A stored value of 0 in a sparse ``exclude`` is not an exclusion (nonzero = excluded), for
+    ranked ids as for scores."""
+    ranked = torch.tensor([[3, 1, 2], [0, 2, -1]])
+    labels = torch.tensor([[0.0, 0.0, 0.0, 1.0], [0.0, 0.0, 1.0, 0.0]])
+    indices = torch.tensor([[0, 1], [3, 2]])
+    exclude = torch.sparse_coo_tensor(indices, torch.tensor([0.0, 1.0]), (2, 4))  # (0, 3) stored as 0
+    got = run_metric(R.HitRate([1]), [(R.RankedItems(ranked), labels, exclude)])
+    # user 0: item 3 (relevant) stays first (excluded, item 1 would come first: a miss); user 1: a miss
+    assert got == [0.5]
