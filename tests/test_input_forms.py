@@ -6,6 +6,8 @@ accelerator code path forced on CPU, and the helpers of the exclusion path.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 import torch
@@ -128,3 +130,14 @@ def test_long_rows_with_an_empty_exclusion_equal_the_dense_path():
         dense = run_metric(make(), [(scores, labels)])
         excluded = run_metric(make(), [(scores, labels, nothing)])
         np.testing.assert_allclose(excluded, dense, rtol=0, atol=1e-12)
+
+
+def test_ndcg_of_a_ranked_list_narrower_than_k_divides_by_the_ideal_at_k():
+    """Positions past a ranked list are empty but still positions: IDCG@2 counts two relevant
+    items although the list holds one, whether or not the list is padded with -1."""
+    labels = torch.tensor([[1.0, 1.0, 0.0]])
+    expected = [1.0, 1.0 / (1.0 + 1.0 / math.log2(3.0))]
+    for ids in ([[0]], [[0, -1]]):
+        metric = R.NDCG([1, 2], gain_function="binary")
+        metric.update((R.RankedItems(torch.tensor(ids)), labels))
+        assert metric.compute() == pytest.approx(expected, abs=1e-12), ids

@@ -19,31 +19,8 @@ import harness as H
 import references as ref
 from ignite_recsys._registry import ALL_METRICS, REGISTRY
 
-NDCG_IDEAL_CUT_AT_LIST_WIDTH = (
-    "library bug: with RankedItems of width K below a cut-off k, NDCG@k divides by the ideal DCG of "
-    "the first K ideal positions only, not k (NDCG overstated for a user with more than K relevant "
-    "items; the same list padded with -1 to width k gives the right value)"
-)
-
-
-def known_bug(case: H.Case, data: H.Data = H.DATA):
-    """Why the library gets this case wrong (it is then an xfail(strict=True)), or None."""
-    variant = case.spec
-    metrics = dict(variant.options).get("metrics", [variant.metric])
-    width = data.ranked_ids.shape[1]
-    counted = (data.labels >= H.THRESHOLD).sum(1)
-    if case.prediction == "ranked" and "ndcg" in metrics and max(H.KS) > width and (counted > width).any():
-        return NDCG_IDEAL_CUT_AT_LIST_WIDTH
-    return None
-
-
-def _params(cases, data: H.Data = H.DATA):
-    params = []
-    for case in cases:
-        reason = known_bug(case, data)
-        marks = [pytest.mark.xfail(strict=True, reason=reason)] if reason else []
-        params.append(pytest.param(case, id=case.id, marks=marks))
-    return params
+def _params(cases):
+    return [pytest.param(case, id=case.id) for case in cases]
 
 
 MATRIX = [case for variant in H.VARIANTS.values() for case in H.cases_for(variant)]
@@ -130,12 +107,12 @@ LIST_CASES = {
 }
 
 
-@pytest.mark.parametrize("case", _params(LIST_CASES[1], LIST_DATA[1]))
+@pytest.mark.parametrize("case", _params(LIST_CASES[1]))
 def test_ranked_lists_of_one_item(case):
     H.check_metric(case, LIST_DATA[1])
 
 
-@pytest.mark.parametrize("case", _params(LIST_CASES[9], LIST_DATA[9]))
+@pytest.mark.parametrize("case", _params(LIST_CASES[9]))
 def test_ranked_lists_of_the_whole_catalog(case):
     H.check_metric(case, LIST_DATA[9])
 
@@ -156,8 +133,7 @@ def test_distributed_matrix():
         for rank, outcomes in enumerate(per_rank):
             try:
                 H.assert_outcome(outcomes[index], single, f"{case.id} rank {rank} vs one process")
-                if not known_bug(case):
-                    H.assert_outcome(outcomes[index], expected, f"{case.id} rank {rank}")
+                H.assert_outcome(outcomes[index], expected, f"{case.id} rank {rank}")
             except AssertionError as error:
                 failures.append(str(error))
     assert not failures, f"{len(failures)} of {2 * len(DISTRIBUTED)} failed:\n" + "\n".join(failures[:5])
