@@ -7,6 +7,7 @@ Positions are 1-based; ``hits@k`` is the number of relevant items among the top 
 
 from __future__ import annotations
 
+import math
 from functools import lru_cache
 from typing import Sequence
 
@@ -46,13 +47,19 @@ def _cutoffs(top_k: Sequence[int], like: torch.Tensor) -> torch.Tensor:
 
 
 def _ratio(numerator: torch.Tensor, denominator: torch.Tensor) -> torch.Tensor:
-    """numerator / denominator, 0 where the denominator is 0."""
-    return torch.where(denominator > 0, numerator / denominator, 0.0)
+    """numerator / denominator, 0 where the denominator is 0 (every ratio here has a numerator of
+    0 then, so the quotient is NaN: one division and one replacement, no comparison and select)."""
+    return torch.nan_to_num(numerator / denominator, nan=0.0, posinf=math.inf, neginf=-math.inf)
 
 
 def hits(ranked: RankedBatch, top_k: Sequence[int]) -> torch.Tensor:
-    """Number of relevant items in the top k."""
-    return _at(ranked.hit, top_k)
+    """Number of relevant items in the top k (computed once per ranked batch and cut-offs, shared
+    by the metrics that read it; read-only)."""
+    key = ("hits", tuple(top_k))
+    memo = ranked.__dict__.setdefault("_memo", {})
+    if key not in memo:
+        memo[key] = _at(ranked.hit, top_k)
+    return memo[key]
 
 
 def hit_rate(ranked: RankedBatch, top_k: Sequence[int]) -> torch.Tensor:
@@ -65,7 +72,7 @@ def recall(ranked: RankedBatch, top_k: Sequence[int], normalization: str = "rele
     relevant = ranked.num_relevant.unsqueeze(1)
     if normalization == "min_k_relevant":
         relevant = torch.minimum(relevant, _cutoffs(top_k, relevant))
-    return _ratio(hits(ranked, top_k), relevant.expand(-1, len(top_k)))
+    return _ratio(hits(ranked, top_k), relevant)
 
 
 def precision(ranked: RankedBatch, top_k: Sequence[int], normalization: str = "k") -> torch.Tensor:
@@ -98,7 +105,7 @@ def average_precision(ranked: RankedBatch, top_k: Sequence[int], normalization: 
     numerator = _at(ranked.hit_times_hits_so_far / _positions(ranked), top_k)
     if normalization == "hits":
         return _ratio(numerator, hits(ranked, top_k))
-    relevant = ranked.num_relevant.unsqueeze(1).expand(-1, len(top_k))
+    relevant = ranked.num_relevant.unsqueeze(1)
     if normalization == "min_k_relevant":
         relevant = torch.minimum(relevant, _cutoffs(top_k, relevant))
     return _ratio(numerator, relevant)

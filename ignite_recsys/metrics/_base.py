@@ -27,6 +27,7 @@ from ignite.metrics.metric import Metric, reinit__is_reduced
 from .. import _validation as V
 from .._core.adapters import RankingInput, parse_ranking_input
 from .._core.ranking import RankedBatch, rank_input
+from .._core.tuning import device_constant
 from ._engine import CutoffResults, OptionalOutputKeys
 
 
@@ -39,7 +40,7 @@ def screen(invalid: dict, on_cpu: bool) -> torch.Tensor:
     add nothing. ``invalid`` maps an error message to a 0-d bool tensor."""
     if on_cpu:
         V.raise_if_invalid(invalid)
-    return torch.stack([flag.reshape(()) for flag in invalid.values()]).any()
+    return torch.stack([flag if flag.ndim == 0 else flag.reshape(()) for flag in invalid.values()]).any()
 
 
 def raise_for_invalid_updates(metric: Metric, num_invalid_updates: torch.Tensor) -> None:
@@ -406,9 +407,12 @@ class BoundaryTies:
         """(batch, len(top_k)) float64 from the ranked batch (0 without scores)."""
         if ranked.boundary_tie is None:
             return torch.zeros(ranked.hit.shape[0], len(self.top_k), dtype=torch.float64, device=ranked.hit.device)
-        columns = [min(k, ranked.depth) - 1 for k in self.top_k]
-        ties = ranked.boundary_tie[:, columns]
-        beyond = torch.tensor([k > ranked.depth for k in self.top_k], device=ties.device)
+        device = ranked.boundary_tie.device
+        columns = device_constant([min(k, ranked.depth) - 1 for k in self.top_k], torch.int64, device)
+        ties = ranked.boundary_tie.index_select(1, columns)
+        if all(k <= ranked.depth for k in self.top_k):
+            return ties
+        beyond = device_constant([k > ranked.depth for k in self.top_k], torch.bool, device)
         return torch.where(beyond, 0.0, ties)  # a cut-off past the list splits nothing
 
     def boundary_tie_share(self) -> list:
