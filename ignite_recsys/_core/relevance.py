@@ -99,20 +99,20 @@ def count_relevant(labels: torch.Tensor, relevance: Relevance) -> torch.Tensor:
     count_dtype = torch.float32 if num_cols < (1 << 24) else torch.float64  # float32 counts are exact below 2**24
     if not tuning.cpu_tuned(labels.device):
         return relevance.mask(labels).sum(1, dtype=torch.float64)
-    rows = tuning.piece_rows(num_rows, 4 * num_cols)
-    buffer = tuning.scratch(min(rows, num_rows), num_cols, labels.device)
-    counts = torch.empty(num_rows, dtype=count_dtype, device=labels.device)
     if labels.dtype == torch.bool:  # compared with an int, bool would be copied to int64 first
         if not relevance.compare(torch.ones((), dtype=torch.int64), relevance.value):
             return torch.zeros(num_rows, dtype=torch.float64, device=labels.device)  # True is not relevant
-    for piece, out in zip(labels.split(rows), counts.split(rows)):
-        piece_buffer = buffer if len(piece) == len(buffer) else buffer[: len(piece)]
+    rows = tuning.piece_rows(num_rows, 4 * num_cols)
+    pieces = labels.split(rows) if rows < num_rows else [labels]
+    counts = []
+    for piece in pieces:
+        buffer = tuning.scratch(len(piece), num_cols, labels.device)
         if labels.dtype == torch.bool:
-            is_relevant = piece_buffer.copy_(piece)
+            is_relevant = buffer.copy_(piece)
         else:
-            is_relevant = relevance.compare(piece, relevance.value, out=piece_buffer)
-        torch.sum(is_relevant, 1, dtype=count_dtype, out=out)
-    return counts.to(torch.float64)
+            is_relevant = relevance.compare(piece, relevance.value, out=buffer)
+        counts.append(is_relevant.sum(1, dtype=count_dtype))
+    return (counts[0] if len(counts) == 1 else torch.cat(counts)).to(torch.float64)
 
 
 def gains(values: torch.Tensor, relevant: torch.Tensor, gain_function: GainFunction, threshold: Optional[float]):

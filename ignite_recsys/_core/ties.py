@@ -20,7 +20,7 @@ def stable_positions(top_relevant: torch.Tensor, top_gain: Optional[torch.Tensor
     """The per-position quantities of ``RankedBatch`` under the stable order: (hit, gain,
     hit * hits so far, first hit)."""
     hits_so_far = top_relevant.cumsum(1)
-    first_hit = top_relevant * indicator(torch.eq, hits_so_far, 1)
+    first_hit = torch.where(hits_so_far == 1, top_relevant, 0.0)
     return top_relevant, top_gain, top_relevant * hits_so_far, first_hit
 
 

@@ -32,7 +32,7 @@ ACCELERATOR_CHUNK = 1 << 20
 
 
 # The most pieces a pass over the batch is cut into (each costs a few tensor operations).
-MAX_PIECES = 8
+MAX_PIECES = 4
 
 
 # Piece size when the OS reports no cache size (bytes).
@@ -121,18 +121,25 @@ _SCRATCH = threading.local()
 
 
 def scratch(num_rows: int, num_cols: int, device: torch.device) -> torch.Tensor:
-    """A float32 (num_rows, num_cols) buffer for a piece's temporaries. Up to ``cache_bytes()``
-    it is one buffer kept per thread and device and reused by every update (a fresh buffer of
-    many MiB costs a page fault per 4 KiB on every update, more than the pass itself); larger
-    requests get a fresh buffer. Contents are undefined; the caller overwrites them."""
-    size = num_rows * num_cols
-    if size * 4 > cache_bytes():
-        return torch.empty(num_rows, num_cols, dtype=torch.float32, device=device)
-    buffers = _SCRATCH.__dict__.setdefault("buffers", {})
-    key = torch.device(device)
-    if key not in buffers:
-        buffers[key] = torch.empty(cache_bytes() // 4, dtype=torch.float32, device=device)
-    return buffers[key][:size].view(num_rows, num_cols)
+    """A float32 (num_rows, num_cols) buffer for a piece's temporaries, carved from one buffer kept
+    per thread and device and reused by every update: a fresh buffer of many MiB costs a page
+    fault per 4 KiB on every update, more than the pass that fills it. The kept buffer is at
+    least ``cache_bytes()`` and grows to the largest piece requested (a pass cuts the batch into
+    at most ``MAX_PIECES`` pieces, so at most 1 / MAX_PIECES of one (batch, num_items) float32).
+    Contents are undefined; the caller overwrites them."""
+    state = _SCRATCH.__dict__
+    buffers, views = state.setdefault("buffers", {}), state.setdefault("views", {})
+    device = torch.device(device)
+    key = (num_rows, num_cols, device)
+    if key not in views:
+        size = num_rows * num_cols
+        if device not in buffers or buffers[device].numel() < size:
+            buffers[device] = torch.empty(max(size, cache_bytes() // 4), dtype=torch.float32, device=device)
+            views.clear()
+        if len(views) > 64:
+            views.clear()
+        views[key] = buffers[device][:size].view(num_rows, num_cols)
+    return views[key]
 
 
 _CONSTANTS: dict = {}

@@ -204,15 +204,22 @@ class StreamingMean(OptionalOutputKeys, StatefulMetric):
     def update(self, output: Sequence[torch.Tensor]) -> None:
         inputs = self._parse(output)
         sums, count, invalid, *extra = self._batch_totals(*inputs)
-        bad = screen(invalid, on_cpu=torch.device(inputs[0].device).type == "cpu")
-        zero = torch.zeros((), dtype=torch.float64, device=sums.device)
-        self._sum += torch.where(bad, zero, sums).to(self._device)
-        self._count += torch.where(bad, zero, count).to(self._device)
+        on_cpu = torch.device(inputs[0].device).type == "cpu"
+        bad = screen(invalid, on_cpu=on_cpu)
+        zero = None if on_cpu else torch.zeros((), dtype=torch.float64, device=sums.device)
+
+        def kept(total):  # on CPU, screen raised for a bad batch: nothing to leave out
+            total = total if on_cpu else torch.where(bad, zero, total)
+            return total if total.device == self._device else total.to(self._device)
+
+        self._sum += kept(sums)
+        self._count += kept(count)
         for key, total in (extra[0].items() if extra else ()):  # further sums a subclass keeps
-            getattr(self, key).add_(torch.where(bad, zero, total).to(self._device))
+            getattr(self, key).add_(kept(total))
         if len(extra) > 1:  # per-user rows (UserStatistics with per_user=True)
             self._keep_rows(extra[1], bad)
-        self._num_invalid_updates += bad.to(torch.float64).to(self._device)
+        if not on_cpu:
+            self._num_invalid_updates += bad.to(torch.float64).to(self._device)
 
     def compute(self) -> Any:
         total, count, num_invalid = self._reduced("_sum", "_count", "_num_invalid_updates")

@@ -79,13 +79,12 @@ def _candidates(x: torch.Tensor, k: int, detect_nan: bool = False):
     # the chosen sub-groups' values, copied from the chosen groups' (in cache), not from the row
     values = rows_of_groups(members, best_sub, sub_group).view(num_rows, -1)
     tail_start = maxima.shape[1] * group
-    if tail_start < num_cols:
-        values = torch.cat([values, x[:, tail_start:]], 1)
-        items = torch.cat([items, _arange(tail_start, num_cols, x.device).expand(num_rows, -1)], 1)
-    has_nan = None
-    if detect_nan:  # a NaN in a full group makes its maximum NaN; the tail is among the values
-        has_nan = maxima.amax(1).isnan() if tail_start == num_cols else torch.maximum(maxima.amax(1), values.amax(1)).isnan()
-    return values, items, has_nan
+    if tail_start == num_cols:
+        return values, items, (holds_nan(maxima) if detect_nan else None)  # a NaN makes its group's maximum NaN
+    tail = x[:, tail_start:]
+    values = torch.cat([values, tail], 1)
+    items = torch.cat([items, _tail_items(num_rows, tail_start, num_cols, x.device)], 1)
+    return values, items, (holds_nan(torch.cat([maxima, tail], 1)) if detect_nan else None)
 
 
 def group_sizes(num_cols: int, k: int) -> Optional[tuple]:
@@ -106,7 +105,7 @@ def group_maxima(x: torch.Tensor, size: int) -> torch.Tensor:
     num_rows, num_cols = x.shape
     num_full = num_cols // size
     if size < _FAST_REDUCTION and x.is_floating_point() and tuning.cpu_tuned(x.device):
-        return torch.nn.functional.max_pool1d(x.unsqueeze(1), size).squeeze(1)
+        return torch.nn.functional.max_pool1d(x, size)  # (batch, num_cols) as (channels, length)
     if x.stride(1) == 1:
         groups = x.as_strided((num_rows, num_full, size), (x.stride(0), size, 1), x.storage_offset())
     else:
@@ -121,13 +120,12 @@ def runs(first: torch.Tensor, length: int) -> torch.Tensor:
 
 
 def rows_of_groups(x: torch.Tensor, best: torch.Tensor, size: int) -> torch.Tensor:
-    """The values of the groups ``best`` (batch, k) of ``size`` consecutive items, (batch, k, size).
-    Each group is one contiguous run of memory: a window view over the flat rows lets
-    ``index_select`` copy whole runs (several times faster than an element-wise gather)."""
+    """The values of the groups ``best`` (batch, k) of ``size`` consecutive items, (batch, k, size):
+    one indexing of a (batch, num_cols // size, size) view of the rows copies whole runs of
+    memory."""
     num_rows, num_cols = x.shape
-    windows = x.as_strided((x.numel() - size + 1, size), (1, 1))
-    starts = torch.add(_row_starts(num_rows, num_cols, x.device), best, alpha=size)
-    return windows.index_select(0, starts.flatten()).view(num_rows, -1, size)
+    groups = x.as_strided((num_rows, num_cols // size, size), (x.stride(0), size * x.stride(1), x.stride(1)), x.storage_offset())
+    return groups[_row_ids(num_rows, x.device), best]
 
 
 @lru_cache(maxsize=256)
@@ -137,9 +135,15 @@ def _arange(start: int, end: int, device: torch.device) -> torch.Tensor:
 
 
 @lru_cache(maxsize=64)
-def _row_starts(num_rows: int, num_cols: int, device: torch.device) -> torch.Tensor:
-    """(num_rows, 1) int64: the flat index of each row's first entry; read-only."""
-    return torch.arange(0, num_rows * num_cols, num_cols, device=device).unsqueeze(1)
+def _tail_items(num_rows: int, start: int, end: int, device: torch.device) -> torch.Tensor:
+    """(num_rows, end - start) int64: start .. end - 1 in every row (an expanded view); read-only."""
+    return torch.arange(start, end, device=device).expand(num_rows, -1)
+
+
+@lru_cache(maxsize=64)
+def _row_ids(num_rows: int, device: torch.device) -> torch.Tensor:
+    """(num_rows, 1) int64: 0 .. num_rows - 1; read-only."""
+    return torch.arange(num_rows, device=device).unsqueeze(1)
 
 
 @lru_cache(maxsize=64)
@@ -170,38 +174,25 @@ def _best_unordered(values: torch.Tensor, ids: Optional[torch.Tensor], k: int, i
 
 def _exact_topk(values: torch.Tensor, items: Optional[torch.Tensor], k: int) -> torch.Tensor:
     """Column positions of the k best entries per row (value descending, item index ascending;
-    ``items=None``: the column is the item index), in that order."""
+    ``items=None``: the column is the item index), in that order. 16/32-bit values: one int64 key
+    per entry, unique and in rank order (the order-preserving integer of the value above the item
+    index)."""
     if values.dtype == torch.float64:  # 64-bit values leave no room for the index in a key
         if items is None:
             return torch.sort(values, dim=1, descending=True, stable=True).indices[:, :k]
         by_item = items.argsort(1)
         by_value = torch.sort(values.gather(1, by_item), dim=1, descending=True, stable=True).indices
         return by_item.gather(1, by_value[:, :k])
-    # low 32 bits of a key: 2**32 - 1 - item, so that the lower index ranks first
     if items is None:
-        low_bits = _low_bits(values.shape[1], values.device)
-    else:
-        low_bits = torch.rsub(items, LOW_MASK)
-    return _order_keys(values, low_bits).topk(k, 1).indices
-
-
-@lru_cache(maxsize=64)
-def _low_bits(num_cols: int, device: torch.device) -> torch.Tensor:
-    """(num_cols,) int64 2**32 - 1 - column: the low bits of the keys of a whole row; read-only."""
-    return torch.arange(LOW_MASK, LOW_MASK - num_cols, -1, device=device)
+        items = _arange(0, values.shape[1], values.device)
+    # item - (order-preserving integer of the value) * 2**32: ascending is the rank order
+    return torch.add(items, ordered_int32(values).to(torch.int64), alpha=-(1 << 32)).topk(k, 1, largest=False).indices
 
 
 LOW_MASK = (1 << 32) - 1
 
 
 _INF = float("inf")
-
-
-def _order_keys(values: torch.Tensor, low_bits: torch.Tensor) -> torch.Tensor:
-    """Unique int64 keys whose descending order is (value descending, item index ascending):
-    the order-preserving integer of the value in the high 32 bits, ``low_bits`` = 2**32 - 1 -
-    item below."""
-    return torch.add(low_bits, ordered_int32(values).to(torch.int64), alpha=1 << 32)
 
 
 def ordered_int32(values: torch.Tensor) -> torch.Tensor:
