@@ -170,7 +170,16 @@ def _rank_dense(
     count_relevant: bool = True,
 ) -> RankedBatch:
     """``rank_input`` for dense ``(scores, labels)``, every item a candidate: one selection over
-    the scores and one pass over the labels."""
+    the scores and one pass over the labels. Operations on the top candidates run on the calling
+    thread, the passes over the whole batch on every thread (``tuning.serial``)."""
+    with tuning.serial(y_pred.device):
+        return _rank_dense_serial(
+            y_pred, y, depth=depth, relevance_threshold=relevance_threshold, ties=ties, gain_function=gain_function,
+            ideal=ideal, count_relevant=count_relevant,
+        )
+
+
+def _rank_dense_serial(y_pred, y, *, depth, relevance_threshold, ties, gain_function, ideal, count_relevant):
     num_items = y_pred.shape[1]
     depth = min(depth, num_items)
     scores, labels = y_pred.contiguous(), y.contiguous()
@@ -178,8 +187,8 @@ def _rank_dense(
 
     # one position more than the cut-offs need: whether a cut-off splits tied scores
     order, score_is_nan = stable_topk(scores, min(depth + 1, num_items), detect_nan=True)
-    tie = boundary_ties(scores, order, depth)
-    order = order[:, :depth]
+    tie = boundary_ties(scores, order, depth, complete=True)
+    order = order[:, :depth] if order.shape[1] > depth else order
     selects_labels = ideal and ideal_needs_selection(labels, gain_function)
     label_group = value_group_size(num_items, depth) if selects_labels else None
     num_relevant, has_relevant, lowest_label, label_maxima = relevance_pass(
