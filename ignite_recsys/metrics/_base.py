@@ -204,12 +204,10 @@ class StreamingMean(OptionalOutputKeys, StatefulMetric):
     def update(self, output: Sequence[torch.Tensor]) -> None:
         inputs = self._parse(output)
         sums, count, invalid, *extra = self._batch_totals(*inputs)
-        on_cpu = torch.device(inputs[0].device).type == "cpu"
-        bad = screen(invalid, on_cpu=on_cpu)
-        zero = None if on_cpu else torch.zeros((), dtype=torch.float64, device=sums.device)
+        bad = screen(invalid, on_cpu=torch.device(inputs[0].device).type == "cpu")
 
-        def kept(total):  # on CPU, screen raised for a bad batch: nothing to leave out
-            total = total if on_cpu else torch.where(bad, zero, total)
+        def kept(total):  # nothing from a bad batch; on the state's device (no copy when already there)
+            total = torch.where(bad, 0.0, total)
             return total if total.device == self._device else total.to(self._device)
 
         self._sum += kept(sums)
@@ -218,8 +216,7 @@ class StreamingMean(OptionalOutputKeys, StatefulMetric):
             getattr(self, key).add_(kept(total))
         if len(extra) > 1:  # per-user rows (UserStatistics with per_user=True)
             self._keep_rows(extra[1], bad)
-        if not on_cpu:
-            self._num_invalid_updates += bad.to(torch.float64).to(self._device)
+        self._num_invalid_updates += bad if bad.device == self._device else bad.to(self._device)
 
     def compute(self) -> Any:
         total, count, num_invalid = self._reduced("_sum", "_count", "_num_invalid_updates")
