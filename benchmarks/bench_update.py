@@ -186,13 +186,16 @@ after_one = rss("VmRSS:")
 for _ in range(20):
     metric.update((scores, labels))
 assert metric._sum.numel() == 7 * 6  # the state itself never grows (7 metrics x 6 k)
-print(update_peak, rss("VmRSS:") - after_one, scores.numel() * 4, topk_peak)
+from ignite_recsys._core import tuning
+kept = sum(b.numel() * b.element_size() for b in getattr(getattr(tuning, "_SCRATCH", None), "buffers", {}).values())
+print(update_peak, rss("VmRSS:") - after_one, scores.numel() * 4, topk_peak, kept)
 """
 
 
 def memory(batch, items):
     """Peak extra resident memory of one RankingMetrics update over the inputs already allocated
-    (and of torch.topk, for scale), and the RSS growth over 20 more updates. Linux only."""
+    (and of torch.topk, for scale), the scratch buffer kept between updates, and the RSS growth over
+20 more updates. Linux only."""
     if not os.path.exists("/proc/self/clear_refs"):
         return None
     # A fixed mmap threshold: glibc then maps every allocation of 64 KiB or more afresh and
@@ -201,9 +204,9 @@ def memory(batch, items):
     env = dict(os.environ, MALLOC_MMAP_THRESHOLD_="65536")
     result = subprocess.run([sys.executable, "-c", MEMORY_PROBE, str(batch), str(items)],
                             capture_output=True, text=True, check=True, env=env)
-    extra, growth, one_temporary, topk = map(int, result.stdout.split())
+    extra, growth, one_temporary, topk, kept = map(int, result.stdout.split())
     return {"peak_extra_bytes": extra, "growth_over_20_updates_bytes": growth,
-            "one_BxN_float32_bytes": one_temporary, "torch_topk_peak_extra_bytes": topk}
+            "one_BxN_float32_bytes": one_temporary, "torch_topk_peak_extra_bytes": topk, "kept_scratch_bytes": kept}
 
 
 def main(argv=None):
@@ -255,6 +258,7 @@ def main(argv=None):
             print(f"  {name:<38} {rows[name] * 1e3:>10.2f} ms {ratio:>8.2f}x topk  ({low:.2f}-{high:.2f})")
         if mem:
             print(f"  RankingMetrics update peak extra memory: {mem['peak_extra_bytes'] / 2**20:.1f} MiB "
+                  f"+ {mem['kept_scratch_bytes'] / 2**20:.1f} MiB scratch kept between updates "
                   f"(one (B,N) float32 = {mem['one_BxN_float32_bytes'] / 2**20:.1f} MiB; torch.topk "
                   f"{mem['torch_topk_peak_extra_bytes'] / 2**20:.1f} MiB); "
                   f"growth over 20 updates: {mem['growth_over_20_updates_bytes'] / 2**20:.1f} MiB")

@@ -32,30 +32,40 @@ def _at(per_position: torch.Tensor, top_k: Sequence[int]) -> torch.Tensor:
 
 def _running(ranked: RankedBatch, top_k: Sequence[int]) -> dict:
     """The running sums of every per-position quantity the formulas read, at each cut-off:
-    {name: (batch, len(top_k))}, from one cumulative sum over all of them, made once per ranked
-    batch and cut-offs and shared by the metrics (read-only). Each row sums in the same order as
-    ``_at`` alone would."""
+    {name: (batch, len(top_k))}, made once per ranked batch and cut-offs and shared by the metrics
+    (read-only): the quantities stacked, weighted by position (1, 1 / position or the discount
+    1 / log2(position + 1)) in one product, summed in one cumulative sum. Each row sums in the
+    same order as a running sum of that quantity alone."""
     key = ("running", tuple(top_k))
     memo = ranked.__dict__.setdefault("_memo", {})
     if key not in memo:
-        positions, discount = _position_constants(ranked.depth, ranked.hit.device)
         quantities = {
             "hits": ranked.hit,
             "first_hit": ranked.first_hit,
-            "reciprocal_rank": ranked.first_hit / positions,
-            "precision_at_hits": ranked.hit_times_hits_so_far / positions,
+            "reciprocal_rank": ranked.first_hit,  # / position
+            "precision_at_hits": ranked.hit_times_hits_so_far,  # / position
+            "dcg": ranked.gain,  # * discount
+            "idcg": ranked.ideal_gain,  # * discount
         }
-        if ranked.gain is not None:
-            quantities["dcg"] = ranked.gain * discount
-        if ranked.ideal_gain is not None:
-            quantities["idcg"] = ranked.ideal_gain * discount
+        names = tuple(name for name, value in quantities.items() if value is not None)
         depth = ranked.hit.shape[1]
+        weights = _position_weights(names, depth, ranked.hit.device)
         columns = device_constant([min(k, depth) - 1 for k in top_k], torch.int64, ranked.hit.device)
-        sums = torch.stack(list(quantities.values())).cumsum(2).index_select(2, columns)
-        memo[key] = dict(zip(quantities, sums.unbind(0)))
+        sums = (torch.stack([quantities[name] for name in names]) * weights).cumsum(2).index_select(2, columns)
+        memo[key] = dict(zip(names, sums.unbind(0)))
         if ranked.num_relevant is not None:
             memo[key]["relevant"] = ranked.num_relevant.unsqueeze(1)
     return memo[key]
+
+
+@lru_cache(maxsize=64)
+def _position_weights(names: tuple, depth: int, device: torch.device) -> torch.Tensor:
+    """(len(names), 1, depth) float64: the weight of each position in each running sum of
+    ``_running``; read-only."""
+    positions, discount = _position_constants(depth, device)
+    weight = {"reciprocal_rank": 1.0 / positions, "precision_at_hits": 1.0 / positions, "dcg": discount, "idcg": discount}
+    ones = torch.ones(depth, dtype=torch.float64, device=device)
+    return torch.stack([weight.get(name, ones) for name in names]).unsqueeze(1)
 
 
 def _positions(ranked: RankedBatch) -> torch.Tensor:

@@ -186,7 +186,7 @@ def _rank_dense_serial(y_pred, y, *, depth, relevance_threshold, ties, gain_func
     relevance = Relevance.of(relevance_threshold, labels.dtype)
 
     # one position more than the cut-offs need: whether a cut-off splits tied scores
-    order, score_is_nan = stable_topk(scores, min(depth + 1, num_items), detect_nan=True)
+    order, score_is_nan = stable_topk(scores, min(depth + 1, num_items), detect_nan=True, nan_per_row=False)
     tie = boundary_ties(scores, order, depth, complete=True)
     order = order[:, :depth] if order.shape[1] > depth else order
     selects_labels = ideal and ideal_needs_selection(labels, gain_function)
@@ -213,7 +213,7 @@ def _rank_dense_serial(y_pred, y, *, depth, relevance_threshold, ties, gain_func
         ideal_gain = ideal_gains(labels, num_relevant, depth, relevance, gain_function, label_maxima,
                                   relevance_threshold)
 
-    invalid = invalid_flags(score_is_nan.any(), lowest_label)
+    invalid = invalid_flags(score_is_nan, lowest_label)
     if gain_function is not None:
         invalid.update(gain_flags(gain_function, gain, ideal_gain))
     return RankedBatch(

@@ -136,6 +136,10 @@ def gain_flags(gain_function: GainFunction, *gain_tensors: Optional[torch.Tensor
     """Value checks of the gains used: each must be finite (``2 ** y`` overflows float64 for
     y >= 1024, an infinite label has an infinite gain) and, for a custom gain, non-negative."""
     used = [g for g in gain_tensors if g is not None]
+    if not callable(gain_function) and len(used) == 2:
+        # a built-in gain grows with the label: the ideal gains hold the largest, so a gain that
+        # is not finite shows there (a NaN label, whose gain may be NaN anywhere, has its own check)
+        used = used[1:]
     everything = used[0] if len(used) == 1 else torch.cat(used, 1)  # one check over all of them
     name = getattr(gain_function, "__name__", "custom") if callable(gain_function) else repr(gain_function)
     flags = {

@@ -221,10 +221,9 @@ class StreamingMean(OptionalOutputKeys, StatefulMetric):
         sums, count, invalid, *extra = self._batch_totals(*inputs)
         on_cpu = torch.device(inputs[0].device).type == "cpu"
         bad = screen_or_pass(invalid, on_cpu=on_cpu)  # None: checked on the host, nothing to leave out
-        zero = None if bad is None else torch.zeros((), dtype=torch.float64, device=sums.device)
 
-        def kept(total):  # a bad batch adds nothing
-            total = total if bad is None else torch.where(bad, zero, total)
+        def kept(total):  # nothing from a bad batch; on the state's device (no copy when already there)
+            total = total if bad is None else torch.where(bad, 0.0, total)
             return total if total.device == self._device else total.to(self._device)
 
         self._sum += kept(sums)
@@ -234,7 +233,7 @@ class StreamingMean(OptionalOutputKeys, StatefulMetric):
         if len(extra) > 1:  # per-user rows and ids (UserStatistics with per_user=True)
             self._keep_rows(extra[1], bad)
         if bad is not None:  # checks deferred to the device: count a bad batch
-            self._num_invalid_updates += bad.to(torch.float64).to(self._device)
+            self._num_invalid_updates += bad if bad.device == self._device else bad.to(self._device)
 
     def compute(self) -> Any:
         total, count, num_invalid = self._reduced("_sum", "_count", "_num_invalid_updates")

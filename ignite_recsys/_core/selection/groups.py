@@ -39,18 +39,19 @@ SHORT_ROW_GROUPS = (16, 4)
 _FAST_REDUCTION = 64
 
 
-def stable_topk(x: torch.Tensor, k: int, detect_nan: bool = False):
+def stable_topk(x: torch.Tensor, k: int, detect_nan: bool = False, nan_per_row: bool = True):
     """Indices (batch, k) of the k largest entries of each row of ``x``, ordered by value
-    descending then index ascending. With ``detect_nan``, also a (batch,) bool: row holds a NaN."""
+    descending then index ascending. With ``detect_nan``, also a (batch,) bool: row holds a NaN
+    (a 0-d bool, any row holds one, if not ``nan_per_row``)."""
     k = min(k, x.shape[1])
-    values, items, has_nan = _candidates(x, k, detect_nan=detect_nan)
+    values, items, has_nan = _candidates(x, k, detect_nan=detect_nan, nan_per_row=nan_per_row)
     with tuning.threads_for(values.numel()):
         positions = _exact_topk(values, items, k)
     order = positions if items is None else items.gather(1, positions)
     return (order, has_nan) if detect_nan else order
 
 
-def _candidates(x: torch.Tensor, k: int, detect_nan: bool = False):
+def _candidates(x: torch.Tensor, k: int, detect_nan: bool = False, nan_per_row: bool = True):
     """A few items of each row that include its k best: (values, their item indices or None when
     they are the whole row, whether the row holds a NaN if ``detect_nan`` else None).
 
@@ -63,28 +64,29 @@ def _candidates(x: torch.Tensor, k: int, detect_nan: bool = False):
     sizes = group_sizes(num_cols, k)
     if sizes is None:
         with tuning.threads_for(x.numel()):
-            return x, None, (holds_nan(x) if detect_nan else None)
+            return x, None, (holds_nan(x, nan_per_row) if detect_nan else None)
     group, sub_group = sizes
     with tuning.threads_for(x.numel()):
         maxima = group_maxima(x, group)
+    id_dtype = torch.float32 if num_cols <= (1 << 24) else torch.float64  # ids and items exact in it
     with tuning.threads_for(maxima.numel()):
-        best = _best_unordered(maxima, None, k, maxima.shape[1])
+        best = _best_unordered(maxima, _arange(0, maxima.shape[1], x.device, id_dtype), k)
     subs_per_group = group // sub_group
     with tuning.threads_for(best.numel() * group):
         members = rows_of_groups(x, best, group).view(num_rows, -1)
     sub_maxima = group_maxima(members, sub_group)
-    sub_ids = runs(best, subs_per_group)
-    best_sub = _best_unordered(sub_maxima, sub_ids, k, num_cols // sub_group)
-    items = runs(sub_ids.gather(1, best_sub), sub_group)
+    sub_ids = runs(best, subs_per_group, id_dtype)
+    best_sub = _best_unordered(sub_maxima, sub_ids, k)
+    items = runs(sub_ids.gather(1, best_sub), sub_group).to(torch.int64)
     # the chosen sub-groups' values, copied from the chosen groups' (in cache), not from the row
     values = rows_of_groups(members, best_sub, sub_group).view(num_rows, -1)
     tail_start = maxima.shape[1] * group
     if tail_start == num_cols:
-        return values, items, (holds_nan(maxima) if detect_nan else None)  # a NaN makes its group's maximum NaN
+        return values, items, (holds_nan(maxima, nan_per_row) if detect_nan else None)  # NaN: its group's maximum
     tail = x[:, tail_start:]
     values = torch.cat([values, tail], 1)
     items = torch.cat([items, _tail_items(num_rows, tail_start, num_cols, x.device)], 1)
-    return values, items, (holds_nan(torch.cat([maxima, tail], 1)) if detect_nan else None)
+    return values, items, (holds_nan(torch.cat([maxima, tail], 1), nan_per_row) if detect_nan else None)
 
 
 def group_sizes(num_cols: int, k: int) -> Optional[tuple]:
@@ -113,10 +115,11 @@ def group_maxima(x: torch.Tensor, size: int) -> torch.Tensor:
     return groups.amax(2)
 
 
-def runs(first: torch.Tensor, length: int) -> torch.Tensor:
+def runs(first: torch.Tensor, length: int, dtype: torch.dtype = torch.int64) -> torch.Tensor:
     """(batch, n * length): the indices first * length + 0 .. length - 1 of each of the n runs in
-    ``first`` (batch, n), e.g. the items of chosen groups."""
-    return torch.add(_arange(0, length, first.device), first.unsqueeze(2), alpha=length).flatten(1)
+    ``first`` (batch, n), e.g. the items of chosen groups; in ``dtype`` (a float dtype must hold
+    them exactly)."""
+    return torch.add(_arange(0, length, first.device, dtype), first.unsqueeze(2), alpha=length).flatten(1)
 
 
 def rows_of_groups(x: torch.Tensor, best: torch.Tensor, size: int) -> torch.Tensor:
@@ -129,9 +132,9 @@ def rows_of_groups(x: torch.Tensor, best: torch.Tensor, size: int) -> torch.Tens
 
 
 @lru_cache(maxsize=256)
-def _arange(start: int, end: int, device: torch.device) -> torch.Tensor:
-    """``torch.arange(start, end)`` (int64), made once per device; read-only."""
-    return torch.arange(start, end, device=device)
+def _arange(start: int, end: int, device: torch.device, dtype: torch.dtype = torch.int64) -> torch.Tensor:
+    """``torch.arange(start, end)``, made once per device and dtype; read-only."""
+    return torch.arange(start, end, device=device, dtype=dtype)
 
 
 @lru_cache(maxsize=64)
@@ -146,30 +149,19 @@ def _row_ids(num_rows: int, device: torch.device) -> torch.Tensor:
     return torch.arange(num_rows, device=device).unsqueeze(1)
 
 
-@lru_cache(maxsize=64)
-def _column_ids(num_cols: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
-    """(num_cols,) the column indices 0 .. num_cols - 1 negated, in ``dtype``; read-only."""
-    return torch.arange(0, -num_cols, -1, dtype=dtype, device=device)
-
-
-def _best_unordered(values: torch.Tensor, ids: Optional[torch.Tensor], k: int, id_bound: int) -> torch.Tensor:
+def _best_unordered(values: torch.Tensor, ids: torch.Tensor, k: int) -> torch.Tensor:
     """Column positions (batch, k), in no particular order, of the k best entries of each row by
-    (value descending, id ascending); ``ids`` (batch, n) int64 distinct per row, or None: the
-    column index. ``id_bound``: every id is below it.
+    (value descending, id ascending); ``ids``: (n,) or (batch, n), floats that hold integers
+    exactly, distinct per row.
 
     ``torch.topk`` finds the k-th largest value v of each row. Fewer than k entries exceed v and
     all of them are chosen; the rest are the entries equal to v with the smallest ids. One more
-    ``topk`` over a rank that puts the entries above v first (+inf), then those equal to v by
-    id ascending (-id), then the others (-inf) chooses exactly those. A NaN row chooses
+    ``topk``, of the smallest, over a rank that puts the entries above v first (-inf), then those
+    equal to v by id, then the others (+inf) chooses exactly those. A row with a NaN chooses
     arbitrary (valid) positions; NaN is reported by the caller."""
     kth = values.topk(k, 1, sorted=False).values.amin(1, keepdim=True)
-    id_dtype = torch.float32 if id_bound <= (1 << 24) else torch.float64  # -id exact in float32 below 2**24
-    if ids is None:
-        negative_ids = _column_ids(values.shape[1], id_dtype, values.device)
-    else:
-        negative_ids = ids.to(id_dtype).neg_()
-    rank = torch.where(values == kth, negative_ids, torch.where(values > kth, _INF, -_INF))
-    return rank.topk(k, 1, sorted=False).indices
+    rank = torch.where(values == kth, ids, torch.where(values > kth, -_INF, _INF))
+    return rank.topk(k, 1, largest=False, sorted=False).indices
 
 
 def _exact_topk(values: torch.Tensor, items: Optional[torch.Tensor], k: int) -> torch.Tensor:
@@ -204,7 +196,7 @@ def ordered_int32(values: torch.Tensor) -> torch.Tensor:
     return (bits >> 31).bitwise_and_(0x7FFFFFFF).bitwise_xor_(bits)
 
 
-def holds_nan(x: torch.Tensor) -> torch.Tensor:
-    """(batch,) bool: the row holds a NaN. A max-reduction propagates NaN and is cheaper on CPU
-    than ``isnan().any(1)``."""
-    return x.amax(1).isnan()
+def holds_nan(x: torch.Tensor, per_row: bool = True) -> torch.Tensor:
+    """(batch,) bool: the row holds a NaN (0-d: any row does, if not ``per_row``). A
+    max-reduction propagates NaN and is cheaper on CPU than ``isnan().any(1)``."""
+    return (x.amax(1) if per_row else x.amax()).isnan()
