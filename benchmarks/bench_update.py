@@ -230,9 +230,12 @@ def main(argv=None):
     for items in args.sizes:
         scores, labels = make_data(args.batch, items)
         all_candidates = candidates(scores, labels, items, only_ours=args.only_ours)
-        ours = all_candidates["RankingMetrics (6 metrics x 6 k)"]
-        ours()
-        operations = top_level_ops(ours)
+        import ignite_recsys as R
+
+        counted = R.RankingMetrics(TOP_K, metrics=SIX)
+        counted.update((scores, labels))  # warm: constants and buffers are made once
+        operations = top_level_ops(lambda: counted.update((scores, labels)))
+        del counted
         slow = {name: fn for name, fn in all_candidates.items()
                 if name.startswith(("ignite NDCG", "torchmetrics")) and items >= 100_000}
         fast = {name: fn for name, fn in all_candidates.items() if name not in slow}

@@ -50,7 +50,7 @@ class RankedBatch:
     hit: torch.Tensor  # 1 if the item at position i is relevant
     hit_times_hits_so_far: torch.Tensor  # hit_i * (number of hits in positions 1..i)
     first_hit: torch.Tensor  # 1 if position i holds the first relevant item
-    num_relevant: Optional[torch.Tensor]  # (batch,) |R| = the number of relevant items, if asked
+    num_relevant: Optional[torch.Tensor]  # (batch,) |R| = the number of relevant items, if asked (float32 or float64, exact)
     has_relevant: torch.Tensor  # (batch,) bool, |R| > 0
     gain: Optional[torch.Tensor]  # gain of the item at position i (0 if not relevant)
     ideal_gain: Optional[torch.Tensor]  # gains of the ideal ranking, descending

@@ -64,7 +64,7 @@ def indicator(compare, x: torch.Tensor, value) -> torch.Tensor:
 
 def relevance_pass(labels: torch.Tensor, relevance: Relevance, count: bool = True, strided_group: Optional[int] = None):
     """The per-row quantities of y, each from one operation over the whole batch. Returns: the
-    per-user relevant count |R| (float64; None unless ``count``), whether each user has a
+    per-user relevant count |R| (float, exact: ``count_relevant``; None unless ``count``), whether each user has a
     relevant item (bool), the smallest label (0-d, for the value checks) and, given
     ``strided_group``, the maxima of the groups of that many consecutive labels (the first step of
     the ideal ranking's selection, ``top_values``). Without the count a user has a relevant
@@ -91,17 +91,18 @@ def _with_tail_max(labels: torch.Tensor, maxima: torch.Tensor, group: int) -> to
 
 
 def count_relevant(labels: torch.Tensor, relevance: Relevance) -> torch.Tensor:
-    """(batch,) float64: the relevant labels of each row. The comparison is written into a float32
+    """(batch,) float: the relevant labels of each row (float32 below 2**24 items, where it is
+    exact and the sum is fast; float64 above). The comparison is written into a float32
     buffer (a comparison into float vectorises on CPU; into bool it does not, and a sum over bool
     is slower still), a piece of rows at a time (``tuning.pieces``: each piece's buffer fits the
     last-level cache, so that the sum reads it from there, and there are few pieces)."""
     num_rows, num_cols = labels.shape
     count_dtype = torch.float32 if num_cols < (1 << 24) else torch.float64  # float32 counts are exact below 2**24
     if not tuning.cpu_tuned(labels.device):
-        return relevance.mask(labels).sum(1, dtype=torch.float64)
+        return relevance.mask(labels).sum(1, dtype=count_dtype)
     if labels.dtype == torch.bool:  # compared with an int, bool would be copied to int64 first
         if not relevance.compare(torch.ones((), dtype=torch.int64), relevance.value):
-            return torch.zeros(num_rows, dtype=torch.float64, device=labels.device)  # True is not relevant
+            return torch.zeros(num_rows, dtype=count_dtype, device=labels.device)  # True is not relevant
     rows = tuning.piece_rows(num_rows, 4 * num_cols)
     pieces = labels.split(rows) if rows < num_rows else [labels]
     counts = []
@@ -112,7 +113,7 @@ def count_relevant(labels: torch.Tensor, relevance: Relevance) -> torch.Tensor:
         else:
             is_relevant = relevance.compare(piece, relevance.value, out=buffer)
         counts.append(is_relevant.sum(1, dtype=count_dtype))
-    return (counts[0] if len(counts) == 1 else torch.cat(counts)).to(torch.float64)
+    return counts[0] if len(counts) == 1 else torch.cat(counts)
 
 
 def gains(values: torch.Tensor, relevant: torch.Tensor, gain_function: GainFunction, threshold: Optional[float]):
