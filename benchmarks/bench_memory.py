@@ -4,9 +4,7 @@ Data as in bench_update.py: float32 scores in [0, 1), binary float32 labels with
 items per user, B users, N items, top_k = [1, 5, 10, 20, 50, 100]. Each metric runs in a fresh
 subprocess: the inputs are allocated, one warm-up update runs (thread pool, allocator caches, the
 state), then Linux's peak-RSS counter is reset and one more update is measured; the reading is
-the peak resident memory over the resident memory just before it, plus the scratch buffer the
-library keeps between updates (allocated in the warm-up; ``tuning.scratch``, reported apart as
-"kept"). glibc's mmap threshold is
+the peak resident memory over the resident memory just before it. glibc's mmap threshold is
 fixed at 64 KiB so that every buffer of 64 KiB or more is mapped when allocated and unmapped
 when freed (the peak then counts the update's live buffers, not what the allocator kept).
 Linux only. Writes a table to stdout:
@@ -73,22 +71,18 @@ with open("/proc/self/clear_refs", "w") as handle:
     handle.write("5")  # reset the peak resident set size (VmHWM) to the current RSS
 base = rss("VmRSS:")
 metric.update((scores, labels))
-from ignite_recsys._core import tuning
-kept = sum(b.numel() * b.element_size() for b in getattr(getattr(tuning, "_SCRATCH", None), "buffers", {}).values())
-print(rss("VmHWM:") - base, kept)
+print(rss("VmHWM:") - base)
 """
 
 
-def peak_extra(name: str, batch: int, items: int) -> tuple:
-    """(peak extra resident bytes of one update of metric ``name``, bytes of the scratch buffer
-    kept between updates), in a fresh subprocess."""
+def peak_extra(name: str, batch: int, items: int) -> int:
+    """Peak extra resident bytes of one update of metric ``name`` (fresh subprocess)."""
     env = dict(os.environ, MALLOC_MMAP_THRESHOLD_="65536")
     result = subprocess.run(
         [sys.executable, "-c", PROBE, name, METRICS[name], str(batch), str(items)],
         capture_output=True, text=True, check=True, env=env,
     )
-    extra, kept = result.stdout.split()[-2:]
-    return int(extra), int(kept)
+    return int(result.stdout.split()[-1])
 
 
 def main(argv=None):
@@ -102,12 +96,12 @@ def main(argv=None):
     one = args.batch * args.items * 4
     machine = f"{platform.machine()} {os.cpu_count()} cores, torch {torch.__version__}"
     print(f"machine: {machine}; B = {args.batch}, N = {args.items:,}; one (B, N) float32 = {one / 2**20:.1f} MiB")
-    print(f"  {'metric':<26} {'peak extra':>12} {'kept':>10} {'x (B,N) f32, both':>18}")
+    print(f"  {'metric':<20} {'peak extra':>12} {'x (B,N) f32':>12}")
     report = {}
     for name in args.metrics:
-        extra, kept = peak_extra(name, args.batch, args.items)
-        report[name] = (extra + kept) / one
-        print(f"  {name:<26} {extra / 2**20:>8.1f} MiB {kept / 2**20:>6.1f} MiB {(extra + kept) / one:>18.2f}", flush=True)
+        extra = peak_extra(name, args.batch, args.items)
+        report[name] = extra / one
+        print(f"  {name:<20} {extra / 2**20:>8.1f} MiB {extra / one:>12.2f}", flush=True)
     return report
 
 

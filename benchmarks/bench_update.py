@@ -2,16 +2,10 @@
 
 Data: float32 scores, binary float32 labels with ~20 relevant items per user, B users per batch,
 top_k = [1, 5, 10, 20, 50, 100]. Reported: median seconds and the ratio to `torch.topk(scores, 100)`
-alone (median of the per-round ratios, with their spread); the number of top-level torch
-operations of one RankingMetrics update (``top_level_ops``); peak extra resident memory of an
-update (in a fresh subprocess, over the inputs already allocated, by resetting Linux's peak-RSS
-counter) and its growth over 20 updates. Writes a table to stdout, JSON and a PNG plot:
+alone; peak extra resident memory of an update (in a fresh subprocess, over the inputs already
+allocated, by resetting Linux's peak-RSS counter) and its growth over 20 updates. Writes a table to stdout, JSON and a PNG plot:
 
     python benchmarks/bench_update.py [--sizes 1000 10000 100000 1000000] [--batch 256] [--out benchmarks/results]
-    python benchmarks/bench_update.py --load 1 --only-ours   # with one busy process competing for the cores
-
-``--load L`` starts L busy processes (each a pure-Python spin loop on one core, not pinned) before
-the timings and stops them after, so every candidate runs under the same load.
 """
 
 from __future__ import annotations
@@ -37,11 +31,11 @@ def make_data(batch, items, seed=0):
     return scores, labels
 
 
-def round_times(candidates, repeats):
-    """Seconds of each candidate in each round, in steady state. Repeats run in rounds (every
-    candidate in each round), so a slow spell of a shared machine affects all candidates alike
-    and the ratios hold; within a round each candidate runs once untimed first, as in an epoch of
-    updates (its buffers and caches warm, not those its predecessor left)."""
+def median_seconds(candidates, repeats):
+    """Median time of each candidate in steady state. Repeats run in rounds (every candidate in
+    each round), so a slow spell of a shared machine affects all candidates alike and the ratios
+    hold; within a round each candidate runs once untimed first, as in an epoch of updates (its
+    buffers and caches warm, not those its predecessor left)."""
     times = {name: [] for name in candidates}
     for _ in range(repeats):
         for name, fn in candidates.items():
@@ -49,55 +43,10 @@ def round_times(candidates, repeats):
             start = time.perf_counter()
             fn()
             times[name].append(time.perf_counter() - start)
-    return times
+    return {name: statistics.median(values) for name, values in times.items()}
 
 
-def median_seconds(candidates, repeats):
-    """Median time of each candidate in steady state (``round_times``)."""
-    return {name: statistics.median(values) for name, values in round_times(candidates, repeats).items()}
-
-
-def top_level_ops(fn) -> int:
-    """The number of top-level torch operations of one call of ``fn``: the ``aten::`` events of a
-    ``torch.profiler`` trace that no other operation encloses (views such as ``slice`` included,
-    the kernels an operation calls inside not). The profiler records no Python frames here, so an
-    event without a parent is a top-level call."""
-    from torch.profiler import ProfilerActivity, profile
-
-    with profile(activities=[ProfilerActivity.CPU]) as trace:
-        fn()
-    return sum(1 for event in trace.events() if event.cpu_parent is None and event.name.startswith("aten::"))
-
-
-BUSY_LOOP = "while True:\n    pass\n"
-
-
-class Load:
-    """``with Load(n):`` n busy processes (pure-Python spin loops, one core each, not pinned)
-    compete with the timings inside; stopped on exit."""
-
-    def __init__(self, processes: int):
-        self.processes = processes
-        self.children = []
-
-    def __enter__(self):
-        self.children = [subprocess.Popen([sys.executable, "-c", BUSY_LOOP]) for _ in range(self.processes)]
-        if self.children:
-            time.sleep(0.5)  # let them reach the loop
-        return self
-
-    def __exit__(self, *exc):
-        for child in self.children:
-            child.kill()
-        for child in self.children:
-            child.wait()
-        self.children = []
-
-
-SIX = ["ndcg", "hit_rate", "recall", "precision", "map", "mrr"]
-
-
-def candidates(scores, labels, items, only_ours=False):
+def candidates(scores, labels, items):
     import ignite_recsys as R
 
     def ours(metric, targets=labels):
@@ -106,14 +55,13 @@ def candidates(scores, labels, items, only_ours=False):
             metric.update((scores, targets))
         return run
 
+    six = ["ndcg", "hit_rate", "recall", "precision", "map", "mrr"]
     out = {
         "torch.topk(100)": lambda: torch.topk(scores, 100),
-        "RankingMetrics (6 metrics x 6 k)": ours(R.RankingMetrics(TOP_K, metrics=SIX)),
+        "RankingMetrics (6 metrics x 6 k)": ours(R.RankingMetrics(TOP_K, metrics=six)),
         # the same binary labels as bool: NDCG's ideal ranking then needs only the relevant count
-        "RankingMetrics, bool labels": ours(R.RankingMetrics(TOP_K, metrics=SIX), labels.bool()),
+        "RankingMetrics, bool labels": ours(R.RankingMetrics(TOP_K, metrics=six), labels.bool()),
     }
-    if only_ours:
-        return out
     for name in ("NDCG", "HitRate", "Recall", "Precision", "MAP", "MRR"):
         out[f"{name}"] = ours(getattr(R, name)(TOP_K))
     from ignite.metrics.rec_sys import NDCG as IgniteNDCG, HitRate as IgniteHitRate
@@ -186,16 +134,13 @@ after_one = rss("VmRSS:")
 for _ in range(20):
     metric.update((scores, labels))
 assert metric._sum.numel() == 7 * 6  # the state itself never grows (7 metrics x 6 k)
-from ignite_recsys._core import tuning
-kept = sum(b.numel() * b.element_size() for b in getattr(getattr(tuning, "_SCRATCH", None), "buffers", {}).values())
-print(update_peak, rss("VmRSS:") - after_one, scores.numel() * 4, topk_peak, kept)
+print(update_peak, rss("VmRSS:") - after_one, scores.numel() * 4, topk_peak)
 """
 
 
 def memory(batch, items):
     """Peak extra resident memory of one RankingMetrics update over the inputs already allocated
-    (and of torch.topk, for scale), the scratch buffer kept between updates, and the RSS growth over
-20 more updates. Linux only."""
+    (and of torch.topk, for scale), and the RSS growth over 20 more updates. Linux only."""
     if not os.path.exists("/proc/self/clear_refs"):
         return None
     # A fixed mmap threshold: glibc then maps every allocation of 64 KiB or more afresh and
@@ -204,9 +149,9 @@ def memory(batch, items):
     env = dict(os.environ, MALLOC_MMAP_THRESHOLD_="65536")
     result = subprocess.run([sys.executable, "-c", MEMORY_PROBE, str(batch), str(items)],
                             capture_output=True, text=True, check=True, env=env)
-    extra, growth, one_temporary, topk, kept = map(int, result.stdout.split())
+    extra, growth, one_temporary, topk = map(int, result.stdout.split())
     return {"peak_extra_bytes": extra, "growth_over_20_updates_bytes": growth,
-            "one_BxN_float32_bytes": one_temporary, "torch_topk_peak_extra_bytes": topk, "kept_scratch_bytes": kept}
+            "one_BxN_float32_bytes": one_temporary, "torch_topk_peak_extra_bytes": topk}
 
 
 def main(argv=None):
@@ -215,53 +160,28 @@ def main(argv=None):
     parser.add_argument("--batch", type=int, default=256)
     parser.add_argument("--repeats", type=int, default=11, help="rounds; the medians of 11 move less between runs on a shared machine than those of 7")
     parser.add_argument("--out", default="benchmarks/results")
-    parser.add_argument("--load", type=int, default=0, help="busy processes competing for the cores during the timings")
-    parser.add_argument("--only-ours", action="store_true", help="time torch.topk and RankingMetrics only")
-    parser.add_argument("--no-memory", action="store_true", help="skip the peak-memory probe")
     args = parser.parse_args(argv)
     os.makedirs(args.out, exist_ok=True)
 
     machine = f"{platform.machine()} {platform.processor() or ''} {os.cpu_count()} cores, torch {torch.__version__}, {torch.get_num_threads()} threads"
-    load_average = os.getloadavg() if hasattr(os, "getloadavg") else None
-    print(f"machine: {machine}; batch {args.batch}; top_k {TOP_K}; busy processes {args.load}; "
-          f"load average at start {load_average}")
-    report = {"machine": machine, "batch": args.batch, "top_k": TOP_K, "load": args.load,
-              "load_average_at_start": load_average, "sizes": {}}
+    print(f"machine: {machine}; batch {args.batch}; top_k {TOP_K}")
+    report = {"machine": machine, "batch": args.batch, "top_k": TOP_K, "sizes": {}}
     for items in args.sizes:
         scores, labels = make_data(args.batch, items)
-        all_candidates = candidates(scores, labels, items, only_ours=args.only_ours)
-        import ignite_recsys as R
-
-        counted = R.RankingMetrics(TOP_K, metrics=SIX)
-        counted.update((scores, labels))  # warm: constants and buffers are made once
-        operations = top_level_ops(lambda: counted.update((scores, labels)))
-        del counted
+        all_candidates = candidates(scores, labels, items)
         slow = {name: fn for name, fn in all_candidates.items()
                 if name.startswith(("ignite NDCG", "torchmetrics")) and items >= 100_000}
         fast = {name: fn for name, fn in all_candidates.items() if name not in slow}
-        with Load(args.load):
-            times = {**round_times(fast, args.repeats), **round_times(slow, 1)}
-        rows = {name: statistics.median(times[name]) for name in all_candidates}
+        measured = {**median_seconds(fast, args.repeats), **median_seconds(slow, 1)}
+        rows = {name: measured[name] for name in all_candidates}
         base = rows["torch.topk(100)"]
-        # per-round ratios against torch.topk timed in the same round (the slow ones: against the median)
-        ratios = {}
-        for name, values in times.items():
-            per_round = ([v / b for v, b in zip(values, times["torch.topk(100)"])] if len(values) == args.repeats
-                         else [v / base for v in values])
-            ratios[name] = (statistics.median(per_round), min(per_round), max(per_round))
-        mem = None if args.no_memory else memory(args.batch, items)
-        report["sizes"][items] = {
-            "seconds": rows, "ratio_to_topk": {k: v[0] for k, v in ratios.items()},
-            "ratio_spread": {k: v[1:] for k, v in ratios.items()}, "ranking_metrics_top_level_ops": operations,
-            "memory": mem,
-        }
-        print(f"\nN = {items:,}   (torch.topk {base * 1e3:.2f} ms; one RankingMetrics update: {operations} top-level torch operations)")
-        for name in all_candidates:
-            ratio, low, high = ratios[name]
-            print(f"  {name:<38} {rows[name] * 1e3:>10.2f} ms {ratio:>8.2f}x topk  ({low:.2f}-{high:.2f})")
+        mem = memory(args.batch, items)
+        report["sizes"][items] = {"seconds": rows, "ratio_to_topk": {k: v / base for k, v in rows.items()}, "memory": mem}
+        print(f"\nN = {items:,}   (torch.topk {base * 1e3:.2f} ms)")
+        for name, seconds in rows.items():
+            print(f"  {name:<38} {seconds * 1e3:>10.2f} ms {seconds / base:>8.2f}x topk")
         if mem:
             print(f"  RankingMetrics update peak extra memory: {mem['peak_extra_bytes'] / 2**20:.1f} MiB "
-                  f"+ {mem['kept_scratch_bytes'] / 2**20:.1f} MiB scratch kept between updates "
                   f"(one (B,N) float32 = {mem['one_BxN_float32_bytes'] / 2**20:.1f} MiB; torch.topk "
                   f"{mem['torch_topk_peak_extra_bytes'] / 2**20:.1f} MiB); "
                   f"growth over 20 updates: {mem['growth_over_20_updates_bytes'] / 2**20:.1f} MiB")

@@ -50,7 +50,7 @@ class RankedBatch:
     hit: torch.Tensor  # 1 if the item at position i is relevant
     hit_times_hits_so_far: torch.Tensor  # hit_i * (number of hits in positions 1..i)
     first_hit: torch.Tensor  # 1 if position i holds the first relevant item
-    num_relevant: Optional[torch.Tensor]  # (batch,) |R| = the number of relevant items, if asked (float32 or float64, exact)
+    num_relevant: Optional[torch.Tensor]  # (batch,) |R| = the number of relevant items, if asked
     has_relevant: torch.Tensor  # (batch,) bool, |R| > 0
     gain: Optional[torch.Tensor]  # gain of the item at position i (0 if not relevant)
     ideal_gain: Optional[torch.Tensor]  # gains of the ideal ranking, descending
@@ -170,25 +170,16 @@ def _rank_dense(
     count_relevant: bool = True,
 ) -> RankedBatch:
     """``rank_input`` for dense ``(scores, labels)``, every item a candidate: one selection over
-    the scores and one pass over the labels. Operations on the top candidates run on the calling
-    thread, the passes over the whole batch on every thread (``tuning.serial``)."""
-    with tuning.serial(y_pred.device):
-        return _rank_dense_serial(
-            y_pred, y, depth=depth, relevance_threshold=relevance_threshold, ties=ties, gain_function=gain_function,
-            ideal=ideal, count_relevant=count_relevant,
-        )
-
-
-def _rank_dense_serial(y_pred, y, *, depth, relevance_threshold, ties, gain_function, ideal, count_relevant):
+    the scores and one pass over the labels."""
     num_items = y_pred.shape[1]
     depth = min(depth, num_items)
     scores, labels = y_pred.contiguous(), y.contiguous()
     relevance = Relevance.of(relevance_threshold, labels.dtype)
 
     # one position more than the cut-offs need: whether a cut-off splits tied scores
-    order, score_is_nan = stable_topk(scores, min(depth + 1, num_items), detect_nan=True, nan_per_row=False)
-    tie = boundary_ties(scores, order, depth, complete=True)
-    order = order[:, :depth] if order.shape[1] > depth else order
+    order, score_is_nan = stable_topk(scores, min(depth + 1, num_items), detect_nan=True)
+    tie = boundary_ties(scores, order, depth)
+    order = order[:, :depth]
     selects_labels = ideal and ideal_needs_selection(labels, gain_function)
     label_group = value_group_size(num_items, depth) if selects_labels else None
     num_relevant, has_relevant, lowest_label, label_maxima = relevance_pass(
@@ -213,7 +204,7 @@ def _rank_dense_serial(y_pred, y, *, depth, relevance_threshold, ties, gain_func
         ideal_gain = ideal_gains(labels, num_relevant, depth, relevance, gain_function, label_maxima,
                                   relevance_threshold)
 
-    invalid = invalid_flags(score_is_nan, lowest_label)
+    invalid = invalid_flags(score_is_nan.any(), lowest_label)
     if gain_function is not None:
         invalid.update(gain_flags(gain_function, gain, ideal_gain))
     return RankedBatch(

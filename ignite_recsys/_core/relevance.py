@@ -7,15 +7,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Callable, Optional, Union
 
 import torch
 
 from .._validation import GainFunction, check_gain_output
 from . import tuning
-from .selection import holds_nan, top_values
-from .selection.groups import group_maxima
+from .selection import holds_nan, strided_groups, top_values
 
 
 @dataclass(frozen=True)
@@ -39,7 +37,7 @@ class Relevance:
             largest = torch.iinfo(dtype).max
             # a Python int outside the dtype's range would wrap around in torch's comparison
             return cls(torch.ge, lowest_relevant) if lowest_relevant <= largest else cls(torch.gt, largest)
-        return cls(torch.ge, _rounded(threshold, dtype))
+        return cls(torch.ge, float(torch.tensor(threshold, dtype=dtype)))
 
     def mask(self, labels: torch.Tensor) -> torch.Tensor:
         """bool, True where the label is relevant."""
@@ -50,12 +48,6 @@ class Relevance:
         return indicator(self.compare, labels, self.value)
 
 
-@lru_cache(maxsize=256)
-def _rounded(threshold: float, dtype: torch.dtype) -> float:
-    """``threshold`` rounded to the float ``dtype`` (made once: no tensor operation per update)."""
-    return float(torch.tensor(threshold, dtype=dtype))
-
-
 def indicator(compare, x: torch.Tensor, value) -> torch.Tensor:
     """``compare(x, value)`` as float64 0/1. Written straight into a float tensor: on CPU, bool
     results and selects over them cost several times a float operation."""
@@ -63,57 +55,43 @@ def indicator(compare, x: torch.Tensor, value) -> torch.Tensor:
 
 
 def relevance_pass(labels: torch.Tensor, relevance: Relevance, count: bool = True, strided_group: Optional[int] = None):
-    """The per-row quantities of y, each from one operation over the whole batch. Returns: the
-    per-user relevant count |R| (float, exact: ``count_relevant``; None unless ``count``), whether each user has a
-    relevant item (bool), the smallest label (0-d, for the value checks) and, given
-    ``strided_group``, the maxima of the groups of that many consecutive labels (the first step of
-    the ideal ranking's selection, ``top_values``). Without the count a user has a relevant
-    item iff its largest label is relevant: a max-reduction is cheaper on CPU than a comparison
-    plus a sum."""
-    device = labels.device
-    with tuning.threads_for(labels.numel()):
-        counts = count_relevant(labels, relevance) if count else None
-        maxima = group_maxima(labels, strided_group) if strided_group else None
-        lowest = torch.zeros((), device=device) if labels.dtype == torch.bool else labels.amin()
-    if count:
-        has_relevant = counts > 0
-    else:
-        with tuning.threads_for(labels.numel() if maxima is None else 0):
-            highest = labels.amax(1) if maxima is None else _with_tail_max(labels, maxima, strided_group)
-        has_relevant = relevance.mask(highest)
-    return counts, has_relevant, lowest, maxima
-
-
-def _with_tail_max(labels: torch.Tensor, maxima: torch.Tensor, group: int) -> torch.Tensor:
-    """Each row's largest label from its group maxima and the items after them."""
-    tail = labels[:, maxima.shape[1] * group :]
-    return maxima.amax(1) if tail.shape[1] == 0 else torch.maximum(maxima.amax(1), tail.amax(1))
-
-
-def count_relevant(labels: torch.Tensor, relevance: Relevance) -> torch.Tensor:
-    """(batch,) float: the relevant labels of each row (float32 below 2**24 items, where it is
-    exact and the sum is fast; float64 above). The comparison is written into a float32
-    buffer (a comparison into float vectorises on CPU; into bool it does not, and a sum over bool
-    is slower still), a piece of rows at a time (``tuning.pieces``: each piece's buffer fits the
-    last-level cache, so that the sum reads it from there, and there are few pieces)."""
+    """One pass over y, each row chunk read once from memory while it is in cache. Returns:
+    the per-user relevant count |R| (float64; None unless ``count``), whether each user has a
+    relevant item (bool), the smallest label (for the value checks) and, given ``strided_group``,
+    the maxima of the strided groups of that many labels (``strided_groups``; the first step of
+    the ideal ranking's selection). Without the count a user has a relevant item iff its largest
+    label is relevant: a max-reduction is cheaper on CPU than a comparison plus a sum."""
     num_rows, num_cols = labels.shape
+    device = labels.device
     count_dtype = torch.float32 if num_cols < (1 << 24) else torch.float64  # float32 counts are exact below 2**24
-    if not tuning.cpu_tuned(labels.device):
-        return relevance.mask(labels).sum(1, dtype=count_dtype)
-    if labels.dtype == torch.bool:  # compared with an int, bool would be copied to int64 first
-        if not relevance.compare(torch.ones((), dtype=torch.int64), relevance.value):
-            return torch.zeros(num_rows, dtype=count_dtype, device=labels.device)  # True is not relevant
-    rows = tuning.piece_rows(num_rows, 4 * num_cols)
-    pieces = labels.split(rows) if rows < num_rows else [labels]
-    counts = []
-    for piece in pieces:
-        buffer = tuning.scratch(len(piece), num_cols, labels.device)
-        if labels.dtype == torch.bool:
-            is_relevant = buffer.copy_(piece)
-        else:
-            is_relevant = relevance.compare(piece, relevance.value, out=buffer)
-        counts.append(is_relevant.sum(1, dtype=count_dtype))
-    return counts[0] if len(counts) == 1 else torch.cat(counts)
+    counts = torch.empty(num_rows, dtype=count_dtype, device=device) if count else None
+    highest = None if count else torch.empty(num_rows, dtype=labels.dtype, device=device)
+    lowest = None if labels.dtype == torch.bool else torch.empty(num_rows, dtype=labels.dtype, device=device)
+    maxima = None
+    if strided_group:
+        maxima = torch.empty(num_rows, num_cols // strided_group, dtype=labels.dtype, device=device)
+    buffer = None
+    # Chunks keep the comparison buffer in cache; reductions alone do better with larger ones.
+    for rows in tuning.row_chunks(num_rows, num_cols if count else num_cols // 4, device):
+        chunk = labels[rows]
+        if count:
+            if buffer is None:
+                buffer = torch.empty(chunk.shape, dtype=torch.float32, device=device)
+            is_relevant = relevance.compare(chunk, relevance.value, out=buffer[: chunk.shape[0]])  # float out: fast
+            torch.sum(is_relevant, 1, dtype=count_dtype, out=counts[rows])
+        if lowest is not None:
+            torch.amin(chunk, 1, out=lowest[rows])
+        if maxima is not None:
+            torch.amax(strided_groups(chunk, strided_group), 1, out=maxima[rows])
+        elif not count:
+            torch.amax(chunk, 1, out=highest[rows])
+    if maxima is not None and not count:
+        tail = labels[:, maxima.shape[1] * strided_group :]
+        highest = maxima.amax(1) if tail.shape[1] == 0 else torch.maximum(maxima.amax(1), tail.amax(1))
+    counts = counts.to(torch.float64) if count else None
+    has_relevant = counts > 0 if count else relevance.mask(highest)
+    lowest = torch.zeros((), device=device) if lowest is None else lowest.amin()
+    return counts, has_relevant, lowest, maxima
 
 
 def gains(values: torch.Tensor, relevant: torch.Tensor, gain_function: GainFunction, threshold: Optional[float]):
@@ -137,20 +115,15 @@ def gain_flags(gain_function: GainFunction, *gain_tensors: Optional[torch.Tensor
     """Value checks of the gains used: each must be finite (``2 ** y`` overflows float64 for
     y >= 1024, an infinite label has an infinite gain) and, for a custom gain, non-negative."""
     used = [g for g in gain_tensors if g is not None]
-    if not callable(gain_function) and len(used) == 2:
-        # a built-in gain grows with the label: the ideal gains hold the largest, so a gain that
-        # is not finite shows there (a NaN label, whose gain may be NaN anywhere, has its own check)
-        used = used[1:]
-    everything = used[0] if len(used) == 1 else torch.cat(used, 1)  # one check over all of them
     name = getattr(gain_function, "__name__", "custom") if callable(gain_function) else repr(gain_function)
     flags = {
         f"y gives an infinite or NaN gain under gain_function={name} (2**y overflows float64 for "
         "y >= 1024, and an infinite label has an infinite gain); rescale the labels or use "
-        "another gain_function": ~torch.isfinite(everything).all()
+        "another gain_function": torch.stack([~torch.isfinite(g).all() for g in used]).any()
     }
     if callable(gain_function):
         flags[f"gain_function={name} returned a negative gain for a relevant label; gains must be >= 0"] = (
-            (everything < 0).any()
+            torch.stack([(g < 0).any() for g in used]).any()
         )
     return flags
 
