@@ -383,7 +383,8 @@ class UserStatistics:
         ``per_user=True``): a (users, len(top_k)) tensor for a metric with cut-offs (columns in
         ascending k), a (users,) tensor for :class:`RPrecision`, a dict ``{"ndcg@10": (users,)
         tensor, ...}`` for :class:`RankingMetrics`. A user the metric does not count (no relevant
-        item under ``ignore_zero_hits=True``, no candidate item) has a row of NaN.
+        item under ``ignore_zero_hits=True``; for the popularity metrics, an empty top-k list) has
+        a row of NaN. A user with relevant items but no candidate is counted, with 0.
 
         Order: with :class:`~ignite_recsys.UserIds` in every update, ascending user id, across
         processes too (:meth:`per_user_ids` gives the ids; a user id seen twice raises a
