@@ -23,17 +23,23 @@ _ID_DTYPES = (torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64)
 
 
 def _check_ids(name: str, ids) -> torch.Tensor:
-    if not isinstance(ids, torch.Tensor):
-        raise TypeError(f"{name} must be a torch.Tensor of item ids, got {type(ids).__name__}")
-    if ids.layout != torch.strided:
-        raise TypeError(f"{name} must be a dense tensor of item ids, got layout {ids.layout}")
-    if ids.dtype not in _ID_DTYPES:
-        raise TypeError(f"{name} must hold integer item ids (-1 = no item), got dtype {ids.dtype}")
+    ids = _id_tensor(name, ids, "item ids", "integer item ids (-1 = no item)")
     if ids.ndim != 2:
         raise ValueError(f"{name} must be 2-D (batch, ids per user), got shape {tuple(ids.shape)}")
     if ids.shape[0] == 0:
         raise ValueError(f"{name} must hold at least one user (batch dimension is 0)")
     return ids.detach().to(torch.int64)
+
+
+def _id_tensor(name: str, ids, what: str, holding: str) -> torch.Tensor:
+    """``ids`` if it is a dense tensor of an integer dtype, else a TypeError naming ``name``."""
+    if not isinstance(ids, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor of {what}, got {type(ids).__name__}")
+    if ids.layout != torch.strided:
+        raise TypeError(f"{name} must be a dense tensor of {what}, got layout {ids.layout}")
+    if ids.dtype not in _ID_DTYPES:
+        raise TypeError(f"{name} must hold {holding}, got dtype {ids.dtype}")
+    return ids
 
 
 class ItemIds:
@@ -85,12 +91,7 @@ class RankedItems:
 
 
 def _check_per_user_vector(name: str, ids, what: str) -> torch.Tensor:
-    if not isinstance(ids, torch.Tensor):
-        raise TypeError(f"{name} must be a torch.Tensor of {what}, got {type(ids).__name__}")
-    if ids.layout != torch.strided:
-        raise TypeError(f"{name} must be a dense tensor of {what}, got layout {ids.layout}")
-    if ids.dtype not in _ID_DTYPES:
-        raise TypeError(f"{name} must hold integer {what}, got dtype {ids.dtype}")
+    ids = _id_tensor(name, ids, what, f"integer {what}")
     if ids.ndim != 1:
         raise ValueError(f"{name} must be 1-D (one id per user of the batch), got shape {tuple(ids.shape)}")
     return ids.detach().to(torch.int64)
