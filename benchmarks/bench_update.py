@@ -2,10 +2,16 @@
 
 Data: float32 scores, binary float32 labels with ~20 relevant items per user, B users per batch,
 top_k = [1, 5, 10, 20, 50, 100]. Reported: median seconds and the ratio to `torch.topk(scores, 100)`
-alone; peak extra resident memory of an update (in a fresh subprocess, over the inputs already
-allocated, by resetting Linux's peak-RSS counter) and its growth over 20 updates. Writes a table to stdout, JSON and a PNG plot:
+alone (median of the per-round ratios, with their spread); the number of top-level torch
+operations of one RankingMetrics update (``top_level_ops``); peak extra resident memory of an
+update (in a fresh subprocess, over the inputs already allocated, by resetting Linux's peak-RSS
+counter) and its growth over 20 updates. Writes a table to stdout, JSON and a PNG plot:
 
     python benchmarks/bench_update.py [--sizes 1000 10000 100000 1000000] [--batch 256] [--out benchmarks/results]
+    python benchmarks/bench_update.py --load 1 --only-ours   # with one busy process competing for the cores
+
+``--load L`` starts L busy processes (each a pure-Python spin loop on one core, not pinned) before
+the timings and stops them after, so every candidate runs under the same load.
 """
 
 from __future__ import annotations
@@ -31,11 +37,11 @@ def make_data(batch, items, seed=0):
     return scores, labels
 
 
-def median_seconds(candidates, repeats):
-    """Median time of each candidate in steady state. Repeats run in rounds (every candidate in
-    each round), so a slow spell of a shared machine affects all candidates alike and the ratios
-    hold; within a round each candidate runs once untimed first, as in an epoch of updates (its
-    buffers and caches warm, not those its predecessor left)."""
+def round_times(candidates, repeats):
+    """Seconds of each candidate in each round, in steady state. Repeats run in rounds (every
+    candidate in each round), so a slow spell of a shared machine affects all candidates alike
+    and the ratios hold; within a round each candidate runs once untimed first, as in an epoch of
+    updates (its buffers and caches warm, not those its predecessor left)."""
     times = {name: [] for name in candidates}
     for _ in range(repeats):
         for name, fn in candidates.items():
@@ -43,10 +49,55 @@ def median_seconds(candidates, repeats):
             start = time.perf_counter()
             fn()
             times[name].append(time.perf_counter() - start)
-    return {name: statistics.median(values) for name, values in times.items()}
+    return times
 
 
-def candidates(scores, labels, items):
+def median_seconds(candidates, repeats):
+    """Median time of each candidate in steady state (``round_times``)."""
+    return {name: statistics.median(values) for name, values in round_times(candidates, repeats).items()}
+
+
+def top_level_ops(fn) -> int:
+    """The number of top-level torch operations of one call of ``fn``: the ``aten::`` events of a
+    ``torch.profiler`` trace that no other operation encloses (views such as ``slice`` included,
+    the kernels an operation calls inside not). The profiler records no Python frames here, so an
+    event without a parent is a top-level call."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU]) as trace:
+        fn()
+    return sum(1 for event in trace.events() if event.cpu_parent is None and event.name.startswith("aten::"))
+
+
+BUSY_LOOP = "while True:\n    pass\n"
+
+
+class Load:
+    """``with Load(n):`` n busy processes (pure-Python spin loops, one core each, not pinned)
+    compete with the timings inside; stopped on exit."""
+
+    def __init__(self, processes: int):
+        self.processes = processes
+        self.children = []
+
+    def __enter__(self):
+        self.children = [subprocess.Popen([sys.executable, "-c", BUSY_LOOP]) for _ in range(self.processes)]
+        if self.children:
+            time.sleep(0.5)  # let them reach the loop
+        return self
+
+    def __exit__(self, *exc):
+        for child in self.children:
+            child.kill()
+        for child in self.children:
+            child.wait()
+        self.children = []
+
+
+SIX = ["ndcg", "hit_rate", "recall", "precision", "map", "mrr"]
+
+
+def candidates(scores, labels, items, only_ours=False):
     import ignite_recsys as R
 
     def ours(metric, targets=labels):
@@ -55,13 +106,14 @@ def candidates(scores, labels, items):
             metric.update((scores, targets))
         return run
 
-    six = ["ndcg", "hit_rate", "recall", "precision", "map", "mrr"]
     out = {
         "torch.topk(100)": lambda: torch.topk(scores, 100),
-        "RankingMetrics (6 metrics x 6 k)": ours(R.RankingMetrics(TOP_K, metrics=six)),
+        "RankingMetrics (6 metrics x 6 k)": ours(R.RankingMetrics(TOP_K, metrics=SIX)),
         # the same binary labels as bool: NDCG's ideal ranking then needs only the relevant count
-        "RankingMetrics, bool labels": ours(R.RankingMetrics(TOP_K, metrics=six), labels.bool()),
+        "RankingMetrics, bool labels": ours(R.RankingMetrics(TOP_K, metrics=SIX), labels.bool()),
     }
+    if only_ours:
+        return out
     for name in ("NDCG", "HitRate", "Recall", "Precision", "MAP", "MRR"):
         out[f"{name}"] = ours(getattr(R, name)(TOP_K))
     from ignite.metrics.rec_sys import NDCG as IgniteNDCG, HitRate as IgniteHitRate
@@ -140,7 +192,8 @@ print(update_peak, rss("VmRSS:") - after_one, scores.numel() * 4, topk_peak)
 
 def memory(batch, items):
     """Peak extra resident memory of one RankingMetrics update over the inputs already allocated
-    (and of torch.topk, for scale), and the RSS growth over 20 more updates. Linux only."""
+    (and of torch.topk, for scale), and the RSS growth over
+20 more updates. Linux only."""
     if not os.path.exists("/proc/self/clear_refs"):
         return None
     # A fixed mmap threshold: glibc then maps every allocation of 64 KiB or more afresh and
@@ -160,26 +213,50 @@ def main(argv=None):
     parser.add_argument("--batch", type=int, default=256)
     parser.add_argument("--repeats", type=int, default=11, help="rounds; the medians of 11 move less between runs on a shared machine than those of 7")
     parser.add_argument("--out", default="benchmarks/results")
+    parser.add_argument("--load", type=int, default=0, help="busy processes competing for the cores during the timings")
+    parser.add_argument("--only-ours", action="store_true", help="time torch.topk and RankingMetrics only")
+    parser.add_argument("--no-memory", action="store_true", help="skip the peak-memory probe")
     args = parser.parse_args(argv)
     os.makedirs(args.out, exist_ok=True)
 
     machine = f"{platform.machine()} {platform.processor() or ''} {os.cpu_count()} cores, torch {torch.__version__}, {torch.get_num_threads()} threads"
-    print(f"machine: {machine}; batch {args.batch}; top_k {TOP_K}")
-    report = {"machine": machine, "batch": args.batch, "top_k": TOP_K, "sizes": {}}
+    load_average = os.getloadavg() if hasattr(os, "getloadavg") else None
+    print(f"machine: {machine}; batch {args.batch}; top_k {TOP_K}; busy processes {args.load}; "
+          f"load average at start {load_average}")
+    report = {"machine": machine, "batch": args.batch, "top_k": TOP_K, "load": args.load,
+              "load_average_at_start": load_average, "sizes": {}}
     for items in args.sizes:
         scores, labels = make_data(args.batch, items)
-        all_candidates = candidates(scores, labels, items)
+        all_candidates = candidates(scores, labels, items, only_ours=args.only_ours)
+        import ignite_recsys as R
+
+        counted = R.RankingMetrics(TOP_K, metrics=SIX)
+        counted.update((scores, labels))  # warm: constants and buffers are made once
+        operations = top_level_ops(lambda: counted.update((scores, labels)))
+        del counted
         slow = {name: fn for name, fn in all_candidates.items()
                 if name.startswith(("ignite NDCG", "torchmetrics")) and items >= 100_000}
         fast = {name: fn for name, fn in all_candidates.items() if name not in slow}
-        measured = {**median_seconds(fast, args.repeats), **median_seconds(slow, 1)}
-        rows = {name: measured[name] for name in all_candidates}
+        with Load(args.load):
+            times = {**round_times(fast, args.repeats), **round_times(slow, 1)}
+        rows = {name: statistics.median(times[name]) for name in all_candidates}
         base = rows["torch.topk(100)"]
-        mem = memory(args.batch, items)
-        report["sizes"][items] = {"seconds": rows, "ratio_to_topk": {k: v / base for k, v in rows.items()}, "memory": mem}
-        print(f"\nN = {items:,}   (torch.topk {base * 1e3:.2f} ms)")
-        for name, seconds in rows.items():
-            print(f"  {name:<38} {seconds * 1e3:>10.2f} ms {seconds / base:>8.2f}x topk")
+        # per-round ratios against torch.topk timed in the same round (the slow ones: against the median)
+        ratios = {}
+        for name, values in times.items():
+            per_round = ([v / b for v, b in zip(values, times["torch.topk(100)"])] if len(values) == args.repeats
+                         else [v / base for v in values])
+            ratios[name] = (statistics.median(per_round), min(per_round), max(per_round))
+        mem = None if args.no_memory else memory(args.batch, items)
+        report["sizes"][items] = {
+            "seconds": rows, "ratio_to_topk": {k: v[0] for k, v in ratios.items()},
+            "ratio_spread": {k: v[1:] for k, v in ratios.items()}, "ranking_metrics_top_level_ops": operations,
+            "memory": mem,
+        }
+        print(f"\nN = {items:,}   (torch.topk {base * 1e3:.2f} ms; one RankingMetrics update: {operations} top-level torch operations)")
+        for name in all_candidates:
+            ratio, low, high = ratios[name]
+            print(f"  {name:<38} {rows[name] * 1e3:>10.2f} ms {ratio:>8.2f}x topk  ({low:.2f}-{high:.2f})")
         if mem:
             print(f"  RankingMetrics update peak extra memory: {mem['peak_extra_bytes'] / 2**20:.1f} MiB "
                   f"(one (B,N) float32 = {mem['one_BxN_float32_bytes'] / 2**20:.1f} MiB; torch.topk "

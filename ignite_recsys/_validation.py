@@ -231,11 +231,13 @@ def check_item_vector(name: str, value: Any, num_items: int | None = None) -> to
     return as_float
 
 
-def raise_if_invalid(flags: dict[str, torch.Tensor]) -> None:
-    """Eager value check for CPU inputs: ``flags`` maps a message to a 0-d bool tensor."""
+def raise_if_invalid(flags: dict[str, torch.Tensor]) -> bool:
+    """Eager value check for CPU inputs: ``flags`` maps a message to a 0-d bool tensor. Returns
+    True: the values were checked here (a stand-in that checks nothing returns None)."""
     for message, flag in flags.items():
         if bool(flag):
             raise ValueError(message)
+    return True
 
 
 def _check_dense_tensor(name: str, tensor: Any) -> None:

@@ -7,6 +7,7 @@ Positions are 1-based; ``hits@k`` is the number of relevant items among the top 
 
 from __future__ import annotations
 
+import math
 from functools import lru_cache
 from typing import Sequence
 
@@ -29,6 +30,44 @@ def _at(per_position: torch.Tensor, top_k: Sequence[int]) -> torch.Tensor:
     return per_position.cumsum(1).index_select(1, columns)
 
 
+def _running(ranked: RankedBatch, top_k: Sequence[int]) -> dict:
+    """The running sums of every per-position quantity the formulas read, at each cut-off:
+    {name: (batch, len(top_k))}, made once per ranked batch and cut-offs and shared by the metrics
+    (read-only): the quantities stacked, weighted by position (1, 1 / position or the discount
+    1 / log2(position + 1)) in one product, summed in one cumulative sum. Each row sums in the
+    same order as a running sum of that quantity alone."""
+    key = ("running", tuple(top_k))
+    memo = ranked.__dict__.setdefault("_memo", {})
+    if key not in memo:
+        quantities = {
+            "hits": ranked.hit,
+            "first_hit": ranked.first_hit,
+            "reciprocal_rank": ranked.first_hit,  # / position
+            "precision_at_hits": ranked.hit_times_hits_so_far,  # / position
+            "dcg": ranked.gain,  # * discount
+            "idcg": ranked.ideal_gain,  # * discount
+        }
+        names = tuple(name for name, value in quantities.items() if value is not None)
+        depth = ranked.hit.shape[1]
+        weights = _position_weights(names, depth, ranked.hit.device)
+        columns = device_constant([min(k, depth) - 1 for k in top_k], torch.int64, ranked.hit.device)
+        sums = (torch.stack([quantities[name] for name in names]) * weights).cumsum(2).index_select(2, columns)
+        memo[key] = dict(zip(names, sums.unbind(0)))
+        if ranked.num_relevant is not None:
+            memo[key]["relevant"] = ranked.num_relevant.unsqueeze(1)
+    return memo[key]
+
+
+@lru_cache(maxsize=64)
+def _position_weights(names: tuple, depth: int, device: torch.device) -> torch.Tensor:
+    """(len(names), 1, depth) float64: the weight of each position in each running sum of
+    ``_running``; read-only."""
+    positions, discount = _position_constants(depth, device)
+    weight = {"reciprocal_rank": 1.0 / positions, "precision_at_hits": 1.0 / positions, "dcg": discount, "idcg": discount}
+    ones = torch.ones(depth, dtype=torch.float64, device=device)
+    return torch.stack([weight.get(name, ones) for name in names]).unsqueeze(1)
+
+
 def _positions(ranked: RankedBatch) -> torch.Tensor:
     return _position_constants(ranked.depth, ranked.hit.device)[0]
 
@@ -46,26 +85,28 @@ def _cutoffs(top_k: Sequence[int], like: torch.Tensor) -> torch.Tensor:
 
 
 def _ratio(numerator: torch.Tensor, denominator: torch.Tensor) -> torch.Tensor:
-    """numerator / denominator, 0 where the denominator is 0."""
-    return torch.where(denominator > 0, numerator / denominator, 0.0)
+    """numerator / denominator, 0 where the denominator is 0 (every ratio here has a numerator of
+    0 then, so the quotient is NaN: one division and one replacement, no comparison and select)."""
+    return torch.nan_to_num(numerator / denominator, nan=0.0, posinf=math.inf, neginf=-math.inf)
 
 
 def hits(ranked: RankedBatch, top_k: Sequence[int]) -> torch.Tensor:
-    """Number of relevant items in the top k."""
-    return _at(ranked.hit, top_k)
+    """Number of relevant items in the top k (computed once per ranked batch and cut-offs, shared
+    by the metrics that read it; read-only)."""
+    return _running(ranked, top_k)["hits"]
 
 
 def hit_rate(ranked: RankedBatch, top_k: Sequence[int]) -> torch.Tensor:
     """HitRate@k = 1 if any relevant item is in the top k, else 0."""
-    return _at(ranked.first_hit, top_k)
+    return _running(ranked, top_k)["first_hit"]
 
 
 def recall(ranked: RankedBatch, top_k: Sequence[int], normalization: str = "relevant") -> torch.Tensor:
     """Recall@k = hits@k / |R|  (or / min(k, |R|) with ``normalization="min_k_relevant"``)."""
-    relevant = ranked.num_relevant.unsqueeze(1)
+    relevant = _running(ranked, top_k)["relevant"]
     if normalization == "min_k_relevant":
         relevant = torch.minimum(relevant, _cutoffs(top_k, relevant))
-    return _ratio(hits(ranked, top_k), relevant.expand(-1, len(top_k)))
+    return _ratio(hits(ranked, top_k), relevant)
 
 
 def precision(ranked: RankedBatch, top_k: Sequence[int], normalization: str = "k") -> torch.Tensor:
@@ -89,16 +130,16 @@ def f1(ranked: RankedBatch, top_k: Sequence[int]) -> torch.Tensor:
 
 def reciprocal_rank(ranked: RankedBatch, top_k: Sequence[int]) -> torch.Tensor:
     """RR@k = 1 / rank of the first relevant item if it is in the top k, else 0."""
-    return _at(ranked.first_hit / _positions(ranked), top_k)
+    return _running(ranked, top_k)["reciprocal_rank"]
 
 
 def average_precision(ranked: RankedBatch, top_k: Sequence[int], normalization: str = "min_k_relevant") -> torch.Tensor:
     """AP@k = (sum over relevant positions i <= k of P@i) / Z, with Z = min(k, |R|) (RecBole),
     |R| (trec_eval, ranx) or hits@k (torchmetrics; the mean precision at the hits)."""
-    numerator = _at(ranked.hit_times_hits_so_far / _positions(ranked), top_k)
+    numerator = _running(ranked, top_k)["precision_at_hits"]
     if normalization == "hits":
         return _ratio(numerator, hits(ranked, top_k))
-    relevant = ranked.num_relevant.unsqueeze(1).expand(-1, len(top_k))
+    relevant = _running(ranked, top_k)["relevant"]
     if normalization == "min_k_relevant":
         relevant = torch.minimum(relevant, _cutoffs(top_k, relevant))
     return _ratio(numerator, relevant)
@@ -112,5 +153,5 @@ def discounts(depth: int, device) -> torch.Tensor:
 def ndcg(ranked: RankedBatch, top_k: Sequence[int]) -> torch.Tensor:
     """NDCG@k = DCG@k / IDCG@k with DCG@k = sum_{i<=k} gain_i / log2(i + 1) and IDCG@k the DCG@k
     of the ideal ranking (relevance sorted descending); 0 when IDCG@k = 0."""
-    discount = discounts(ranked.depth, ranked.hit.device)
-    return _ratio(_at(ranked.gain * discount, top_k), _at(ranked.ideal_gain * discount, top_k))
+    running = _running(ranked, top_k)
+    return _ratio(running["dcg"], running["idcg"])

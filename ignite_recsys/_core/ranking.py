@@ -178,8 +178,8 @@ def _rank_dense(
 
     # one position more than the cut-offs need: whether a cut-off splits tied scores
     order, score_is_nan = stable_topk(scores, min(depth + 1, num_items), detect_nan=True)
-    tie = boundary_ties(scores, order, depth)
-    order = order[:, :depth]
+    tie = boundary_ties(scores, order, depth, complete=True)
+    order = order[:, :depth] if order.shape[1] > depth else order
     selects_labels = ideal and ideal_needs_selection(labels, gain_function)
     label_group = value_group_size(num_items, depth) if selects_labels else None
     num_relevant, has_relevant, lowest_label, label_maxima = relevance_pass(

@@ -5,6 +5,8 @@ Every comparison of a label with the relevance threshold, on every path, goes th
 
 from __future__ import annotations
 
+import functools
+import itertools
 import math
 from dataclasses import dataclass
 from typing import Callable, Optional, Union
@@ -37,7 +39,7 @@ class Relevance:
             largest = torch.iinfo(dtype).max
             # a Python int outside the dtype's range would wrap around in torch's comparison
             return cls(torch.ge, lowest_relevant) if lowest_relevant <= largest else cls(torch.gt, largest)
-        return cls(torch.ge, float(torch.tensor(threshold, dtype=dtype)))
+        return cls(torch.ge, _rounded(threshold, dtype))
 
     def mask(self, labels: torch.Tensor) -> torch.Tensor:
         """bool, True where the label is relevant."""
@@ -48,6 +50,12 @@ class Relevance:
         return indicator(self.compare, labels, self.value)
 
 
+@functools.lru_cache(maxsize=256)
+def _rounded(threshold: float, dtype: torch.dtype) -> float:
+    """``threshold`` rounded to the float ``dtype`` (once per pair: no tensor operation per update)."""
+    return float(torch.tensor(threshold, dtype=dtype))
+
+
 def indicator(compare, x: torch.Tensor, value) -> torch.Tensor:
     """``compare(x, value)`` as float64 0/1. Written straight into a float tensor: on CPU, bool
     results and selects over them cost several times a float operation."""
@@ -55,36 +63,42 @@ def indicator(compare, x: torch.Tensor, value) -> torch.Tensor:
 
 
 def relevance_pass(labels: torch.Tensor, relevance: Relevance, count: bool = True, strided_group: Optional[int] = None):
-    """One pass over y, each row chunk read once from memory while it is in cache. Returns:
-    the per-user relevant count |R| (float64; None unless ``count``), whether each user has a
-    relevant item (bool), the smallest label (for the value checks) and, given ``strided_group``,
-    the maxima of the strided groups of that many labels (``strided_groups``; the first step of
-    the ideal ranking's selection). Without the count a user has a relevant item iff its largest
-    label is relevant: a max-reduction is cheaper on CPU than a comparison plus a sum."""
+    """One pass over y, a few pieces of rows at a time (``tuning.piece_rows``: a bounded number
+    of operations whatever the batch), each piece reduced while it is in cache. Returns: the
+    per-user relevant count |R| (float64; None unless ``count``), whether each user has a relevant
+    item (bool), the smallest label (for the value checks) and, given ``strided_group``, the maxima
+    of the strided groups of that many labels (``strided_groups``; the first step of the ideal
+    ranking's selection). Without the count a user has a relevant item iff its largest label is
+    relevant: a max-reduction is cheaper on CPU than a comparison plus a sum."""
     num_rows, num_cols = labels.shape
     device = labels.device
     count_dtype = torch.float32 if num_cols < (1 << 24) else torch.float64  # float32 counts are exact below 2**24
     counts = torch.empty(num_rows, dtype=count_dtype, device=device) if count else None
-    highest = None if count else torch.empty(num_rows, dtype=labels.dtype, device=device)
+    highest = None if count or strided_group else torch.empty(num_rows, dtype=labels.dtype, device=device)
     lowest = None if labels.dtype == torch.bool else torch.empty(num_rows, dtype=labels.dtype, device=device)
     maxima = None
     if strided_group:
         maxima = torch.empty(num_rows, num_cols // strided_group, dtype=labels.dtype, device=device)
-    buffer = None
-    # Chunks keep the comparison buffer in cache; reductions alone do better with larger ones.
-    for rows in tuning.row_chunks(num_rows, num_cols if count else num_cols // 4, device):
-        chunk = labels[rows]
+    # the comparison is written into a float32 buffer of one piece (a comparison into float
+    # vectorises on CPU, into bool it does not, and a sum over bool is slower still) and summed
+    # while in cache
+    rows = tuning.piece_rows(num_rows, num_cols * (labels.element_size() + (4 if count else 0)), device)
+    buffer = torch.empty(min(rows, num_rows), num_cols, dtype=torch.float32, device=device) if count else None
+    grouped = strided_groups(labels, strided_group) if strided_group else None
+    pieces = zip(
+        labels.split(rows), _split(counts, rows), _split(lowest, rows), _split(highest, rows), _split(grouped, rows),
+        _split(maxima, rows),
+    )
+    for piece, piece_counts, piece_lowest, piece_highest, piece_groups, piece_maxima in pieces:
         if count:
-            if buffer is None:
-                buffer = torch.empty(chunk.shape, dtype=torch.float32, device=device)
-            is_relevant = relevance.compare(chunk, relevance.value, out=buffer[: chunk.shape[0]])  # float out: fast
-            torch.sum(is_relevant, 1, dtype=count_dtype, out=counts[rows])
+            out = buffer if piece.shape[0] == buffer.shape[0] else buffer[: piece.shape[0]]
+            torch.sum(relevance.compare(piece, relevance.value, out=out), 1, dtype=count_dtype, out=piece_counts)
         if lowest is not None:
-            torch.amin(chunk, 1, out=lowest[rows])
+            torch.amin(piece, 1, out=piece_lowest)
         if maxima is not None:
-            torch.amax(strided_groups(chunk, strided_group), 1, out=maxima[rows])
-        elif not count:
-            torch.amax(chunk, 1, out=highest[rows])
+            torch.amax(piece_groups, 1, out=piece_maxima)
+        elif highest is not None:
+            torch.amax(piece, 1, out=piece_highest)
     if maxima is not None and not count:
         tail = labels[:, maxima.shape[1] * strided_group :]
         highest = maxima.amax(1) if tail.shape[1] == 0 else torch.maximum(maxima.amax(1), tail.amax(1))
@@ -92,6 +106,11 @@ def relevance_pass(labels: torch.Tensor, relevance: Relevance, count: bool = Tru
     has_relevant = counts > 0 if count else relevance.mask(highest)
     lowest = torch.zeros((), device=device) if lowest is None else lowest.amin()
     return counts, has_relevant, lowest, maxima
+
+
+def _split(tensor: Optional[torch.Tensor], rows: int):
+    """``tensor.split(rows)``, or Nones for an absent tensor."""
+    return tensor.split(rows) if tensor is not None else itertools.repeat(None)
 
 
 def gains(values: torch.Tensor, relevant: torch.Tensor, gain_function: GainFunction, threshold: Optional[float]):

@@ -20,20 +20,24 @@ def stable_positions(top_relevant: torch.Tensor, top_gain: Optional[torch.Tensor
     """The per-position quantities of ``RankedBatch`` under the stable order: (hit, gain,
     hit * hits so far, first hit)."""
     hits_so_far = top_relevant.cumsum(1)
-    first_hit = top_relevant * indicator(torch.eq, hits_so_far, 1)
+    first_hit = torch.where(hits_so_far == 1, top_relevant, 0.0)
     return top_relevant, top_gain, top_relevant * hits_so_far, first_hit
 
 
-def boundary_ties(scores: torch.Tensor, order: torch.Tensor, depth: int) -> torch.Tensor:
+def boundary_ties(scores: torch.Tensor, order: torch.Tensor, depth: int, complete: bool = False) -> torch.Tensor:
     """(batch, depth) float64: 1 at position i (0-based) when the items at positions i and i + 1
     of ``order`` (best first, ``depth`` or ``depth + 1`` columns, -1 = no item) are both listed
-    and tie in score."""
-    listed = order >= 0
-    ranked = scores.gather(1, order.clamp(min=0))
-    tie = (ranked[:, 1:] == ranked[:, :-1]) & listed[:, 1:] & listed[:, :-1]
-    out = torch.zeros(order.shape[0], depth, dtype=torch.float64, device=order.device)
-    out[:, : tie.shape[1]] = tie[:, :depth]
-    return out
+    and tie in score. ``complete``: ``order`` lists an item at every position (no -1)."""
+    if complete:
+        ranked = scores.gather(1, order)
+        tie = indicator(torch.eq, ranked[:, 1:], ranked[:, :-1])
+    else:
+        listed = order >= 0
+        ranked = scores.gather(1, order.clamp(min=0))
+        tie = ((ranked[:, 1:] == ranked[:, :-1]) & listed[:, 1:] & listed[:, :-1]).to(torch.float64)
+    if tie.shape[1] > depth:
+        return tie[:, :depth]
+    return tie if tie.shape[1] == depth else torch.nn.functional.pad(tie, (0, depth - tie.shape[1]))
 
 
 def tie_expectations(top_scores, top_relevant, top_gain, last_group):
@@ -88,15 +92,18 @@ def _first_success_probability(slot, size, successes):
 
 def last_group_totals(scores, labels, boundary, relevance, gain_function, threshold=None):
     """Over the whole row, the items whose score equals ``boundary`` (batch, 1): their number,
-    how many are relevant and their total gain."""
+    how many are relevant and their total gain. A few pieces of rows (``tuning.piece_rows``:
+    float64 temporaries of about 40 bytes per entry)."""
     num_rows, num_cols = scores.shape
     totals = torch.zeros(3, num_rows, dtype=torch.float64, device=scores.device)
-    for rows in tuning.row_chunks(num_rows, 4 * num_cols, scores.device):
-        tied = (scores[rows] == boundary[rows]).to(torch.float64)
-        label_values = labels[rows].to(torch.float64)
+    rows = tuning.piece_rows(num_rows, 40 * num_cols, scores.device)
+    pieces = zip(scores.split(rows), labels.split(rows), boundary.split(rows), totals.split(rows, dim=1))
+    for score_piece, label_piece, boundary_piece, piece_totals in pieces:
+        tied = (score_piece == boundary_piece).to(torch.float64)
+        label_values = label_piece.to(torch.float64)
         relevant = relevance.indicator(label_values)
-        totals[0, rows] = tied.sum(1)
-        totals[1, rows] = (tied * relevant).sum(1)
+        torch.sum(tied, 1, out=piece_totals[0])
+        torch.sum(tied * relevant, 1, out=piece_totals[1])
         if gain_function is not None:
-            totals[2, rows] = (tied * gains(label_values, relevant, gain_function, threshold)).sum(1)
+            torch.sum(tied * gains(label_values, relevant, gain_function, threshold), 1, out=piece_totals[2])
     return totals[0], totals[1], totals[2]

@@ -1,16 +1,80 @@
 """How passes over (batch, num_items) are cut into pieces, and small constants on the device.
 
-CPU passes go a row chunk at a time so that temporaries stay in cache and are reused;
-accelerators take one pass over the whole batch (fewer, larger kernel launches). The results are
-the same either way (the tests switch ``cpu_tuned`` off on CPU)."""
+Every torch operation on CPU is a barrier across torch's threads: an update of many small
+operations waits on every thread that is late (on a loaded machine, one whose core runs another
+process), so its time grows with the number of operations rather than with the data. The pass
+over the labels (a comparison, then sums and maxima that should read it while it is in cache) is
+cut into a few pieces of rows sized from the cache the OS reports (``cache_bytes``), at most
+``MAX_PIECES`` of them while each fits a share of that cache (``piece_rows``), so that the number
+of operations does not grow with the batch; the selection of the top k works on the whole batch
+at once. Accelerators take one pass over the whole batch (fewer, larger kernel launches). The
+results are the same either way (the tests switch ``cpu_tuned`` off on CPU and vary the pieces)."""
 
 from __future__ import annotations
+
+import glob
+import os
+from functools import lru_cache
 
 import torch
 
 
 # Row chunk of CPU passes over (batch, num_items): temporaries stay in cache and are reused.
 CHUNK_ELEMENTS = 1 << 18
+
+
+# The most pieces a pass over the batch is cut into (each piece costs a few operations).
+MAX_PIECES = 32
+
+
+# Last-level cache size assumed when the OS reports none (bytes).
+DEFAULT_CACHE_BYTES = 32 << 20
+
+
+@lru_cache(maxsize=1)
+def cache_bytes() -> int:
+    """The largest CPU cache the OS reports (Linux sysfs, else ``sysconf``), read once per
+    process; ``DEFAULT_CACHE_BYTES`` when none is reported, at most 64 MiB (some systems report
+    the cache of a whole package)."""
+    sizes = []
+    for path in glob.glob("/sys/devices/system/cpu/cpu0/cache/index*/size"):
+        try:
+            with open(path) as handle:
+                text = handle.read().strip().upper()
+            scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1:], 1)
+            sizes.append(int(text.rstrip("KMG")) * scale)
+        except (OSError, ValueError):
+            continue
+    for name in ("SC_LEVEL3_CACHE_SIZE", "SC_LEVEL2_CACHE_SIZE"):
+        try:
+            sizes.append(int(os.sysconf(name)))
+        except (AttributeError, ValueError, OSError):
+            continue
+    usable = [size for size in sizes if size > 0]
+    return min(max(usable), 64 << 20) if usable else DEFAULT_CACHE_BYTES
+
+
+# Share of the last-level cache a piece's inputs and temporaries take by preference, and at most
+# twice that (the rest is left to the other threads' pieces and to everything else).
+PIECE_CACHE_SHARE = 1 / 8
+
+
+def piece_rows(num_rows: int, row_bytes: int, device: torch.device) -> int:
+    """Rows per piece of a pass that reads and makes ``row_bytes`` bytes per row, for pieces of
+    equal size: as many rows as fit ``PIECE_CACHE_SHARE`` of ``cache_bytes()``, more where that
+    would make more than ``MAX_PIECES`` pieces, but no more than fit twice that share (at least
+    one row). So a pass is at most ``MAX_PIECES`` pieces unless each piece already reads several
+    MiB (an operation's fixed cost is then small beside its work, while a piece larger than the
+    cache would be read from memory once per reduction). Every row at once on accelerators."""
+    if not cpu_tuned(device) or num_rows == 0:
+        return max(num_rows, 1)
+
+    def fit(share: float) -> int:
+        return max(1, int(cache_bytes() * share) // max(row_bytes, 1))
+
+    rows = min(max(-(-num_rows // MAX_PIECES), fit(PIECE_CACHE_SHARE)), fit(2 * PIECE_CACHE_SHARE))
+    pieces = -(-num_rows // rows)
+    return -(-num_rows // pieces)
 
 
 # Smallest chunk (entries) of the budgeted passes on accelerators: fewer, larger kernel launches.

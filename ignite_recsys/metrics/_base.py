@@ -27,6 +27,7 @@ from ignite.metrics.metric import Metric, reinit__is_reduced
 from .. import _validation as V
 from .._core.adapters import RankingInput, parse_ranking_input
 from .._core.ranking import RankedBatch, rank_input
+from .._core.tuning import device_constant
 from ._engine import CutoffResults, OptionalOutputKeys
 
 
@@ -39,7 +40,15 @@ def screen(invalid: dict, on_cpu: bool) -> torch.Tensor:
     add nothing. ``invalid`` maps an error message to a 0-d bool tensor."""
     if on_cpu:
         V.raise_if_invalid(invalid)
-    return torch.stack([flag.reshape(()) for flag in invalid.values()]).any()
+    return torch.stack([flag if flag.ndim == 0 else flag.reshape(()) for flag in invalid.values()]).any()
+
+
+def screen_or_pass(invalid: dict, on_cpu: bool) -> Union[torch.Tensor, None]:
+    """As :func:`screen`, but None when the values were checked on the host and passed: the
+    caller then has nothing to leave out and saves a select per state tensor."""
+    if on_cpu and V.raise_if_invalid(invalid):
+        return None
+    return torch.stack([flag if flag.ndim == 0 else flag.reshape(()) for flag in invalid.values()]).any()
 
 
 def raise_for_invalid_updates(metric: Metric, num_invalid_updates: torch.Tensor) -> None:
@@ -210,15 +219,21 @@ class StreamingMean(OptionalOutputKeys, StatefulMetric):
     def update(self, output: Sequence[torch.Tensor]) -> None:
         inputs = self._parse(output)
         sums, count, invalid, *extra = self._batch_totals(*inputs)
-        bad = screen(invalid, on_cpu=torch.device(inputs[0].device).type == "cpu")
-        zero = torch.zeros((), dtype=torch.float64, device=sums.device)
-        self._sum += torch.where(bad, zero, sums).to(self._device)
-        self._count += torch.where(bad, zero, count).to(self._device)
+        on_cpu = torch.device(inputs[0].device).type == "cpu"
+        bad = screen_or_pass(invalid, on_cpu=on_cpu)  # None: checked on the host, nothing to leave out
+
+        def kept(total):  # nothing from a bad batch; on the state's device (no copy when already there)
+            total = total if bad is None else torch.where(bad, 0.0, total)
+            return total if total.device == self._device else total.to(self._device)
+
+        self._sum += kept(sums)
+        self._count += kept(count)
         for key, total in (extra[0].items() if extra else ()):  # further sums a subclass keeps
-            getattr(self, key).add_(torch.where(bad, zero, total).to(self._device))
+            getattr(self, key).add_(kept(total))
         if len(extra) > 1:  # per-user rows and ids (UserStatistics with per_user=True)
             self._keep_rows(extra[1], bad)
-        self._num_invalid_updates += bad.to(torch.float64).to(self._device)
+        if bad is not None:  # checks deferred to the device: count a bad batch
+            self._num_invalid_updates += bad if bad.device == self._device else bad.to(self._device)
 
     def compute(self) -> Any:
         total, count, num_invalid = self._reduced("_sum", "_count", "_num_invalid_updates")
@@ -335,11 +350,11 @@ class UserStatistics:
                 f"({'some' if self._per_user_ids else 'no'} earlier update had them)"
             )
 
-    def _keep_rows(self, kept: tuple, bad: torch.Tensor) -> None:
+    def _keep_rows(self, kept: tuple, bad: Union[torch.Tensor, None]) -> None:
         # CPU inputs never get here with bad values (update raised); a bad CUDA batch keeps NaN
         # rows, and per_user() raises as compute() does.
         rows, users = kept
-        self._per_user_rows.append(torch.where(bad, torch.nan, rows).to(self._device))
+        self._per_user_rows.append((rows if bad is None else torch.where(bad, torch.nan, rows)).to(self._device))
         if users is not None:
             self._per_user_ids.append(users.to(self._device))
 
@@ -584,9 +599,12 @@ class BoundaryTies:
         """(batch, len(top_k)) float64 from the ranked batch (0 without scores)."""
         if ranked.boundary_tie is None:
             return torch.zeros(ranked.hit.shape[0], len(self.top_k), dtype=torch.float64, device=ranked.hit.device)
-        columns = [min(k, ranked.depth) - 1 for k in self.top_k]
-        ties = ranked.boundary_tie[:, columns]
-        beyond = torch.tensor([k > ranked.depth for k in self.top_k], device=ties.device)
+        device = ranked.boundary_tie.device
+        columns = device_constant([min(k, ranked.depth) - 1 for k in self.top_k], torch.int64, device)
+        ties = ranked.boundary_tie.index_select(1, columns)
+        if all(k <= ranked.depth for k in self.top_k):
+            return ties
+        beyond = device_constant([k > ranked.depth for k in self.top_k], torch.bool, device)
         return torch.where(beyond, 0.0, ties)  # a cut-off past the list splits nothing
 
     def boundary_tie_share(self) -> list:

@@ -104,14 +104,10 @@ def group_maxima(x: torch.Tensor, size: int) -> torch.Tensor:
 
 def _sub_group_maxima(x: torch.Tensor, groups: torch.Tensor, size: int, sub_size: int) -> torch.Tensor:
     """Maxima (batch, k * size / sub_size) of the runs of ``sub_size`` items inside the groups
-    ``groups`` (batch, k) of ``size`` items, copying the groups a row chunk at a time (a copy of
-    all of them at once would be the largest temporary of an update)."""
-    num_rows, k = groups.shape
-    out = torch.empty(num_rows, k * (size // sub_size), dtype=x.dtype, device=x.device)
-    for rows in tuning.row_chunks(num_rows, k * size, x.device):
-        values = rows_of_groups(x[rows], groups[rows], size)
-        out[rows] = group_maxima(values.view(values.shape[0], -1), sub_size)
-    return out
+    ``groups`` (batch, k) of ``size`` items: one copy of the chosen groups (k * size values per
+    row, a small part of the row where groups are used), one reduction."""
+    values = rows_of_groups(x, groups, size)
+    return group_maxima(values.view(values.shape[0], -1), sub_size)
 
 
 def runs(first: torch.Tensor, length: int) -> torch.Tensor:
@@ -145,11 +141,7 @@ def _exact_topk(values: torch.Tensor, items: Optional[torch.Tensor], k: int, sor
         low_bits = torch.arange(LOW_MASK, LOW_MASK - values.shape[1], -1, device=values.device)  # every row
     else:
         low_bits = torch.rsub(items, LOW_MASK)
-    out = torch.empty(values.shape[0], k, dtype=torch.int64, device=values.device)
-    for rows in tuning.row_chunks(values.shape[0], 2 * values.shape[1], values.device):
-        row_low_bits = low_bits if low_bits.ndim == 1 else low_bits[rows]
-        out[rows] = _order_keys(values[rows], row_low_bits).topk(k, 1, sorted=sorted).indices
-    return out
+    return _order_keys(values, low_bits).topk(k, 1, sorted=sorted).indices
 
 
 LOW_MASK = (1 << 32) - 1

@@ -1,0 +1,121 @@
+"""The passes over the whole batch are cut into a bounded number of pieces of rows, sized from the
+cache the OS reports: how they are cut changes no result, and the number of torch operations of a
+dense update does not grow with the batch.
+
+An update of hundreds of small operations is slow on a loaded machine: each parallel operation
+waits at a barrier for a thread whose core may be busy elsewhere. Operations are counted as
+``benchmarks/bench_update.py`` counts them (``top_level_ops``: torch.profiler events without an
+enclosing operation)."""
+
+import importlib.util
+import pathlib
+
+import numpy as np
+import pytest
+import torch
+
+import ignite_recsys as R
+from ignite_recsys._core import tuning
+from ignite_recsys._core.relevance import Relevance, relevance_pass
+
+SIX = ["ndcg", "hit_rate", "recall", "precision", "map", "mrr"]
+TOP_K = [1, 5, 10, 20, 50, 100]
+
+# (MAX_PIECES, cache bytes, rows per piece forced or None): everything in one piece; a piece per
+# row; pieces of 4 rows (a shorter last one); the default count with a small cache
+PIECE_SETTINGS = [(1, 1 << 40, None), (1000, 1, None), (32, 1 << 40, 4), (32, 1 << 20, None)]
+
+
+def _bench_module():
+    path = pathlib.Path(__file__).resolve().parents[1] / "benchmarks" / "bench_update.py"
+    spec = importlib.util.spec_from_file_location("bench_update", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _pieces(monkeypatch, max_pieces, cache, rows=None):
+    monkeypatch.setattr(tuning, "MAX_PIECES", max_pieces)
+    monkeypatch.setattr(tuning, "cache_bytes", lambda: cache)
+    if rows is not None:
+        monkeypatch.setattr(tuning, "piece_rows", lambda num_rows, row_bytes, device: rows)
+
+
+def test_piece_rows_bounds_the_number_of_pieces(monkeypatch):
+    _pieces(monkeypatch, 8, 8 << 20)  # pieces of 1 MiB by preference, at most 2 MiB
+    cpu = torch.device("cpu")
+    assert tuning.piece_rows(1000, 1, cpu) == 1000  # everything fits: one piece
+    assert tuning.piece_rows(1000, 1 << 10, cpu) == 1000  # 1 MiB in all: one piece
+    assert tuning.piece_rows(1000, 4 << 10, cpu) == 250  # 256 rows fit 1 MiB: 4 pieces of equal size
+    assert tuning.piece_rows(1000, 16 << 10, cpu) == 125  # 64 rows fit 1 MiB, 128 fit 2 MiB: 8 pieces
+    assert tuning.piece_rows(1000, 64 << 10, cpu) == 32  # 8 pieces would not fit 2 MiB: 32 rows each
+    assert tuning.piece_rows(1000, 10**9, cpu) == 1  # a row larger than the cache: a piece per row
+    assert tuning.piece_rows(10, 64 << 10, cpu) == 10  # 10 rows fit 1 MiB
+    assert tuning.piece_rows(0, 100, cpu) == 1
+    monkeypatch.setattr(tuning, "cpu_tuned", lambda device: False)
+    assert tuning.piece_rows(1000, 10**9, cpu) == 1000  # accelerators: one pass
+
+
+def test_cache_bytes_is_positive_and_capped():
+    assert 0 < tuning.cache_bytes() <= 64 << 20
+
+
+@pytest.mark.parametrize("setting", PIECE_SETTINGS)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.int64, torch.bool])
+@pytest.mark.parametrize("threshold", [None, 2.0])
+def test_label_pass_against_numpy(monkeypatch, setting, dtype, threshold):
+    _pieces(monkeypatch, *setting)
+    rng = np.random.default_rng(7)
+    raw = rng.integers(-1, 4, size=(11, 2_003))
+    labels = torch.from_numpy(raw > 1) if dtype == torch.bool else torch.from_numpy(raw).to(dtype)
+    values = labels.numpy().astype(np.float64)
+    counts, has_relevant, lowest, maxima = relevance_pass(labels, Relevance.of(threshold, dtype), strided_group=7)
+    relevant = values > 0 if threshold is None else values >= threshold
+    np.testing.assert_array_equal(counts.numpy(), relevant.sum(1))
+    np.testing.assert_array_equal(has_relevant.numpy(), relevant.any(1))
+    if dtype != torch.bool:
+        assert float(lowest) == values.min()
+    stride = 2_003 // 7
+    expected_maxima = values[:, : 7 * stride].reshape(11, 7, stride).max(1)
+    np.testing.assert_array_equal(maxima.double().numpy(), expected_maxima)
+
+
+def _results(options, batches):
+    out = []
+    for scores, labels in batches:
+        metric = R.RankingMetrics(TOP_K, metrics=SIX, **options)
+        metric.update((scores, labels))
+        out.append(metric.compute())
+    return out
+
+
+@pytest.mark.parametrize("options", [{}, {"ties": "average"}, {"relevance_threshold": 2.0, "gain_function": "linear_rank"}])
+def test_pieces_change_no_result(monkeypatch, options):
+    rng = np.random.default_rng(3)
+    batches = []
+    for rows, items in [(5, 300), (9, 4_001), (7, 21_003)]:
+        scores = torch.from_numpy(np.round(rng.random((rows, items)) * 7).astype(np.float32))  # many ties
+        labels = torch.from_numpy(rng.integers(0, 4, size=(rows, items)) * (rng.random((rows, items)) < 0.01))
+        batches.append((scores, labels.float()))
+    results = []
+    for setting in PIECE_SETTINGS:
+        _pieces(monkeypatch, *setting)
+        results.append(_results(options, batches))
+    assert all(result == results[0] for result in results[1:])
+
+
+def test_operation_count_does_not_grow_with_the_batch(monkeypatch):
+    """While the pieces fit the cache, a batch twice as large takes the same number of operations
+    (rows of 30k float32 labels, 240 KB with the comparison's buffer: 128 and 256 rows both make 32
+    pieces within 1-2 MiB)."""
+    _pieces(monkeypatch, 32, 8 << 20)
+    top_level_ops = _bench_module().top_level_ops
+    counts = []
+    for rows in (128, 256):
+        generator = torch.Generator().manual_seed(rows)
+        scores = torch.rand(rows, 30_000, generator=generator)
+        labels = (torch.rand(rows, 30_000, generator=generator) < 0.001).float()
+        metric = R.RankingMetrics(TOP_K, metrics=SIX)
+        metric.update((scores, labels))  # warm: constants are made once
+        counts.append(top_level_ops(lambda: metric.update((scores, labels))))
+    assert counts[0] == counts[1]
