@@ -110,7 +110,7 @@ def test_accelerator_code_path_gives_the_same_values(monkeypatch, forms):
 
 @pytest.mark.parametrize("width", [1, 7, 8, 64, 1001, 4096])
 def test_count_true_equals_sum(width):
-    from ignite_recsys._core.ranking import count_true
+    from ignite_recsys._core.relevance import count_true
 
     rng = np.random.default_rng(width)
     for share in (0.0, 0.3, 1.0):

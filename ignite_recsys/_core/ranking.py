@@ -24,6 +24,7 @@ from .adapters import RankingInput
 from .full_rows import hits_at_own_depth
 from .relevance import (
     Relevance,
+    count_true,
     binary_ideal_gains,
     full_row_checks,
     gain_flags,
@@ -267,17 +268,6 @@ def _sorted_rows(batch: RankingInput):
     if batch.ranked_sorted is None:
         batch.ranked_sorted = batch.ranked_ids.sort(1)
     return batch.ranked_sorted
-
-
-def count_true(mask: torch.Tensor) -> torch.Tensor:
-    """(batch,) int64: the True entries of each row of a (batch, n) bool mask. A reduction over
-    bool runs several times slower on CPU than this byte-wise popcount: eight mask bytes read
-    as one int64 word, multiplied by 0x0101...01, hold their sum in the top byte."""
-    rows, width = mask.shape
-    words = width // 8
-    if mask.is_contiguous() and width % 8 == 0 and words:
-        return ((mask.view(torch.int64) * 0x0101010101010101) >> 56).sum(1)
-    return mask.view(torch.uint8).sum(1, dtype=torch.int64)
 
 
 def _compact_columns(keep: torch.Tensor) -> torch.Tensor:

@@ -82,15 +82,21 @@ def relevance_pass(labels: torch.Tensor, relevance: Relevance, count: bool = Tru
     # the comparison is written into a float32 buffer of one piece (a comparison into float
     # vectorises on CPU, into bool it does not, and a sum over bool is slower still) and summed
     # while in cache
-    rows = tuning.piece_rows(num_rows, num_cols * (labels.element_size() + (4 if count else 0)), device)
-    buffer = torch.empty(min(rows, num_rows), num_cols, dtype=torch.float32, device=device) if count else None
+    if count and labels.dtype == torch.bool and not _true_is_relevant(relevance):
+        return _no_relevant(labels, strided_group)
+    # bool labels are counted as they are (``count_true``), other labels compared into the buffer
+    compares = count and labels.dtype != torch.bool
+    rows = tuning.piece_rows(num_rows, num_cols * (labels.element_size() + (4 if compares else 0)), device)
+    buffer = torch.empty(min(rows, num_rows), num_cols, dtype=torch.float32, device=device) if compares else None
     grouped = strided_groups(labels, strided_group) if strided_group else None
     pieces = zip(
         labels.split(rows), _split(counts, rows), _split(lowest, rows), _split(highest, rows), _split(grouped, rows),
         _split(maxima, rows),
     )
     for piece, piece_counts, piece_lowest, piece_highest, piece_groups, piece_maxima in pieces:
-        if count:
+        if count and buffer is None:  # bool labels, True relevant: no comparison
+            piece_counts.copy_(count_true(piece))
+        elif count:
             out = buffer if piece.shape[0] == buffer.shape[0] else buffer[: piece.shape[0]]
             torch.sum(relevance.compare(piece, relevance.value, out=out), 1, dtype=count_dtype, out=piece_counts)
         if lowest is not None:
@@ -106,6 +112,33 @@ def relevance_pass(labels: torch.Tensor, relevance: Relevance, count: bool = Tru
     has_relevant = counts > 0 if count else relevance.mask(highest)
     lowest = torch.zeros((), device=device) if lowest is None else lowest.amin()
     return counts, has_relevant, lowest, maxima
+
+
+def count_true(mask: torch.Tensor) -> torch.Tensor:
+    """(batch,) int64: the True entries of each row of a (batch, n) bool mask. A reduction over
+    bool runs several times slower on CPU than this byte-wise popcount: eight mask bytes read
+    as one int64 word, multiplied by 0x0101...01, hold their sum in the top byte."""
+    rows, width = mask.shape
+    words = width // 8
+    if mask.is_contiguous() and width % 8 == 0 and words:
+        return ((mask.view(torch.int64) * 0x0101010101010101) >> 56).sum(1)
+    return mask.view(torch.uint8).sum(1, dtype=torch.int64)
+
+
+@functools.lru_cache(maxsize=None)
+def _true_is_relevant(relevance: Relevance) -> bool:
+    """Whether a True label (1) is relevant under ``relevance`` (no tensor operation per update)."""
+    return bool(relevance.compare(torch.ones((), dtype=torch.int64), relevance.value))
+
+
+def _no_relevant(labels: torch.Tensor, strided_group: Optional[int]):
+    """``relevance_pass`` of bool labels of which none is relevant (a threshold above 1)."""
+    num_rows, num_cols = labels.shape
+    counts = torch.zeros(num_rows, dtype=torch.float64, device=labels.device)
+    maxima = None
+    if strided_group:
+        maxima = torch.amax(strided_groups(labels, strided_group), 1)
+    return counts, counts > 0, torch.zeros((), device=labels.device), maxima
 
 
 def _split(tensor: Optional[torch.Tensor], rows: int):
