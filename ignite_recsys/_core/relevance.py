@@ -164,14 +164,19 @@ def gains(values: torch.Tensor, relevant: torch.Tensor, gain_function: GainFunct
 
 
 def gain_flags(gain_function: GainFunction, *gain_tensors: Optional[torch.Tensor]) -> dict:
-    """Value checks of the gains used: each must be finite (``2 ** y`` overflows float64 for
-    y >= 1024, an infinite label has an infinite gain) and, for a custom gain, non-negative."""
+    """Value checks of the gains used, ``gain_tensors`` = (gains at the ranked positions, ideal
+    gains), either None: each must be finite (``2 ** y`` overflows float64 for y >= 1024, an
+    infinite label has an infinite gain) and, for a custom gain, non-negative."""
     used = [g for g in gain_tensors if g is not None]
+    if not callable(gain_function) and gain_tensors[-1] is not None:
+        # a built-in gain grows with the label, and the ideal gains hold each user's largest
+        used = [gain_tensors[-1]]
     name = getattr(gain_function, "__name__", "custom") if callable(gain_function) else repr(gain_function)
+    finite = torch.isfinite(used[0]).all() if len(used) == 1 else torch.stack([torch.isfinite(g).all() for g in used]).all()
     flags = {
         f"y gives an infinite or NaN gain under gain_function={name} (2**y overflows float64 for "
         "y >= 1024, and an infinite label has an infinite gain); rescale the labels or use "
-        "another gain_function": torch.stack([~torch.isfinite(g).all() for g in used]).any()
+        "another gain_function": ~finite
     }
     if callable(gain_function):
         flags[f"gain_function={name} returned a negative gain for a relevant label; gains must be >= 0"] = (

@@ -157,7 +157,7 @@ def _order_keys(values: torch.Tensor, low_bits: torch.Tensor) -> torch.Tensor:
 def ordered_int32(values: torch.Tensor) -> torch.Tensor:
     """int32 whose signed order is the float order of ``values`` (16/32-bit floats, exact; -0.0
     and +0.0 equal)."""
-    bits = (values.to(torch.float32) + 0.0).view(torch.int32)
+    bits = ((values if values.dtype == torch.float32 else values.to(torch.float32)) + 0.0).view(torch.int32)
     return (bits >> 31).bitwise_and_(0x7FFFFFFF).bitwise_xor_(bits)
 
 
