@@ -319,8 +319,7 @@ class UserStatistics:
         # Reduce each value over users as its own contiguous row: the summation order then does not
         # depend on how many values are combined (RankingMetrics equals the single classes bit for bit).
         weighted = values * weights
-        sums = weighted.t().contiguous().sum(1)
-        squares = (values * weighted).t().contiguous().sum(1)
+        sums, squares = torch.stack([weighted, values * weighted]).transpose(1, 2).contiguous().sum(2).unbind(0)
         extra = {**(extra or {}), "_sum_squares": squares}
         if self.num_groups is not None:
             invalid = {**invalid, **V.check_group_ids(groups, self.num_groups)}
