@@ -63,8 +63,9 @@ def indicator(compare, x: torch.Tensor, value) -> torch.Tensor:
 
 
 def relevance_pass(labels: torch.Tensor, relevance: Relevance, count: bool = True, strided_group: Optional[int] = None):
-    """One pass over y, a few pieces of rows at a time (``tuning.piece_rows``: a bounded number
-    of operations whatever the batch), each piece reduced while it is in cache. Returns: the
+    """One pass over y, a few pieces of rows at a time (``tuning.piece_rows``: at most
+    ``tuning.MAX_PIECES`` while a piece fits its share of the cache), each piece reduced while it
+    is in cache. Returns: the
     per-user relevant count |R| (float64; None unless ``count``), whether each user has a relevant
     item (bool), the smallest label (for the value checks) and, given ``strided_group``, the maxima
     of the strided groups of that many labels (``strided_groups``; the first step of the ideal
@@ -79,12 +80,11 @@ def relevance_pass(labels: torch.Tensor, relevance: Relevance, count: bool = Tru
     maxima = None
     if strided_group:
         maxima = torch.empty(num_rows, num_cols // strided_group, dtype=labels.dtype, device=device)
-    # the comparison is written into a float32 buffer of one piece (a comparison into float
-    # vectorises on CPU, into bool it does not, and a sum over bool is slower still) and summed
-    # while in cache
     if count and labels.dtype == torch.bool and not _true_is_relevant(relevance):
         return _no_relevant(labels, strided_group)
-    # bool labels are counted as they are (``count_true``), other labels compared into the buffer
+    # Bool labels are counted as they are (``count_true``). Other labels are compared into a
+    # float32 buffer of one piece (a comparison into float vectorises on CPU, into bool it does
+    # not, and a sum over bool is slower still) and summed while it is in cache.
     compares = count and labels.dtype != torch.bool
     rows = tuning.piece_rows(num_rows, num_cols * (labels.element_size() + (4 if compares else 0)), device)
     buffer = torch.empty(min(rows, num_rows), num_cols, dtype=torch.float32, device=device) if compares else None
