@@ -231,14 +231,17 @@ def check_item_vector(name: str, value: Any, num_items: int | None = None) -> to
     return as_float
 
 
+def any_flag(flags: dict[str, torch.Tensor]) -> torch.Tensor:
+    """0-d bool tensor: one of the flags (0-d or one-element bool tensors) is set; no host read."""
+    return torch.stack([flag if flag.ndim == 0 else flag.reshape(()) for flag in flags.values()]).any()
+
+
 def raise_if_invalid(flags: dict[str, torch.Tensor]) -> bool:
     """Eager value check for CPU inputs: ``flags`` maps a message to a 0-d bool tensor. Returns
     True: the values were checked here (a stand-in that checks nothing returns None). Several
     flags are read on the host at once (one read, then the failing one is looked for)."""
-    if len(flags) > 1:
-        combined = torch.stack([flag if flag.ndim == 0 else flag.reshape(()) for flag in flags.values()]).any()
-        if not bool(combined):
-            return True
+    if len(flags) > 1 and not bool(any_flag(flags)):
+        return True
     for message, flag in flags.items():
         if bool(flag):
             raise ValueError(message)

@@ -23,13 +23,6 @@ RECALL_NORMALIZATIONS = REGISTRY["recall"].normalization.values
 PRECISION_NORMALIZATIONS = REGISTRY["precision"].normalization.values
 
 
-def _at(per_position: torch.Tensor, top_k: Sequence[int]) -> torch.Tensor:
-    """Running sums of a per-position quantity read at each cut-off."""
-    depth = per_position.shape[1]
-    columns = device_constant([min(k, depth) - 1 for k in top_k], torch.int64, per_position.device)
-    return per_position.cumsum(1).index_select(1, columns)
-
-
 def _running(ranked: RankedBatch, top_k: Sequence[int]) -> dict:
     """The running sums of every per-position quantity the formulas read, at each cut-off:
     {name: (batch, len(top_k))}, made once per ranked batch and cut-offs and shared by the metrics
@@ -62,22 +55,11 @@ def _running(ranked: RankedBatch, top_k: Sequence[int]) -> dict:
 def _position_weights(names: tuple, depth: int, device: torch.device) -> torch.Tensor:
     """(len(names), 1, depth) float64: the weight of each position in each running sum of
     ``_running``; read-only."""
-    positions, discount = _position_constants(depth, device)
+    positions = torch.arange(1, depth + 1, dtype=torch.float64, device=device)
+    discount = 1.0 / torch.log2(positions + 1)
     weight = {"reciprocal_rank": 1.0 / positions, "precision_at_hits": 1.0 / positions, "dcg": discount, "idcg": discount}
     ones = torch.ones(depth, dtype=torch.float64, device=device)
     return torch.stack([weight.get(name, ones) for name in names]).unsqueeze(1)
-
-
-def _positions(ranked: RankedBatch) -> torch.Tensor:
-    return _position_constants(ranked.depth, ranked.hit.device)[0]
-
-
-@lru_cache(maxsize=64)
-def _position_constants(depth: int, device: torch.device) -> tuple:
-    """(positions 1..depth, discounts 1 / log2(position + 1)), float64, made once per depth and
-    device; read-only."""
-    positions = torch.arange(1, depth + 1, dtype=torch.float64, device=device)
-    return positions, 1.0 / torch.log2(positions + 1)
 
 
 def _cutoffs(top_k: Sequence[int], like: torch.Tensor) -> torch.Tensor:
@@ -143,11 +125,6 @@ def average_precision(ranked: RankedBatch, top_k: Sequence[int], normalization: 
     if normalization == "min_k_relevant":
         relevant = torch.minimum(relevant, _cutoffs(top_k, relevant))
     return _ratio(numerator, relevant)
-
-
-def discounts(depth: int, device) -> torch.Tensor:
-    """1 / log2(i + 1) for positions i = 1..depth (read-only)."""
-    return _position_constants(depth, torch.device(device))[1]
 
 
 def ndcg(ranked: RankedBatch, top_k: Sequence[int]) -> torch.Tensor:

@@ -40,7 +40,7 @@ def screen(invalid: dict, on_cpu: bool) -> torch.Tensor:
     add nothing. ``invalid`` maps an error message to a 0-d bool tensor."""
     if on_cpu:
         V.raise_if_invalid(invalid)
-    return torch.stack([flag if flag.ndim == 0 else flag.reshape(()) for flag in invalid.values()]).any()
+    return V.any_flag(invalid)
 
 
 def screen_or_pass(invalid: dict, on_cpu: bool) -> Union[torch.Tensor, None]:
@@ -48,7 +48,7 @@ def screen_or_pass(invalid: dict, on_cpu: bool) -> Union[torch.Tensor, None]:
     caller then has nothing to leave out and saves a select per state tensor."""
     if on_cpu and V.raise_if_invalid(invalid):
         return None
-    return torch.stack([flag if flag.ndim == 0 else flag.reshape(()) for flag in invalid.values()]).any()
+    return V.any_flag(invalid)
 
 
 def raise_for_invalid_updates(metric: Metric, num_invalid_updates: torch.Tensor) -> None:
