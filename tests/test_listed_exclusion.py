@@ -1,5 +1,6 @@
 """Exclusions given as lists (sparse COO/CSR, ``ItemIds``) with dense scores, ranked without a
-dense mask: the plain selection of k + E items, the excluded ones dropped.
+dense mask: the plain selection of k + E items, the excluded ones dropped, or, where rows hold
+k + E full groups, the exclusions entering the stages of the group pre-filter.
 
 Selection against the numpy reference of ``test_selection_excluding.py`` (the candidates of each
 row by score descending then index, -1 past them); metrics against
@@ -53,6 +54,73 @@ def test_selection_equals_reference(rng, k, dtype):
             x, ex = _case(rng, name, 5, width)
             for duplicates in (False, True):
                 got, has_nan = _select(x, ex, k, rng, dtype, duplicates)
+                np.testing.assert_array_equal(got.numpy(), reference(x, ex, k), err_msg=f"{name} {width}")
+                assert not has_nan.any()
+
+
+def _bounded_case(rng, name, rows, width, budget):
+    """(scores, excluded) with at most ``budget`` excluded items per row, for the path that lets
+    the exclusions into the group stages (it needs k + E full groups)."""
+    x = np.round(rng.random((rows, width)) * 40)
+    order = np.argsort(-x, axis=1, kind="stable")
+    ex = np.zeros((rows, width), dtype=bool)
+    for row in range(rows):
+        ex[row, rng.choice(width, size=budget, replace=False)] = True
+    if name == "few_levels":
+        x = np.round(x / 20)
+    elif name == "excluded_best":  # the best items excluded: the plain group maxima mislead
+        ex[:] = False
+        for row in range(rows):
+            ex[row, order[row, :budget]] = True
+    elif name == "whole_sub_groups":  # all-excluded sub-groups and a whole group beside -inf candidates
+        x[:, ::3] = -np.inf
+        ex[:] = False
+        ex[:, 64:128] = True
+        ex[:, 200:208] = True
+        ex[:, 216:224] = True
+        x[:, 64:128] = 1_000.0  # the best scores, all excluded
+        x[:, 200:224] = 999.0
+    elif name == "neg_inf_candidates":
+        x[:, ::2] = -np.inf
+    elif name == "tail_excluded":  # items after the last full group, excluded and not
+        tail = width - width % 64
+        x[:, tail:] = 500.0
+        ex[:, tail::2] = True
+    elif name == "signed_zeros":
+        x = np.where(rng.random((rows, width)) < 0.5, -0.0, 0.0)
+        ex[:] = False
+        ex[:, : budget // 2] = True
+    elif name == "group_edges":
+        x = np.zeros((rows, width))
+        x[:, 63::64] = 1.0
+        x[:, 64::64] = 1.0
+        ex[:] = False
+        ex[:, 63 : 64 * budget : 64] = True
+    return x, ex
+
+
+BOUNDED_PATTERNS = ["random", "few_levels", "excluded_best", "whole_sub_groups", "neg_inf_candidates", "tail_excluded",
+                    "signed_zeros", "group_edges"]
+
+
+@pytest.mark.parametrize("k", [1, 7, 30])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_exclusions_in_the_group_stages_equal_reference(rng, monkeypatch, k, dtype):
+    """Rows with at least k + E full groups: the exclusions enter the stages of the group
+    pre-filter (taken: checked with a spy), with duplicate entries and padding."""
+    from ignite_recsys._core.selection import excluding
+
+    taken = []
+    inner = excluding._listed_in_groups
+    monkeypatch.setattr(excluding, "_listed_in_groups", lambda *a: taken.append(1) or inner(*a))
+    for width in (64 * (k + 200) + 37, 64 * (k + 200)):
+        budget = 90  # at most 1.5 * 90 + 1 entries per row with duplicates and padding
+        for name in BOUNDED_PATTERNS:
+            x, ex = _bounded_case(rng, name, 4, width, budget)
+            for duplicates in (False, True):
+                taken.clear()
+                got, has_nan = _select(x, ex, k, rng, dtype, duplicates)
+                assert taken, f"{name}: the group stages were not taken"
                 np.testing.assert_array_equal(got.numpy(), reference(x, ex, k), err_msg=f"{name} {width}")
                 assert not has_nan.any()
 

@@ -271,6 +271,10 @@ def stable_topk_excluding_listed(scores: torch.Tensor, k: int, excluded_rows: to
     (``k + E`` then covers the whole row). With ``detect_nan``, also a (batch,) bool: a
     candidate scores NaN.
 
+    Where rows hold at least ``k + E`` full groups (16/32-bit scores on CPU), the exclusions
+    enter the group pre-filter's stages instead (``_listed_in_groups``): the same order, at the
+    cost of E more groups in its second stage rather than of a selection of ``k + E`` items.
+
     An excluded item may score NaN, which the plain selection does not rank by a rule: when a row
     holds a NaN, the selection is taken again over a copy with the excluded scores set to
     ``-inf`` (they still take no position). On CPU whether any row holds a NaN is read on the
@@ -284,6 +288,10 @@ def stable_topk_excluding_listed(scores: torch.Tensor, k: int, excluded_rows: to
                         f"{tuple(excluded_rows.shape)}")
     x = scores.contiguous()
     bound = excluded_rows.shape[1]
+    if bound and tuning.cpu_tuned(x.device) and _groups_hold_listed(x, k, bound):
+        order, has_nan = _listed_in_groups(x, k, excluded_rows)
+        if not bool(has_nan.any()):  # a NaN, excluded or not, is ranked by the copy below
+            return (order, has_nan) if detect_nan else order
     width = min(k + bound, num_cols)
     order, has_nan = stable_topk(x, width, detect_nan=True)
     if bound and (not tuning.cpu_tuned(x.device) or bool(has_nan.any())):
@@ -303,3 +311,99 @@ def stable_topk_excluding_listed(scores: torch.Tensor, k: int, excluded_rows: to
     out = torch.full((num_rows, k + 1), -1, dtype=torch.int64, device=x.device)
     out = out.scatter_(1, column, order)[:, :k]
     return (out, has_nan) if detect_nan else out
+
+
+def _groups_hold_listed(x: torch.Tensor, k: int, bound: int) -> bool:
+    """Whether ``_listed_in_groups`` applies: 16/32-bit scores, rows long enough for groups, and
+    at least ``k + bound`` full groups per row."""
+    sizes = group_sizes(x.shape[1], k)
+    return x.dtype != torch.float64 and sizes is not None and x.shape[1] // sizes[0] >= k + bound
+
+
+def _listed_in_groups(x: torch.Tensor, k: int, excluded_rows: torch.Tensor):
+    """``stable_topk_excluding_listed`` by the group pre-filter of ``stable_topk`` with the
+    exclusions entering its later stages, on 16/32-bit scores: (order, whether the row holds a
+    NaN, excluded or not).
+
+    1. Groups of g items by their plain maximum; the best ``m = k + E`` groups are chosen. Exact:
+       at most E of the chosen groups hold an excluded item, the other k or more have a candidate
+       as their maximum, and each ranks ahead of any candidate outside the chosen groups.
+    2. Their values are copied with the excluded scores set to ``-inf``; the sub-groups of s items
+       are ranked by that masked maximum, a sub-group of s excluded items below every other (its
+       distinct excluded items are counted), and the best k are chosen (exact as in ``stable_topk``).
+    3. The exact top k of their items and the items after the last full group, by (score, index),
+       an excluded item's key set to the smallest integer (a row has more than k candidates
+       here, so none reaches the first k).
+
+    The exclusions reach the copies as positions: a (batch, groups) table maps each chosen group
+    to its place in the copy, a (batch, sub-groups) table each chosen sub-group likewise; entries
+    elsewhere go to a spare slot. Costs one more selection of E groups' sub-groups than
+    ``stable_topk``, never a mask or copy of the batch."""
+    num_rows, num_cols = x.shape
+    group, sub_group = group_sizes(num_cols, k)
+    num_groups = num_cols // group
+    chosen_count = k + excluded_rows.shape[1]
+    device = x.device
+    maxima = group_maxima(x, group)
+    has_nan = maxima.amax(1).isnan()
+    low_bits = torch.arange(LOW_MASK, LOW_MASK - num_groups, -1, device=device)
+    groups = _packed_best(ordered_int32(maxima), low_bits, chosen_count)
+    # the first of equal ids in a (sorted) row: each distinct excluded item counted once
+    distinct = torch.ones(excluded_rows.shape, dtype=torch.int32, device=device)
+    distinct[:, 1:] = excluded_rows[:, 1:] != excluded_rows[:, :-1]
+    # stage 2: positions of the excluded items in the copy of the chosen groups (spare: the end)
+    copy_width = chosen_count * group
+    group_of_entry = torch.div(excluded_rows, group, rounding_mode="floor").clamp_(max=num_groups)  # tail, padding: spare
+    in_copy = _slots(groups, num_groups, group).gather(1, group_of_entry)
+    in_copy = torch.where(in_copy < copy_width, in_copy + excluded_rows % group, copy_width)
+    flat = torch.empty(num_rows * copy_width + 1, dtype=x.dtype, device=device)
+    rows_of_groups(x, groups, group, out=flat[:-1].view(num_rows, chosen_count, group))
+    row_starts = torch.arange(0, num_rows * copy_width, copy_width, device=device).unsqueeze(1)
+    flat.index_fill_(0, torch.where(in_copy < copy_width, in_copy + row_starts, num_rows * copy_width).flatten(), float("-inf"))
+    num_subs = copy_width // sub_group
+    sub_maxima = group_maxima(flat[:-1].view(num_rows, copy_width), sub_group)
+    sub_of_entry = torch.div(in_copy, sub_group, rounding_mode="floor")  # num_subs: spare
+    excluded_count = torch.zeros(num_rows, num_subs + 1, dtype=torch.int32, device=device)
+    excluded_count.scatter_add_(1, sub_of_entry, distinct)
+    sub_keys = ordered_int32(sub_maxima).masked_fill_(excluded_count[:, :num_subs] == sub_group, _INT32_MIN)
+    sub_ids = runs(groups, group // sub_group)
+    # low bits 2**32 - 1 - (first item of the sub-group), from the groups in one operation
+    first_bits = torch.arange(LOW_MASK, LOW_MASK - group, -sub_group, device=device)
+    sub_low_bits = torch.add(first_bits, groups.unsqueeze(2), alpha=-group).flatten(1)
+    best_sub = _packed_best(sub_keys, sub_low_bits, k)  # places in the copy
+    chosen_subs = sub_ids.gather(1, best_sub)
+    # stage 3: the chosen sub-groups' items and the tail; positions of the excluded ones
+    values = rows_of_groups(x, chosen_subs, sub_group).flatten(1)
+    items = runs(chosen_subs, sub_group)
+    final = _slots(best_sub, num_subs, sub_group).gather(1, sub_of_entry)
+    final = torch.where(final < k * sub_group, final + in_copy % sub_group, -1)
+    tail_start = num_groups * group
+    if tail_start < num_cols:
+        tail = x[:, tail_start:]
+        values = torch.cat([values, tail], 1)
+        items = torch.cat([items, torch.arange(tail_start, num_cols, device=device).expand(num_rows, -1)], 1)
+        has_nan = has_nan | tail.amax(1).isnan()
+        final = torch.where(excluded_rows >= tail_start, excluded_rows - tail_start + k * sub_group, final)
+    width = values.shape[1]
+    final_rows = torch.arange(0, num_rows * width, width, device=device).unsqueeze(1)
+    final = torch.where((final < 0) | (excluded_rows >= num_cols), num_rows * width, final + final_rows)
+    keys = torch.cat([ordered_int32(values).flatten(), torch.zeros(1, dtype=torch.int32, device=device)])
+    keys.index_fill_(0, final.flatten(), _INT32_MIN)
+    keys = keys[:-1].view(num_rows, width)
+    # a row has at least num_cols - E > k candidates here: no excluded item reaches the first k
+    return items.gather(1, _packed_best(keys, torch.rsub(items, LOW_MASK), k, sorted=True)), has_nan
+
+
+def _slots(chosen: torch.Tensor, num_ids: int, size: int) -> torch.Tensor:
+    """(batch, num_ids + 1) int64: ``j * size`` at the id ``chosen[row, j]`` (the start of its
+    place in a copy of the chosen runs of ``size``), ``chosen.shape[1] * size`` (past the copy)
+    at every other id and at the spare id ``num_ids``."""
+    past = chosen.shape[1] * size
+    table = torch.full((chosen.shape[0], num_ids + 1), past, dtype=torch.int64, device=chosen.device)
+    starts = torch.arange(0, past, size, device=chosen.device).expand(chosen.shape[0], -1)
+    return table.scatter_(1, chosen, starts)
+
+
+def _packed_best(keys: torch.Tensor, low_bits: torch.Tensor, k: int, sorted: bool = False) -> torch.Tensor:
+    """Column positions of the k largest (int32 key, low bits) pairs per row."""
+    return keys.to(torch.int64).bitwise_left_shift_(32).add_(low_bits).topk(k, 1, sorted=sorted).indices

@@ -116,15 +116,19 @@ def runs(first: torch.Tensor, length: int) -> torch.Tensor:
     return torch.add(torch.arange(length, device=first.device), first.unsqueeze(2), alpha=length).flatten(1)
 
 
-def rows_of_groups(x: torch.Tensor, best: torch.Tensor, size: int) -> torch.Tensor:
-    """The values of the groups ``best`` (batch, k) of ``size`` consecutive items, (batch, k, size).
-    Each group is one contiguous run of memory: a window view over the flat rows lets
-    ``index_select`` copy whole runs (several times faster than an element-wise gather)."""
+def rows_of_groups(x: torch.Tensor, best: torch.Tensor, size: int, out: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """The values of the groups ``best`` (batch, k) of ``size`` consecutive items, (batch, k, size)
+    (written into ``out``, a contiguous tensor of that shape, if given). Each group is one
+    contiguous run of memory: a window view over the flat rows lets ``index_select`` copy whole
+    runs (several times faster than an element-wise gather)."""
     num_rows, num_cols = x.shape
     windows = x.as_strided((x.numel() - size + 1, size), (1, 1))
     row_starts = torch.arange(0, num_rows * num_cols, num_cols, device=x.device).unsqueeze(1)
-    starts = torch.add(row_starts, best, alpha=size)
-    return windows.index_select(0, starts.flatten()).view(num_rows, -1, size)
+    starts = torch.add(row_starts, best, alpha=size).flatten()
+    if out is not None:
+        torch.index_select(windows, 0, starts, out=out.view(-1, size))
+        return out
+    return windows.index_select(0, starts).view(num_rows, -1, size)
 
 
 def _exact_topk(values: torch.Tensor, items: Optional[torch.Tensor], k: int, sorted: bool = True) -> torch.Tensor:
