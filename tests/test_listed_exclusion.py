@@ -125,6 +125,29 @@ def test_exclusions_in_the_group_stages_equal_reference(rng, monkeypatch, k, dty
                 assert not has_nan.any()
 
 
+@pytest.mark.parametrize("score", [float("-inf"), 0.0])
+def test_groups_and_sub_groups_of_excluded_items_rank_last(rng, monkeypatch, score):
+    """Equal scores everywhere (ties broken by index): a group and sub-groups whose items are all
+    excluded come first by index, and must still rank below the groups and sub-groups that hold
+    one candidate each; otherwise a candidate of the first k is lost."""
+    from ignite_recsys._core.selection import excluding
+
+    taken = []
+    inner = excluding._listed_in_groups
+    monkeypatch.setattr(excluding, "_listed_in_groups", lambda *a: taken.append(1) or inner(*a))
+    width, k = 40_000, 7
+    x = np.full((2, width), score)
+    ex = np.zeros((2, width), dtype=bool)
+    ex[:, :64] = True  # a whole group
+    ex[:, 64 : 64 * (k + 1)] = True
+    ex[:, 64 + 63 : 64 * (k + 1) : 64] = False  # one candidate per group, in its last sub-group
+    ex[1, 64 * (k + 1) :: 2] = True  # and every other item of the rest of row 1 (few enough)
+    ex[1, 64 * (k + 1) + 200 :] = False
+    got, _ = _select(x, ex, k, rng)
+    assert taken
+    np.testing.assert_array_equal(got.numpy(), reference(x, ex, k))
+
+
 def test_excluded_best_items_and_fewer_candidates_than_k(rng):
     width, k = 5_000, 50
     x = np.round(rng.random((4, width)) * 10)  # heavy ties

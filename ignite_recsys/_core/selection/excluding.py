@@ -271,9 +271,10 @@ def stable_topk_excluding_listed(scores: torch.Tensor, k: int, excluded_rows: to
     (``k + E`` then covers the whole row). With ``detect_nan``, also a (batch,) bool: a
     candidate scores NaN.
 
-    Where rows hold at least ``k + E`` full groups (16/32-bit scores on CPU), the exclusions
-    enter the group pre-filter's stages instead (``_listed_in_groups``): the same order, at the
-    cost of E more groups in its second stage rather than of a selection of ``k + E`` items.
+    Where the group pre-filter applies to k items and the groups of the E listed items are
+    together no larger than the row (16/32-bit scores on CPU), the exclusions enter the
+    pre-filter's stages instead (``_listed_in_groups``): the same order, at the cost of one group
+    copied per listed item rather than of a selection of ``k + E`` items.
 
     An excluded item may score NaN, which the plain selection does not rank by a rule: when a row
     holds a NaN, the selection is taken again over a copy with the excluded scores set to
@@ -315,63 +316,80 @@ def stable_topk_excluding_listed(scores: torch.Tensor, k: int, excluded_rows: to
 
 def _groups_hold_listed(x: torch.Tensor, k: int, bound: int) -> bool:
     """Whether ``_listed_in_groups`` applies: 16/32-bit scores, rows long enough for groups, and
-    at least ``k + bound`` full groups per row."""
+    the groups of the listed items (``bound`` per row) no larger together than the scores."""
     sizes = group_sizes(x.shape[1], k)
-    return x.dtype != torch.float64 and sizes is not None and x.shape[1] // sizes[0] >= k + bound
+    return x.dtype != torch.float64 and sizes is not None and bound * sizes[0] <= x.shape[1]
 
 
 def _listed_in_groups(x: torch.Tensor, k: int, excluded_rows: torch.Tensor):
     """``stable_topk_excluding_listed`` by the group pre-filter of ``stable_topk`` with the
-    exclusions entering its later stages, on 16/32-bit scores: (order, whether the row holds a
-    NaN, excluded or not).
+    exclusions entering each stage, on 16/32-bit scores: (order, whether the row holds a NaN,
+    excluded or not).
 
-    1. Groups of g items by their plain maximum; the best ``m = k + E`` groups are chosen. Exact:
-       at most E of the chosen groups hold an excluded item, the other k or more have a candidate
-       as their maximum, and each ranks ahead of any candidate outside the chosen groups.
-    2. Their values are copied with the excluded scores set to ``-inf``; the sub-groups of s items
-       are ranked by that masked maximum, a sub-group of s excluded items below every other (its
-       distinct excluded items are counted), and the best k are chosen (exact as in ``stable_topk``).
+    1. Groups of g items by their maximum over candidates: the plain maxima, with the groups that
+       hold a listed item recomputed from a copy of the group where the excluded scores are set to
+       ``-inf`` (a group of g excluded items ranks below every other, its distinct excluded items
+       being counted); the best k groups are chosen, exact as in ``stable_topk``.
+    2. Their values are copied with the excluded scores set to ``-inf``; the best k sub-groups of
+       s items are chosen by the same rule.
     3. The exact top k of their items and the items after the last full group, by (score, index),
-       an excluded item's key set to the smallest integer (a row has more than k candidates
-       here, so none reaches the first k).
+       an excluded item's key set to the smallest integer. A row has more than k candidates here
+       (at most N / g items are excluded), so none reaches the first k.
 
-    The exclusions reach the copies as positions: a (batch, groups) table maps each chosen group
-    to its place in the copy, a (batch, sub-groups) table each chosen sub-group likewise; entries
-    elsewhere go to a spare slot. Costs one more selection of E groups' sub-groups than
-    ``stable_topk``, never a mask or copy of the batch."""
+    The exclusions reach the copies as positions: the entries of one group are consecutive in a
+    sorted row and all masked in the copy of the first of them; a (batch, groups) table maps each
+    chosen group to its place in the copy of stage 2, a (batch, sub-groups) table each chosen
+    sub-group likewise; other entries go to a spare slot. Costs a copy of one group per listed
+    item over ``stable_topk``, never a mask or copy of the batch."""
     num_rows, num_cols = x.shape
     group, sub_group = group_sizes(num_cols, k)
     num_groups = num_cols // group
-    chosen_count = k + excluded_rows.shape[1]
+    bound = excluded_rows.shape[1]
     device = x.device
     maxima = group_maxima(x, group)
     has_nan = maxima.amax(1).isnan()
-    low_bits = torch.arange(LOW_MASK, LOW_MASK - num_groups, -1, device=device)
-    groups = _packed_best(ordered_int32(maxima), low_bits, chosen_count)
-    # the first of equal ids in a (sorted) row: each distinct excluded item counted once
+    group_of_entry = torch.div(excluded_rows, group, rounding_mode="floor").clamp_(max=num_groups)  # tail, padding: spare
+    listed = group_of_entry < num_groups
+    # each distinct excluded item counted once; the first entry of each group's run leads it
     distinct = torch.ones(excluded_rows.shape, dtype=torch.int32, device=device)
     distinct[:, 1:] = excluded_rows[:, 1:] != excluded_rows[:, :-1]
+    leads = torch.ones(excluded_rows.shape, dtype=torch.bool, device=device)
+    leads[:, 1:] = group_of_entry[:, 1:] != group_of_entry[:, :-1]
+    leader = torch.where(leads, torch.arange(bound, device=device), 0).cummax(1).values
+    # stage 1: the listed groups' maxima over candidates, from one copy per entry
+    windows = leader + torch.arange(0, num_rows * bound, bound, device=device).unsqueeze(1)
+    spare = num_rows * bound
+    copies = torch.empty((spare + 1) * group, dtype=x.dtype, device=device)
+    rows_of_groups(x, group_of_entry.clamp(max=num_groups - 1), group, out=copies[: spare * group].view(num_rows, bound, group))
+    copies.index_fill_(0, torch.where(listed, windows * group + excluded_rows % group, spare * group).flatten(), float("-inf"))
+    excluded_count = torch.zeros(spare + 1, dtype=torch.int32, device=device)
+    excluded_count.index_add_(0, torch.where(listed, windows, spare).flatten(), distinct.flatten())
+    listed_keys = ordered_int32(copies[: spare * group].view(num_rows, bound, group).amax(2))
+    listed_keys.masked_fill_(excluded_count[:spare].view(num_rows, bound) == group, _INT32_MIN)
+    keys = torch.empty(num_rows, num_groups + 1, dtype=torch.int32, device=device)
+    keys[:, :num_groups] = ordered_int32(maxima)
+    keys.scatter_(1, torch.where(leads & listed, group_of_entry, num_groups), listed_keys)
+    low_bits = torch.arange(LOW_MASK, LOW_MASK - num_groups, -1, device=device)
+    groups = _packed_best(keys[:, :num_groups], low_bits, k)
     # stage 2: positions of the excluded items in the copy of the chosen groups (spare: the end)
-    copy_width = chosen_count * group
-    group_of_entry = torch.div(excluded_rows, group, rounding_mode="floor").clamp_(max=num_groups)  # tail, padding: spare
+    copy_width = k * group
     in_copy = _slots(groups, num_groups, group).gather(1, group_of_entry)
     in_copy = torch.where(in_copy < copy_width, in_copy + excluded_rows % group, copy_width)
     flat = torch.empty(num_rows * copy_width + 1, dtype=x.dtype, device=device)
-    rows_of_groups(x, groups, group, out=flat[:-1].view(num_rows, chosen_count, group))
+    rows_of_groups(x, groups, group, out=flat[:-1].view(num_rows, k, group))
     row_starts = torch.arange(0, num_rows * copy_width, copy_width, device=device).unsqueeze(1)
     flat.index_fill_(0, torch.where(in_copy < copy_width, in_copy + row_starts, num_rows * copy_width).flatten(), float("-inf"))
     num_subs = copy_width // sub_group
     sub_maxima = group_maxima(flat[:-1].view(num_rows, copy_width), sub_group)
     sub_of_entry = torch.div(in_copy, sub_group, rounding_mode="floor")  # num_subs: spare
-    excluded_count = torch.zeros(num_rows, num_subs + 1, dtype=torch.int32, device=device)
-    excluded_count.scatter_add_(1, sub_of_entry, distinct)
-    sub_keys = ordered_int32(sub_maxima).masked_fill_(excluded_count[:, :num_subs] == sub_group, _INT32_MIN)
-    sub_ids = runs(groups, group // sub_group)
+    sub_count = torch.zeros(num_rows, num_subs + 1, dtype=torch.int32, device=device)
+    sub_count.scatter_add_(1, sub_of_entry, distinct)
+    sub_keys = ordered_int32(sub_maxima).masked_fill_(sub_count[:, :num_subs] == sub_group, _INT32_MIN)
     # low bits 2**32 - 1 - (first item of the sub-group), from the groups in one operation
     first_bits = torch.arange(LOW_MASK, LOW_MASK - group, -sub_group, device=device)
     sub_low_bits = torch.add(first_bits, groups.unsqueeze(2), alpha=-group).flatten(1)
     best_sub = _packed_best(sub_keys, sub_low_bits, k)  # places in the copy
-    chosen_subs = sub_ids.gather(1, best_sub)
+    chosen_subs = runs(groups, group // sub_group).gather(1, best_sub)
     # stage 3: the chosen sub-groups' items and the tail; positions of the excluded ones
     values = rows_of_groups(x, chosen_subs, sub_group).flatten(1)
     items = runs(chosen_subs, sub_group)
@@ -390,7 +408,6 @@ def _listed_in_groups(x: torch.Tensor, k: int, excluded_rows: torch.Tensor):
     keys = torch.cat([ordered_int32(values).flatten(), torch.zeros(1, dtype=torch.int32, device=device)])
     keys.index_fill_(0, final.flatten(), _INT32_MIN)
     keys = keys[:-1].view(num_rows, width)
-    # a row has at least num_cols - E > k candidates here: no excluded item reaches the first k
     return items.gather(1, _packed_best(keys, torch.rsub(items, LOW_MASK), k, sorted=True)), has_nan
 
 
