@@ -14,7 +14,9 @@ on the host:
 - ``distinct_entries(num_items)``: the first entry of each distinct (user, item) in range;
 - ``padded_rows(width)``: each user's items as one sorted row of a (num_users, width) tensor.
 
-Nothing here reads a tensor value on the host, so the same code runs on CPU and CUDA.
+Nothing here reads a tensor value on the host on an accelerator, so the same code runs on CPU and
+CUDA; on CPU, where a host read waits for nothing, the sort is skipped for keys already in order
+and ``max_entries_per_user`` reads its count.
 """
 
 from __future__ import annotations
@@ -75,8 +77,9 @@ class ItemTable:
 
     @classmethod
     def _sorted(cls, keys: torch.Tensor, values: torch.Tensor, num_users: int) -> "ItemTable":
-        keys, order = torch.sort(keys, stable=True)
-        values = values.gather(0, order) if values.numel() else values
+        if not _ascending_on_cpu(keys):
+            keys, order = torch.sort(keys, stable=True)
+            values = values.gather(0, order) if values.numel() else values
         padding = num_users << ITEM_BITS
         repeated = (keys[1:] == keys[:-1]) & (keys[1:] < padding)
         duplicated = repeated.any() if repeated.numel() else torch.zeros((), dtype=torch.bool, device=keys.device)
@@ -171,3 +174,13 @@ class ItemTable:
         out = torch.full((self.num_users + 1, k + 1), fill, dtype=torch.float64, device=values.device)
         out.index_put_((users, column), values.gather(0, order))
         return out[: self.num_users, :k]
+
+
+def _ascending_on_cpu(keys: torch.Tensor) -> bool:
+    """Whether CPU ``keys`` are already in ascending order (the entries of a CSR tensor, whose
+    column indices torch requires sorted within a row, and of a coalesced COO tensor are), so
+    that the sort can be skipped: one comparison, read on the host, which on CPU waits for
+    nothing. Always False on accelerators (no synchronisation; the sort runs)."""
+    if keys.device.type != "cpu" or keys.numel() < 2:
+        return keys.device.type == "cpu"
+    return bool((keys[1:] >= keys[:-1]).all())

@@ -359,7 +359,8 @@ def _listed_in_groups(x: torch.Tensor, k: int, excluded_rows: torch.Tensor):
     # stage 1: the listed groups' maxima over candidates, from one copy per entry
     windows = leader + torch.arange(0, num_rows * bound, bound, device=device).unsqueeze(1)
     spare = num_rows * bound
-    copies = torch.empty((spare + 1) * group, dtype=x.dtype, device=device)
+    # one buffer for the copies of stages 1 and 2 (freshly mapped memory is slow to touch first)
+    copies = torch.empty(num_rows * max(bound, k) * group + group, dtype=x.dtype, device=device)
     rows_of_groups(x, group_of_entry.clamp(max=num_groups - 1), group, out=copies[: spare * group].view(num_rows, bound, group))
     copies.index_fill_(0, torch.where(listed, windows * group + excluded_rows % group, spare * group).flatten(), float("-inf"))
     excluded_count = torch.zeros(spare + 1, dtype=torch.int32, device=device)
@@ -375,7 +376,7 @@ def _listed_in_groups(x: torch.Tensor, k: int, excluded_rows: torch.Tensor):
     copy_width = k * group
     in_copy = _slots(groups, num_groups, group).gather(1, group_of_entry)
     in_copy = torch.where(in_copy < copy_width, in_copy + excluded_rows % group, copy_width)
-    flat = torch.empty(num_rows * copy_width + 1, dtype=x.dtype, device=device)
+    flat = copies[: num_rows * copy_width + 1]
     rows_of_groups(x, groups, group, out=flat[:-1].view(num_rows, k, group))
     row_starts = torch.arange(0, num_rows * copy_width, copy_width, device=device).unsqueeze(1)
     flat.index_fill_(0, torch.where(in_copy < copy_width, in_copy + row_starts, num_rows * copy_width).flatten(), float("-inf"))
