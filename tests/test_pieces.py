@@ -69,7 +69,7 @@ def test_label_pass_against_numpy(monkeypatch, setting, dtype, threshold):
     raw = rng.integers(-1, 4, size=(11, 2_003))
     labels = torch.from_numpy(raw > 1) if dtype == torch.bool else torch.from_numpy(raw).to(dtype)
     values = labels.numpy().astype(np.float64)
-    counts, has_relevant, lowest, maxima = relevance_pass(labels, Relevance.of(threshold, dtype), strided_group=7)
+    counts, has_relevant, lowest, maxima, _ = relevance_pass(labels, Relevance.of(threshold, dtype), strided_group=7)
     relevant = values > 0 if threshold is None else values >= threshold
     np.testing.assert_array_equal(counts.numpy(), relevant.sum(1))
     np.testing.assert_array_equal(has_relevant.numpy(), relevant.any(1))
@@ -106,12 +106,11 @@ def test_pieces_change_no_result(monkeypatch, options):
 
 def test_operation_count_does_not_grow_with_the_batch(monkeypatch):
     """While the pieces fit the cache, a batch twice as large takes the same number of operations
-    (rows of 30k float32 labels, 240 KB with the comparison's buffer: 128 and 256 rows both make 32
-    pieces within 1-2 MiB)."""
+    (rows of 30k float32 labels, 120 KB: 256 and 512 rows both make 32 pieces within 1-2 MiB)."""
     _pieces(monkeypatch, 32, 8 << 20)
     top_level_ops = _bench_module().top_level_ops
     counts = []
-    for rows in (128, 256):
+    for rows in (256, 512):
         generator = torch.Generator().manual_seed(rows)
         scores = torch.rand(rows, 30_000, generator=generator)
         labels = (torch.rand(rows, 30_000, generator=generator) < 0.001).float()
@@ -119,3 +118,66 @@ def test_operation_count_does_not_grow_with_the_batch(monkeypatch):
         metric.update((scores, labels))  # warm: constants are made once
         counts.append(top_level_ops(lambda: metric.update((scores, labels))))
     assert counts[0] == counts[1]
+
+
+@pytest.mark.parametrize("setting", PIECE_SETTINGS)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.int64])
+@pytest.mark.parametrize("threshold", [None, 2.0])
+def test_count_among_the_ideal_candidates_against_numpy(monkeypatch, setting, dtype, threshold):
+    """With the ideal selection's candidates taken, |R| is counted among them; a user with
+    relevant labels in more strided groups than the candidates hold is counted over its whole
+    row. Against numpy, with the rows recounted checked (negative, zero and tied labels, a tail)."""
+    from ignite_recsys._core import relevance as module
+
+    _pieces(monkeypatch, *setting)
+    monkeypatch.setattr(module, "_MANY_RELEVANT", {})
+    recounted = []
+    monkeypatch.setattr(torch.Tensor, "index_copy_", _spy(torch.Tensor.index_copy_, recounted))
+    rng = np.random.default_rng(11)
+    width, group, depth = 2_003, 7, 30
+    raw = np.where(rng.random((9, width)) < 0.01, rng.integers(1, 4, size=(9, width)), rng.integers(-2, 1, size=(9, width)))
+    raw[0, -3:] = 3  # relevant labels after the last full group
+    raw[1] = 0
+    for dense_row in (False, True):
+        if dense_row:
+            raw[2] = 3  # relevant everywhere: more relevant groups than the candidates hold
+        labels = torch.from_numpy(raw).to(dtype)
+        counts, has_relevant, _, _, candidates = relevance_pass(
+            labels, Relevance.of(threshold, dtype), strided_group=group, depth=depth
+        )
+        relevant = raw > 0 if threshold is None else raw >= threshold
+        np.testing.assert_array_equal(counts.numpy(), relevant.sum(1))
+        np.testing.assert_array_equal(has_relevant.numpy(), relevant.any(1))
+        assert candidates.shape == (9, depth * group + width - (width // group) * group)
+        # only the user with relevant labels in more groups than the candidates hold is recounted
+        assert recounted == ([[2]] if dense_row else []), "recounted rows"
+        recounted.clear()
+
+
+def _spy(method, calls):
+    """``method`` recording the row indices it is given (its first argument after ``dim``)."""
+    def spy(self, dim, index, *args, **kwargs):
+        calls.append(index.tolist())
+        return method(self, dim, index, *args, **kwargs)
+    return spy
+
+
+def test_batches_of_many_relevant_labels_count_them_in_the_pass(monkeypatch):
+    """After a batch where most users have more relevant labels than the ideal selection's
+    candidates hold, the next batch counts every label in the pass (no row recounted); a batch
+    of few relevant labels switches back. The counts equal numpy throughout."""
+    from ignite_recsys._core import relevance as module
+
+    monkeypatch.setattr(module, "_MANY_RELEVANT", {})
+    recounted = []
+    monkeypatch.setattr(torch.Tensor, "index_copy_", _spy(torch.Tensor.index_copy_, recounted))
+    rng = np.random.default_rng(5)
+    width, group, depth = 3_001, 9, 20
+    many = rng.integers(0, 3, size=(6, width)).astype(np.float32)  # two thirds relevant
+    few = np.where(rng.random((6, width)) < 0.003, 2.0, 0.0).astype(np.float32)
+    expected_recounts = [list(range(6)), [], [], [], list(range(6))]
+    for labels, recounts in zip([many, many, few, few, many], expected_recounts):
+        counts = relevance_pass(torch.from_numpy(labels), Relevance.of(None, torch.float32), strided_group=group, depth=depth)[0]
+        np.testing.assert_array_equal(counts.numpy(), (labels > 0).sum(1))
+        assert recounted == ([recounts] if recounts else []), "rows recounted"
+        recounted.clear()

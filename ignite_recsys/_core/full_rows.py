@@ -19,7 +19,7 @@ def hits_at_own_depth(y_pred: torch.Tensor, y: torch.Tensor, relevance_threshold
     stay within one (batch, num_items) float32); no host synchronisation."""
     num_rows, num_cols = y_pred.shape
     relevance = Relevance.of(relevance_threshold, y.dtype)
-    num_relevant, _, _, _ = relevance_pass(y, relevance)
+    num_relevant = relevance_pass(y, relevance)[0]
     hits = torch.empty_like(num_relevant)
     for rows in tuning.budget_row_chunks(num_rows, num_cols, 8 * num_cols, 64, y_pred.device):
         scores, labels, relevant_count = y_pred[rows].contiguous(), y[rows], num_relevant[rows]

@@ -104,8 +104,8 @@ def rank_input(
         # the ideal ranking's first selection step is taken in the same pass over the labels
         selects = ideal and ideal_needs_selection(labels, gain_function)
         label_group = value_group_size(labels.shape[1], depth) if selects else None
-        num_relevant, has_relevant, lowest_label, label_maxima = relevance_pass(
-            labels, relevance, strided_group=label_group
+        num_relevant, has_relevant, lowest_label, label_maxima, label_candidates = relevance_pass(
+            labels, relevance, strided_group=label_group, depth=depth
         )
         # ids outside the catalog are refused by a value check; clamped here so that the gather is safe
         safe = order.clamp(min=0, max=labels.shape[1] - 1)
@@ -140,7 +140,8 @@ def rank_input(
     if ideal:
         if batch.labels is not None:
             ideal_gain = ideal_gains(
-                batch.labels.contiguous(), num_relevant, depth, relevance, gain_function, label_maxima, relevance_threshold
+                batch.labels.contiguous(), num_relevant, depth, relevance, gain_function, label_maxima, relevance_threshold,
+                label_candidates,
             )
         elif not ideal_needs_selection(batch.targets.values, gain_function):
             ideal_gain = binary_ideal_gains(num_relevant, depth, gain_function, relevance_threshold)
@@ -183,11 +184,12 @@ def _rank_dense(
     order = order[:, :depth] if order.shape[1] > depth else order
     selects_labels = ideal and ideal_needs_selection(labels, gain_function)
     label_group = value_group_size(num_items, depth) if selects_labels else None
-    num_relevant, has_relevant, lowest_label, label_maxima = relevance_pass(
+    num_relevant, has_relevant, lowest_label, label_maxima, label_candidates = relevance_pass(
         labels,
         relevance,
         count=count_relevant or (ideal and not selects_labels),  # the binary ideal counts
         strided_group=label_group,
+        depth=depth,
     )
     top_labels = labels.gather(1, order).to(torch.float64)
     top_relevant = relevance.indicator(top_labels)
@@ -203,7 +205,7 @@ def _rank_dense(
     ideal_gain = None
     if ideal:
         ideal_gain = ideal_gains(labels, num_relevant, depth, relevance, gain_function, label_maxima,
-                                  relevance_threshold)
+                                  relevance_threshold, label_candidates)
 
     invalid = invalid_flags(score_is_nan.any(), lowest_label)
     if gain_function is not None:

@@ -15,7 +15,7 @@ import torch
 
 from .._validation import GainFunction, check_gain_output
 from . import tuning
-from .selection import holds_nan, strided_groups, top_values
+from .selection import holds_nan, strided_candidates, strided_groups, top_values
 
 
 @dataclass(frozen=True)
@@ -62,30 +62,43 @@ def indicator(compare, x: torch.Tensor, value) -> torch.Tensor:
     return compare(x, value, out=torch.empty(x.shape, dtype=torch.float64, device=x.device))
 
 
-def relevance_pass(labels: torch.Tensor, relevance: Relevance, count: bool = True, strided_group: Optional[int] = None):
+def relevance_pass(
+    labels: torch.Tensor, relevance: Relevance, count: bool = True, strided_group: Optional[int] = None,
+    depth: Optional[int] = None,
+):
     """One pass over y, a few pieces of rows at a time (``tuning.piece_rows``: at most
     ``tuning.MAX_PIECES`` while a piece fits its share of the cache), each piece reduced while it
-    is in cache. Returns: the
-    per-user relevant count |R| (float64; None unless ``count``), whether each user has a relevant
-    item (bool), the smallest label (for the value checks) and, given ``strided_group``, the maxima
-    of the strided groups of that many labels (``strided_groups``; the first step of the ideal
-    ranking's selection). Without the count a user has a relevant item iff its largest label is
-    relevant: a max-reduction is cheaper on CPU than a comparison plus a sum."""
+    is in cache. Returns: the per-user relevant count |R| (float64; None unless ``count``),
+    whether each user has a relevant item (bool), the smallest label (for the value checks),
+    given ``strided_group`` the maxima of the strided groups of that many labels
+    (``strided_groups``; the first step of the ideal ranking's selection) and, given ``depth``
+    too, the candidates of that selection (``strided_candidates``; else None). Without the count
+    a user has a relevant item iff its largest label is relevant: a max-reduction is cheaper on
+    CPU than a comparison plus a sum.
+
+    On CPU, with the candidates taken, |R| is counted among them (``_count_in_candidates``): the
+    pass over y then only reduces it, no comparison of every label; unless most users of the
+    previous such batch had more relevant labels than the candidates hold (``_MANY_RELEVANT``)."""
     num_rows, num_cols = labels.shape
     device = labels.device
     count_dtype = torch.float32 if num_cols < (1 << 24) else torch.float64  # float32 counts are exact below 2**24
-    counts = torch.empty(num_rows, dtype=count_dtype, device=device) if count else None
+    if count and labels.dtype == torch.bool and not _true_is_relevant(relevance):
+        return _no_relevant(labels, strided_group)
+    with_candidates = (
+        count and strided_group is not None and depth is not None and labels.dtype != torch.bool
+        and tuning.cpu_tuned(device)
+    )
+    from_candidates = with_candidates and not _MANY_RELEVANT.get((num_cols, depth), False)
+    counts = torch.empty(num_rows, dtype=count_dtype, device=device) if count and not from_candidates else None
     highest = None if count or strided_group else torch.empty(num_rows, dtype=labels.dtype, device=device)
     lowest = None if labels.dtype == torch.bool else torch.empty(num_rows, dtype=labels.dtype, device=device)
     maxima = None
     if strided_group:
         maxima = torch.empty(num_rows, num_cols // strided_group, dtype=labels.dtype, device=device)
-    if count and labels.dtype == torch.bool and not _true_is_relevant(relevance):
-        return _no_relevant(labels, strided_group)
     # Bool labels are counted as they are (``count_true``). Other labels are compared into a
     # float32 buffer of one piece (a comparison into float vectorises on CPU, into bool it does
     # not, and a sum over bool is slower still) and summed while it is in cache.
-    compares = count and labels.dtype != torch.bool
+    compares = counts is not None and labels.dtype != torch.bool
     rows = tuning.piece_rows(num_rows, num_cols * (labels.element_size() + (4 if compares else 0)), device)
     buffer = torch.empty(min(rows, num_rows), num_cols, dtype=torch.float32, device=device) if compares else None
     grouped = strided_groups(labels, strided_group) if strided_group else None
@@ -94,9 +107,9 @@ def relevance_pass(labels: torch.Tensor, relevance: Relevance, count: bool = Tru
         _split(maxima, rows),
     )
     for piece, piece_counts, piece_lowest, piece_highest, piece_groups, piece_maxima in pieces:
-        if count and buffer is None:  # bool labels, True relevant: no comparison
+        if piece_counts is not None and buffer is None:  # bool labels, True relevant: no comparison
             piece_counts.copy_(count_true(piece))
-        elif count:
+        elif piece_counts is not None:
             out = buffer if piece.shape[0] == buffer.shape[0] else buffer[: piece.shape[0]]
             torch.sum(relevance.compare(piece, relevance.value, out=out), 1, dtype=count_dtype, out=piece_counts)
         if lowest is not None:
@@ -105,13 +118,52 @@ def relevance_pass(labels: torch.Tensor, relevance: Relevance, count: bool = Tru
             torch.amax(piece_groups, 1, out=piece_maxima)
         elif highest is not None:
             torch.amax(piece, 1, out=piece_highest)
+    candidates = strided_candidates(labels, depth, strided_group, maxima) if maxima is not None and depth else None
+    if with_candidates:
+        beyond = _users_beyond_candidates(maxima, depth, relevance)
+        if from_candidates:
+            counts = _count_in_candidates(labels, candidates, beyond, relevance, count_dtype)
+        _MANY_RELEVANT[(num_cols, depth)] = 2 * beyond.numel() > num_rows
     if maxima is not None and not count:
         tail = labels[:, maxima.shape[1] * strided_group :]
         highest = maxima.amax(1) if tail.shape[1] == 0 else torch.maximum(maxima.amax(1), tail.amax(1))
     counts = counts.to(torch.float64) if count else None
     has_relevant = counts > 0 if count else relevance.mask(highest)
     lowest = torch.zeros((), device=device) if lowest is None else lowest.amin()
-    return counts, has_relevant, lowest, maxima
+    return counts, has_relevant, lowest, maxima, candidates
+
+
+# Per (num_items, depth): whether most users of the last such batch had relevant labels in more
+# strided groups than the ideal selection's candidates hold. The next batch then counts every
+# label as the pass reads it; otherwise it counts among the candidates and recounts those users.
+# Which way a batch goes changes its speed, never its values.
+_MANY_RELEVANT: dict = {}
+
+
+def _users_beyond_candidates(maxima, depth, relevance) -> torch.Tensor:
+    """The users (1-D int64) with more than ``depth`` strided groups of relevant maximum: those
+    whose relevant labels the ideal selection's candidates may not all hold (a group holds a
+    relevant label iff its maximum is relevant, and relevant maxima exceed every other). Read
+    on the host: CPU only, where that waits for nothing."""
+    relevant_groups = relevance.compare(maxima, relevance.value, out=torch.empty(maxima.shape, device=maxima.device))
+    return (relevant_groups.sum(1) > depth).nonzero().flatten()
+
+
+def _count_in_candidates(labels, candidates, beyond, relevance, count_dtype):
+    """|R| of each user counted among the ideal selection's candidates, and over the whole row
+    (a few rows at a time) for the users ``beyond`` them (``_users_beyond_candidates``)."""
+    device = labels.device
+    flags = relevance.compare(candidates, relevance.value, out=torch.empty(candidates.shape, device=device))
+    counts = flags.sum(1, dtype=count_dtype)
+    if beyond.numel():
+        num_cols = labels.shape[1]
+        step = tuning.piece_rows(beyond.numel(), num_cols * (labels.element_size() + 4), device)
+        buffer = torch.empty(min(step, beyond.numel()), num_cols, device=device)
+        for rows in beyond.split(step):
+            piece = labels.index_select(0, rows)
+            flags = relevance.compare(piece, relevance.value, out=buffer[: rows.numel()])
+            counts.index_copy_(0, rows, flags.sum(1, dtype=count_dtype))
+    return counts
 
 
 def count_true(mask: torch.Tensor) -> torch.Tensor:
@@ -138,7 +190,7 @@ def _no_relevant(labels: torch.Tensor, strided_group: Optional[int]):
     maxima = None
     if strided_group:
         maxima = torch.amax(strided_groups(labels, strided_group), 1)
-    return counts, counts > 0, torch.zeros((), device=labels.device), maxima
+    return counts, counts > 0, torch.zeros((), device=labels.device), maxima, None
 
 
 def _split(tensor: Optional[torch.Tensor], rows: int):
@@ -190,11 +242,12 @@ def ideal_needs_selection(labels: torch.Tensor, gain_function) -> bool:
     return not (gain_function == "binary" or labels.dtype == torch.bool)
 
 
-def ideal_gains(labels, num_relevant, depth, relevance, gain_function, label_maxima, threshold):
-    """Gains of the best possible ranking, (batch, depth), from the top ``depth`` labels."""
+def ideal_gains(labels, num_relevant, depth, relevance, gain_function, label_maxima, threshold, candidates=None):
+    """Gains of the best possible ranking, (batch, depth), from the top ``depth`` labels
+    (``candidates``: ``strided_candidates`` of the labels, if already taken)."""
     if not ideal_needs_selection(labels, gain_function):
         return binary_ideal_gains(num_relevant, depth, gain_function, threshold)
-    best = top_values(labels, depth, label_maxima).to(torch.float64)
+    best = top_values(labels, depth, label_maxima, candidates).to(torch.float64)
     return gains(best, relevance.indicator(best), gain_function, threshold)
 
 

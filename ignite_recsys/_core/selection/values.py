@@ -11,18 +11,30 @@ import torch
 MIN_VALUE_GROUP = 3
 
 
-def top_values(x: torch.Tensor, k: int, maxima: Optional[torch.Tensor] = None) -> torch.Tensor:
+def top_values(
+    x: torch.Tensor, k: int, maxima: Optional[torch.Tensor] = None, candidates: Optional[torch.Tensor] = None
+) -> torch.Tensor:
     """The k largest values of each row, descending (values only, so ties need no rule).
 
     Strided groups (``strided_groups``): the best k groups by maximum, then the k largest of
     their items and of the items after the last full group. Exact for values, whichever of
     equal maxima is chosen: every item outside the chosen groups is at most the k-th chosen
     maximum, and the chosen groups hold k items at least that large. ``maxima``: the groups'
-    maxima, if already computed."""
+    maxima, if already computed; ``candidates``: ``strided_candidates``, if already taken."""
+    if candidates is None:
+        group = value_group_size(x.shape[1], k)
+        if group is None:
+            return x.topk(k, 1).values
+        candidates = strided_candidates(x, k, group, maxima)
+    return candidates.topk(k, 1).values
+
+
+def strided_candidates(x: torch.Tensor, k: int, group: int, maxima: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """The items of the best k strided groups of ``group`` items (by their ``maxima``, computed
+    here if not given) and the items after the last full group: (batch, k * group + tail), in
+    no order. They hold the row's k largest values, and every item of a group whose maximum
+    is among the k largest maxima."""
     num_cols = x.shape[1]
-    group = value_group_size(num_cols, k)
-    if group is None:
-        return x.topk(k, 1).values
     groups = strided_groups(x, group)
     if maxima is None:
         maxima = groups.amax(1)
@@ -31,7 +43,7 @@ def top_values(x: torch.Tensor, k: int, maxima: Optional[torch.Tensor] = None) -
     tail_start = maxima.shape[1] * group
     if tail_start < num_cols:
         candidates = torch.cat([candidates, x[:, tail_start:]], 1)
-    return candidates.topk(k, 1).values
+    return candidates
 
 
 def value_group_size(num_cols: int, k: int) -> Optional[int]:
