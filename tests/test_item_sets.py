@@ -30,7 +30,8 @@ def _tables(stored, values):
         grades[u, : len(own)] = values[u, own]
     csr = coo.to_sparse_csr()
     crow = csr.crow_indices()
-    order = torch.cat([torch.arange(int(crow[u + 1]) - 1, int(crow[u]) - 1, -1) for u in range(users)] or [torch.zeros(0, dtype=torch.int64)])
+    reversed_rows = [torch.arange(int(crow[u + 1]) - 1, int(crow[u]) - 1, -1) for u in range(users)]
+    order = torch.cat(reversed_rows) if reversed_rows else torch.zeros(0, dtype=torch.int64)
     # columns in descending order within each row: breaks torch's CSR invariant (built without
     # its check); the table must not rely on the order (it is sorted when not ascending)
     unsorted_csr = torch.sparse_csr_tensor(crow, csr.col_indices()[order], csr.values()[order], (users, items))

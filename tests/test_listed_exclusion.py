@@ -1,6 +1,7 @@
 """Exclusions given as lists (sparse COO/CSR, ``ItemIds``) with dense scores, ranked without a
-dense mask: the plain selection of k + E items, the excluded ones dropped, or, where rows hold
-k + E full groups, the exclusions entering the stages of the group pre-filter.
+dense mask: the exclusions entering the stages of the group pre-filter where the groups of the
+E listed items fit the row (E x 64 <= N), else the plain selection of k + E items, the excluded
+ones dropped.
 
 Selection against the numpy reference of ``test_selection_excluding.py`` (the candidates of each
 row by score descending then index, -1 past them); metrics against
@@ -60,7 +61,7 @@ def test_selection_equals_reference(rng, k, dtype):
 
 def _bounded_case(rng, name, rows, width, budget):
     """(scores, excluded) with at most ``budget`` excluded items per row, for the path that lets
-    the exclusions into the group stages (it needs k + E full groups)."""
+    the exclusions into the group stages (it needs E x 64 <= N)."""
     x = np.round(rng.random((rows, width)) * 40)
     order = np.argsort(-x, axis=1, kind="stable")
     ex = np.zeros((rows, width), dtype=bool)
@@ -106,7 +107,7 @@ BOUNDED_PATTERNS = ["random", "few_levels", "excluded_best", "whole_sub_groups",
 @pytest.mark.parametrize("k", [1, 7, 30])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_exclusions_in_the_group_stages_equal_reference(rng, monkeypatch, k, dtype):
-    """Rows with at least k + E full groups: the exclusions enter the stages of the group
+    """Rows long enough for the groups of the listed items: the exclusions enter the stages of the group
     pre-filter (taken: checked with a spy), with duplicate entries and padding."""
     from ignite_recsys._core.selection import excluding
 

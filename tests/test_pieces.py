@@ -135,7 +135,8 @@ def test_count_among_the_ideal_candidates_against_numpy(monkeypatch, setting, dt
     monkeypatch.setattr(torch.Tensor, "index_copy_", _spy(torch.Tensor.index_copy_, recounted))
     rng = np.random.default_rng(11)
     width, group, depth = 2_003, 7, 30
-    raw = np.where(rng.random((9, width)) < 0.01, rng.integers(1, 4, size=(9, width)), rng.integers(-2, 1, size=(9, width)))
+    relevant_grades, other_labels = rng.integers(1, 4, size=(9, width)), rng.integers(-2, 1, size=(9, width))
+    raw = np.where(rng.random((9, width)) < 0.01, relevant_grades, other_labels)
     raw[0, -3:] = 3  # relevant labels after the last full group
     raw[1] = 0
     for dense_row in (False, True):
@@ -177,7 +178,8 @@ def test_batches_of_many_relevant_labels_count_them_in_the_pass(monkeypatch):
     few = np.where(rng.random((6, width)) < 0.003, 2.0, 0.0).astype(np.float32)
     expected_recounts = [list(range(6)), [], [], [], list(range(6))]
     for labels, recounts in zip([many, many, few, few, many], expected_recounts):
-        counts = relevance_pass(torch.from_numpy(labels), Relevance.of(None, torch.float32), strided_group=group, depth=depth)[0]
+        relevance = Relevance.of(None, torch.float32)
+        counts = relevance_pass(torch.from_numpy(labels), relevance, strided_group=group, depth=depth)[0]
         np.testing.assert_array_equal(counts.numpy(), (labels > 0).sum(1))
         assert recounted == ([recounts] if recounts else []), "rows recounted"
         recounted.clear()

@@ -348,7 +348,8 @@ def _listed_in_groups(x: torch.Tensor, k: int, excluded_rows: torch.Tensor):
     device = x.device
     maxima = group_maxima(x, group)
     has_nan = maxima.amax(1).isnan()
-    group_of_entry = torch.div(excluded_rows, group, rounding_mode="floor").clamp_(max=num_groups)  # tail, padding: spare
+    # the group of each entry; the spare group num_groups for items of the tail and for padding
+    group_of_entry = torch.div(excluded_rows, group, rounding_mode="floor").clamp_(max=num_groups)
     listed = group_of_entry < num_groups
     # each distinct excluded item counted once; the first entry of each group's run leads it
     distinct = torch.ones(excluded_rows.shape, dtype=torch.int32, device=device)
@@ -361,11 +362,13 @@ def _listed_in_groups(x: torch.Tensor, k: int, excluded_rows: torch.Tensor):
     spare = num_rows * bound
     # one buffer for the copies of stages 1 and 2 (freshly mapped memory is slow to touch first)
     copies = torch.empty(num_rows * max(bound, k) * group + group, dtype=x.dtype, device=device)
-    rows_of_groups(x, group_of_entry.clamp(max=num_groups - 1), group, out=copies[: spare * group].view(num_rows, bound, group))
-    copies.index_fill_(0, torch.where(listed, windows * group + excluded_rows % group, spare * group).flatten(), float("-inf"))
+    entry_copies = copies[: spare * group].view(num_rows, bound, group)
+    rows_of_groups(x, group_of_entry.clamp(max=num_groups - 1), group, out=entry_copies)
+    offset = excluded_rows % group  # the entry's place in its group
+    copies.index_fill_(0, torch.where(listed, windows * group + offset, spare * group).flatten(), float("-inf"))
     excluded_count = torch.zeros(spare + 1, dtype=torch.int32, device=device)
     excluded_count.index_add_(0, torch.where(listed, windows, spare).flatten(), distinct.flatten())
-    listed_keys = ordered_int32(copies[: spare * group].view(num_rows, bound, group).amax(2))
+    listed_keys = ordered_int32(entry_copies.amax(2))
     listed_keys.masked_fill_(excluded_count[:spare].view(num_rows, bound) == group, _INT32_MIN)
     keys = torch.empty(num_rows, num_groups + 1, dtype=torch.int32, device=device)
     keys[:, :num_groups] = ordered_int32(maxima)
@@ -375,11 +378,12 @@ def _listed_in_groups(x: torch.Tensor, k: int, excluded_rows: torch.Tensor):
     # stage 2: positions of the excluded items in the copy of the chosen groups (spare: the end)
     copy_width = k * group
     in_copy = _slots(groups, num_groups, group).gather(1, group_of_entry)
-    in_copy = torch.where(in_copy < copy_width, in_copy + excluded_rows % group, copy_width)
+    in_copy = torch.where(in_copy < copy_width, in_copy + offset, copy_width)
     flat = copies[: num_rows * copy_width + 1]
     rows_of_groups(x, groups, group, out=flat[:-1].view(num_rows, k, group))
     row_starts = torch.arange(0, num_rows * copy_width, copy_width, device=device).unsqueeze(1)
-    flat.index_fill_(0, torch.where(in_copy < copy_width, in_copy + row_starts, num_rows * copy_width).flatten(), float("-inf"))
+    in_flat = torch.where(in_copy < copy_width, in_copy + row_starts, num_rows * copy_width)
+    flat.index_fill_(0, in_flat.flatten(), float("-inf"))
     num_subs = copy_width // sub_group
     sub_maxima = group_maxima(flat[:-1].view(num_rows, copy_width), sub_group)
     sub_of_entry = torch.div(in_copy, sub_group, rounding_mode="floor")  # num_subs: spare
