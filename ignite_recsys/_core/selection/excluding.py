@@ -417,12 +417,12 @@ def _listed_in_groups(x: torch.Tensor, k: int, excluded_rows: torch.Tensor):
 
 
 def _slots(chosen: torch.Tensor, num_ids: int, size: int) -> torch.Tensor:
-    """(batch, num_ids + 1) int64: ``j * size`` at the id ``chosen[row, j]`` (the start of its
+    """(batch, num_ids + 1) int32: ``j * size`` at the id ``chosen[row, j]`` (the start of its
     place in a copy of the chosen runs of ``size``), ``chosen.shape[1] * size`` (past the copy)
     at every other id and at the spare id ``num_ids``."""
     past = chosen.shape[1] * size
-    table = torch.full((chosen.shape[0], num_ids + 1), past, dtype=torch.int64, device=chosen.device)
-    starts = torch.arange(0, past, size, device=chosen.device).expand(chosen.shape[0], -1)
+    table = torch.full((chosen.shape[0], num_ids + 1), past, dtype=torch.int32, device=chosen.device)
+    starts = torch.arange(0, past, size, dtype=torch.int32, device=chosen.device).expand(chosen.shape[0], -1)
     return table.scatter_(1, chosen, starts)
 
 
