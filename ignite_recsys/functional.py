@@ -44,7 +44,8 @@ def _running(ranked: RankedBatch, top_k: Sequence[int]) -> dict:
         depth = ranked.hit.shape[1]
         weights = _position_weights(names, depth, ranked.hit.device)
         columns = device_constant([min(k, depth) - 1 for k in top_k], torch.int64, ranked.hit.device)
-        sums = (torch.stack([quantities[name] for name in names]) * weights).cumsum(2).index_select(2, columns)
+        # in place: one (quantities, batch, depth) buffer, not three (fresh memory is slow to touch)
+        sums = torch.stack([quantities[name] for name in names]).mul_(weights).cumsum_(2).index_select(2, columns)
         memo[key] = dict(zip(names, sums.unbind(0)))
         if ranked.num_relevant is not None:
             memo[key]["relevant"] = ranked.num_relevant.unsqueeze(1)
