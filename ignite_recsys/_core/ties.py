@@ -20,8 +20,9 @@ def stable_positions(top_relevant: torch.Tensor, top_gain: Optional[torch.Tensor
     """The per-position quantities of ``RankedBatch`` under the stable order: (hit, gain,
     hit * hits so far, first hit)."""
     hits_so_far = top_relevant.cumsum(1)
-    first_hit = torch.where(hits_so_far == 1, top_relevant, 0.0)
-    return top_relevant, top_gain, top_relevant * hits_so_far, first_hit
+    hit_times_hits_so_far = top_relevant * hits_so_far
+    first_hit = hits_so_far.eq_(1).mul_(top_relevant)  # 1 at the first hit; in its buffer, in place
+    return top_relevant, top_gain, hit_times_hits_so_far, first_hit
 
 
 def boundary_ties(scores: torch.Tensor, order: torch.Tensor, depth: int, complete: bool = False) -> torch.Tensor:
