@@ -123,6 +123,8 @@ def relevance_pass(
         beyond = _users_beyond_candidates(maxima, depth, relevance)
         if from_candidates:
             counts = _count_in_candidates(labels, candidates, beyond, relevance, count_dtype)
+        if len(_MANY_RELEVANT) >= 256:  # a hint per catalog size and depth: keep it small
+            _MANY_RELEVANT.clear()
         _MANY_RELEVANT[(num_cols, depth)] = 2 * beyond.numel() > num_rows
     if maxima is not None and not count:
         tail = labels[:, maxima.shape[1] * strided_group :]
