@@ -110,8 +110,7 @@ def relevance_pass(
         if piece_counts is not None and buffer is None:  # bool labels, True relevant: no comparison
             piece_counts.copy_(count_true(piece))
         elif piece_counts is not None:
-            out = buffer if piece.shape[0] == buffer.shape[0] else buffer[: piece.shape[0]]
-            torch.sum(relevance.compare(piece, relevance.value, out=out), 1, dtype=count_dtype, out=piece_counts)
+            _count_relevant(piece, relevance, buffer, count_dtype, out=piece_counts)
         if lowest is not None:
             torch.amin(piece, 1, out=piece_lowest)
         if maxima is not None:
@@ -155,17 +154,21 @@ def _count_in_candidates(labels, candidates, beyond, relevance, count_dtype):
     """|R| of each user counted among the ideal selection's candidates, and over the whole row
     (a few rows at a time) for the users ``beyond`` them (``_users_beyond_candidates``)."""
     device = labels.device
-    flags = relevance.compare(candidates, relevance.value, out=torch.empty(candidates.shape, device=device))
-    counts = flags.sum(1, dtype=count_dtype)
+    counts = _count_relevant(candidates, relevance, torch.empty(candidates.shape, device=device), count_dtype)
     if beyond.numel():
         num_cols = labels.shape[1]
         step = tuning.piece_rows(beyond.numel(), num_cols * (labels.element_size() + 4), device)
         buffer = torch.empty(min(step, beyond.numel()), num_cols, device=device)
         for rows in beyond.split(step):
-            piece = labels.index_select(0, rows)
-            flags = relevance.compare(piece, relevance.value, out=buffer[: rows.numel()])
-            counts.index_copy_(0, rows, flags.sum(1, dtype=count_dtype))
+            counts.index_copy_(0, rows, _count_relevant(labels.index_select(0, rows), relevance, buffer, count_dtype))
     return counts
+
+
+def _count_relevant(labels, relevance, buffer, count_dtype, out=None) -> torch.Tensor:
+    """(rows,) the relevant labels of each row, compared into the float32 ``buffer`` (at least as
+    many rows; a comparison into float vectorises on CPU, into bool it does not) and summed."""
+    flags = buffer if labels.shape[0] == buffer.shape[0] else buffer[: labels.shape[0]]
+    return torch.sum(relevance.compare(labels, relevance.value, out=flags), 1, dtype=count_dtype, out=out)
 
 
 def count_true(mask: torch.Tensor) -> torch.Tensor:

@@ -47,7 +47,10 @@ from typing import Optional
 import torch
 
 from .. import tuning
-from .groups import LOW_MASK, group_maxima, group_sizes, ordered_int32, rows_of_groups, runs, stable_topk
+from .groups import (
+    LOW_MASK, group_maxima, group_sizes, holds_nan, index_low_bits, ordered_int32, packed_keys, rows_of_groups, runs,
+    stable_topk, with_tail,
+)
 
 _INT32_MIN = -(1 << 31)
 _INT64_MIN = -(1 << 63)
@@ -108,13 +111,12 @@ def _candidates(x: torch.Tensor, mask: torch.Tensor, k: int, detect_nan: bool, e
     values = rows_of_groups(x, chosen, sub_group).flatten(1)
     value_excluded = rows_of_groups(mask, chosen, sub_group).flatten(1)
     items = runs(chosen, sub_group)
-    has_nan = maxima.amax(1).isnan() if detect_nan else None  # masked maxima: NaN iff a candidate is
+    has_nan = holds_nan(maxima) if detect_nan else None  # masked maxima: NaN iff a candidate is
     tail_start = (num_cols // group) * group
-    if tail_start < num_cols:
-        tail, tail_mask = x[:, tail_start:], mask[:, tail_start:]
-        values = torch.cat([values, tail], 1)
+    values, items, tail = with_tail(values, items, x, tail_start)
+    if tail is not None:
+        tail_mask = mask[:, tail_start:]
         value_excluded = torch.cat([value_excluded, tail_mask], 1)
-        items = torch.cat([items, torch.arange(tail_start, num_cols, device=x.device).expand(num_rows, -1)], 1)
         has_nan = has_nan | _holds_candidate_nan(tail, tail_mask) if detect_nan else None
     return values, items, value_excluded, has_nan
 
@@ -244,12 +246,8 @@ def _best_positions(keys: torch.Tensor, items: Optional[torch.Tensor], k: int, s
         by_item = items.argsort(1)
         by_key = torch.sort(keys.gather(1, by_item), dim=1, descending=True, stable=True).indices
         return by_item.gather(1, by_key[:, :k])
-    if items is None:
-        low_bits = torch.arange(LOW_MASK, LOW_MASK - keys.shape[1], -1, device=keys.device)
-    else:
-        low_bits = torch.rsub(items, LOW_MASK)
-    packed = keys.to(torch.int64).bitwise_left_shift_(32).add_(low_bits)
-    return packed.topk(k, 1, sorted=sorted).indices
+    low_bits = index_low_bits(keys.shape[1], keys.device) if items is None else torch.rsub(items, LOW_MASK)
+    return _packed_best(keys, low_bits, k, sorted)
 
 
 def listed_exclusion_pays(num_items: int, k: int, bound: int) -> bool:
@@ -347,7 +345,7 @@ def _listed_in_groups(x: torch.Tensor, k: int, excluded_rows: torch.Tensor):
     bound = excluded_rows.shape[1]
     device = x.device
     maxima = group_maxima(x, group)
-    has_nan = maxima.amax(1).isnan()
+    has_nan = holds_nan(maxima)
     # the group of each entry; the spare group num_groups for items of the tail and for padding
     group_of_entry = torch.div(excluded_rows, group, rounding_mode="floor").clamp_(max=num_groups)
     listed = group_of_entry < num_groups
@@ -373,8 +371,7 @@ def _listed_in_groups(x: torch.Tensor, k: int, excluded_rows: torch.Tensor):
     keys = torch.empty(num_rows, num_groups + 1, dtype=torch.int32, device=device)
     keys[:, :num_groups] = ordered_int32(maxima)
     keys.scatter_(1, torch.where(leads & listed, group_of_entry, num_groups), listed_keys)
-    low_bits = torch.arange(LOW_MASK, LOW_MASK - num_groups, -1, device=device)
-    groups = _packed_best(keys[:, :num_groups], low_bits, k)
+    groups = _packed_best(keys[:, :num_groups], index_low_bits(num_groups, device), k)
     # stage 2: positions of the excluded items in the copy of the chosen groups (spare: the end)
     copy_width = k * group
     in_copy = _slots(groups, num_groups, group).gather(1, group_of_entry)
@@ -401,11 +398,9 @@ def _listed_in_groups(x: torch.Tensor, k: int, excluded_rows: torch.Tensor):
     final = _slots(best_sub, num_subs, sub_group).gather(1, sub_of_entry)
     final = torch.where(final < k * sub_group, final + in_copy % sub_group, -1)
     tail_start = num_groups * group
-    if tail_start < num_cols:
-        tail = x[:, tail_start:]
-        values = torch.cat([values, tail], 1)
-        items = torch.cat([items, torch.arange(tail_start, num_cols, device=device).expand(num_rows, -1)], 1)
-        has_nan = has_nan | tail.amax(1).isnan()
+    values, items, tail = with_tail(values, items, x, tail_start)
+    if tail is not None:
+        has_nan = has_nan | holds_nan(tail)
         final = torch.where(excluded_rows >= tail_start, excluded_rows - tail_start + k * sub_group, final)
     width = values.shape[1]
     final_rows = torch.arange(0, num_rows * width, width, device=device).unsqueeze(1)
@@ -428,4 +423,4 @@ def _slots(chosen: torch.Tensor, num_ids: int, size: int) -> torch.Tensor:
 
 def _packed_best(keys: torch.Tensor, low_bits: torch.Tensor, k: int, sorted: bool = False) -> torch.Tensor:
     """Column positions of the k largest (int32 key, low bits) pairs per row."""
-    return keys.to(torch.int64).bitwise_left_shift_(32).add_(low_bits).topk(k, 1, sorted=sorted).indices
+    return packed_keys(keys, low_bits).topk(k, 1, sorted=sorted).indices

@@ -74,13 +74,22 @@ def _candidates(x: torch.Tensor, k: int, detect_nan: bool = False):
     values = rows_of_groups(x, chosen, sub_group).flatten(1)
     items = runs(chosen, sub_group)
     has_nan = holds_nan(maxima) if detect_nan else None
-    tail_start = num_full * group
-    if tail_start < num_cols:
-        tail = x[:, tail_start:]
-        values = torch.cat([values, tail], 1)
-        items = torch.cat([items, torch.arange(tail_start, num_cols, device=x.device).expand(num_rows, -1)], 1)
-        has_nan = has_nan | holds_nan(tail) if detect_nan else None
+    values, items, tail = with_tail(values, items, x, num_full * group)
+    if tail is not None and detect_nan:
+        has_nan = has_nan | holds_nan(tail)
     return values, items, has_nan
+
+
+def with_tail(values: torch.Tensor, items: torch.Tensor, x: torch.Tensor, tail_start: int):
+    """``values`` and ``items`` (batch, n) of the chosen runs followed by the items of ``x`` from
+    ``tail_start`` on (those after the last full group, always candidates), and that tail of
+    ``x`` (None when empty)."""
+    num_rows, num_cols = x.shape
+    if tail_start >= num_cols:
+        return values, items, None
+    tail = x[:, tail_start:]
+    tail_items = torch.arange(tail_start, num_cols, device=x.device).expand(num_rows, -1)
+    return torch.cat([values, tail], 1), torch.cat([items, tail_items], 1), tail
 
 
 def group_sizes(num_cols: int, k: int) -> Optional[tuple]:
@@ -141,10 +150,7 @@ def _exact_topk(values: torch.Tensor, items: Optional[torch.Tensor], k: int, sor
         by_value = torch.sort(values.gather(1, by_item), dim=1, descending=True, stable=True).indices
         return by_item.gather(1, by_value[:, :k])
     # low 32 bits of a key: 2**32 - 1 - item, so that the lower index ranks first
-    if items is None:
-        low_bits = torch.arange(LOW_MASK, LOW_MASK - values.shape[1], -1, device=values.device)  # every row
-    else:
-        low_bits = torch.rsub(items, LOW_MASK)
+    low_bits = index_low_bits(values.shape[1], values.device) if items is None else torch.rsub(items, LOW_MASK)
     return _order_keys(values, low_bits).topk(k, 1, sorted=sorted).indices
 
 
@@ -155,7 +161,17 @@ def _order_keys(values: torch.Tensor, low_bits: torch.Tensor) -> torch.Tensor:
     """Unique int64 keys whose descending order is (value descending, item index ascending):
     the order-preserving integer of the value in the high 32 bits, ``low_bits`` = 2**32 - 1 -
     item below."""
-    return ordered_int32(values).to(torch.int64).bitwise_left_shift_(32).add_(low_bits)
+    return packed_keys(ordered_int32(values), low_bits)
+
+
+def packed_keys(keys: torch.Tensor, low_bits: torch.Tensor) -> torch.Tensor:
+    """int64 keys: the int32 ``keys`` in the high 32 bits, ``low_bits`` (in [0, 2**32)) below."""
+    return keys.to(torch.int64).bitwise_left_shift_(32).add_(low_bits)
+
+
+def index_low_bits(num_cols: int, device) -> torch.Tensor:
+    """(num_cols,) low bits 2**32 - 1 - column: with them the lower column ranks first."""
+    return torch.arange(LOW_MASK, LOW_MASK - num_cols, -1, device=device)
 
 
 def ordered_int32(values: torch.Tensor) -> torch.Tensor:
