@@ -368,10 +368,10 @@ def _listed_in_groups(x: torch.Tensor, k: int, excluded_rows: torch.Tensor):
     excluded_count.index_add_(0, torch.where(listed, windows, spare).flatten(), distinct.flatten())
     listed_keys = ordered_int32(entry_copies.amax(2))
     listed_keys.masked_fill_(excluded_count[:spare].view(num_rows, bound) == group, _INT32_MIN)
-    keys = torch.empty(num_rows, num_groups + 1, dtype=torch.int32, device=device)
-    keys[:, :num_groups] = ordered_int32(maxima)
-    keys.scatter_(1, torch.where(leads & listed, group_of_entry, num_groups), listed_keys)
-    groups = _packed_best(keys[:, :num_groups], index_low_bits(num_groups, device), k)
+    group_keys = torch.empty(num_rows, num_groups + 1, dtype=torch.int32, device=device)
+    group_keys[:, :num_groups] = ordered_int32(maxima)
+    group_keys.scatter_(1, torch.where(leads & listed, group_of_entry, num_groups), listed_keys)
+    groups = _packed_best(group_keys[:, :num_groups], index_low_bits(num_groups, device), k)
     # stage 2: positions of the excluded items in the copy of the chosen groups (spare: the end)
     copy_width = k * group
     in_copy = _slots(groups, num_groups, group).gather(1, group_of_entry)
@@ -405,10 +405,10 @@ def _listed_in_groups(x: torch.Tensor, k: int, excluded_rows: torch.Tensor):
     width = values.shape[1]
     final_rows = torch.arange(0, num_rows * width, width, device=device).unsqueeze(1)
     final = torch.where((final < 0) | (excluded_rows >= num_cols), num_rows * width, final + final_rows)
-    keys = torch.cat([ordered_int32(values).flatten(), torch.zeros(1, dtype=torch.int32, device=device)])
-    keys.index_fill_(0, final.flatten(), _INT32_MIN)
-    keys = keys[:-1].view(num_rows, width)
-    return items.gather(1, _packed_best(keys, torch.rsub(items, LOW_MASK), k, sorted=True)), has_nan
+    item_keys = torch.cat([ordered_int32(values).flatten(), torch.zeros(1, dtype=torch.int32, device=device)])
+    item_keys.index_fill_(0, final.flatten(), _INT32_MIN)
+    item_keys = item_keys[:-1].view(num_rows, width)
+    return items.gather(1, _packed_best(item_keys, torch.rsub(items, LOW_MASK), k, sorted=True)), has_nan
 
 
 def _slots(chosen: torch.Tensor, num_ids: int, size: int) -> torch.Tensor:
