@@ -49,7 +49,7 @@ import torch
 from .. import tuning
 from .groups import (
     LOW_MASK, group_maxima, group_sizes, holds_nan, index_low_bits, ordered_int32, packed_keys, rows_of_groups, runs,
-    stable_topk, with_tail,
+    runs_at, stable_topk, with_tail,
 )
 
 _INT32_MIN = -(1 << 31)
@@ -271,8 +271,8 @@ def stable_topk_excluding_listed(scores: torch.Tensor, k: int, excluded_rows: to
 
     Where the group pre-filter applies to k items and the groups of the E listed items are
     together no larger than the row (16/32-bit scores on CPU), the exclusions enter the
-    pre-filter's stages instead (``_listed_in_groups``): the same order, at the cost of one group
-    copied per listed item rather than of a selection of ``k + E`` items.
+    pre-filter's stages instead (``_listed_in_groups``): the same order, at the cost of a copy
+    of the groups whose maximum is excluded rather than of a selection of ``k + E`` items.
 
     An excluded item may score NaN, which the plain selection does not rank by a rule: when a row
     holds a NaN, the selection is taken again over a copy with the excluded scores set to
@@ -324,59 +324,43 @@ def _listed_in_groups(x: torch.Tensor, k: int, excluded_rows: torch.Tensor):
     exclusions entering each stage, on 16/32-bit scores: (order, whether the row holds a NaN,
     excluded or not).
 
-    1. Groups of g items by their maximum over candidates: the plain maxima, with the groups that
-       hold a listed item recomputed from a copy of the group where the excluded scores are set to
-       ``-inf`` (a group of g excluded items ranks below every other, its distinct excluded items
-       being counted); the best k groups are chosen, exact as in ``stable_topk``.
+    1. Groups of g items by their maximum over candidates: the plain maxima, with the groups whose
+       maximum an excluded item scores recomputed from a copy of the group where the excluded
+       scores are set to ``-inf`` (``_candidate_group_keys``; a group of g excluded items ranks
+       below every other, its distinct excluded items being counted); the best k groups are
+       chosen, exact as in ``stable_topk``.
     2. Their values are copied with the excluded scores set to ``-inf``; the best k sub-groups of
        s items are chosen by the same rule.
     3. The exact top k of their items and the items after the last full group, by (score, index),
        an excluded item's key set to the smallest integer. A row has more than k candidates here
        (at most N / g items are excluded), so none reaches the first k.
 
-    The exclusions reach the copies as positions: the entries of one group are consecutive in a
-    sorted row and all masked in the copy of the first of them; a (batch, groups) table maps each
-    chosen group to its place in the copy of stage 2, a (batch, sub-groups) table each chosen
-    sub-group likewise; other entries go to a spare slot. Costs a copy of one group per listed
-    item over ``stable_topk``, never a mask or copy of the batch."""
+    The exclusions reach the copies as positions: a (batch, groups) table maps each chosen group
+    to its place in the copy of stage 2, a (batch, sub-groups) table each chosen sub-group
+    likewise; other entries go to a spare slot. Costs over ``stable_topk`` a copy of the groups
+    whose maximum is excluded (at most one group per listed item), never a mask or copy of the
+    batch."""
     num_rows, num_cols = x.shape
     group, sub_group = group_sizes(num_cols, k)
     num_groups = num_cols // group
-    bound = excluded_rows.shape[1]
     device = x.device
     maxima = group_maxima(x, group)
     has_nan = holds_nan(maxima)
     # the group of each entry; the spare group num_groups for items of the tail and for padding
     group_of_entry = torch.div(excluded_rows, group, rounding_mode="floor").clamp_(max=num_groups)
     listed = group_of_entry < num_groups
-    # each distinct excluded item counted once; the first entry of each group's run leads it
+    offset = excluded_rows % group  # the entry's place in its group
+    # each distinct excluded item counted once
     distinct = torch.ones(excluded_rows.shape, dtype=torch.int32, device=device)
     distinct[:, 1:] = excluded_rows[:, 1:] != excluded_rows[:, :-1]
-    leads = torch.ones(excluded_rows.shape, dtype=torch.bool, device=device)
-    leads[:, 1:] = group_of_entry[:, 1:] != group_of_entry[:, :-1]
-    leader = torch.where(leads, torch.arange(bound, device=device), 0).cummax(1).values
-    # stage 1: the listed groups' maxima over candidates, from one copy per entry
-    windows = leader + torch.arange(0, num_rows * bound, bound, device=device).unsqueeze(1)
-    spare = num_rows * bound
-    # one buffer for the copies of stages 1 and 2 (freshly mapped memory is slow to touch first)
-    copies = torch.empty(num_rows * max(bound, k) * group + group, dtype=x.dtype, device=device)
-    entry_copies = copies[: spare * group].view(num_rows, bound, group)
-    rows_of_groups(x, group_of_entry.clamp(max=num_groups - 1), group, out=entry_copies)
-    offset = excluded_rows % group  # the entry's place in its group
-    copies.index_fill_(0, torch.where(listed, windows * group + offset, spare * group).flatten(), float("-inf"))
-    excluded_count = torch.zeros(spare + 1, dtype=torch.int32, device=device)
-    excluded_count.index_add_(0, torch.where(listed, windows, spare).flatten(), distinct.flatten())
-    listed_keys = ordered_int32(entry_copies.amax(2))
-    listed_keys.masked_fill_(excluded_count[:spare].view(num_rows, bound) == group, _INT32_MIN)
-    group_keys = torch.empty(num_rows, num_groups + 1, dtype=torch.int32, device=device)
-    group_keys[:, :num_groups] = ordered_int32(maxima)
-    group_keys.scatter_(1, torch.where(leads & listed, group_of_entry, num_groups), listed_keys)
-    groups = _packed_best(group_keys[:, :num_groups], index_low_bits(num_groups, device), k)
+    # stage 1: the groups by their best candidate
+    group_keys = _candidate_group_keys(x, maxima, group_of_entry, listed, offset, distinct, group)
+    groups = _packed_best(group_keys, index_low_bits(num_groups, device), k)
     # stage 2: positions of the excluded items in the copy of the chosen groups (spare: the end)
     copy_width = k * group
     in_copy = _slots(groups, num_groups, group).gather(1, group_of_entry)
     in_copy = torch.where(in_copy < copy_width, in_copy + offset, copy_width)
-    flat = copies[: num_rows * copy_width + 1]
+    flat = torch.empty(num_rows * copy_width + 1, dtype=x.dtype, device=device)
     rows_of_groups(x, groups, group, out=flat[:-1].view(num_rows, k, group))
     row_starts = torch.arange(0, num_rows * copy_width, copy_width, device=device).unsqueeze(1)
     in_flat = torch.where(in_copy < copy_width, in_copy + row_starts, num_rows * copy_width)
@@ -409,6 +393,49 @@ def _listed_in_groups(x: torch.Tensor, k: int, excluded_rows: torch.Tensor):
     item_keys.index_fill_(0, final.flatten(), _INT32_MIN)
     item_keys = item_keys[:-1].view(num_rows, width)
     return items.gather(1, _packed_best(item_keys, torch.rsub(items, LOW_MASK), k, sorted=True)), has_nan
+
+
+def _candidate_group_keys(x, maxima, group_of_entry, listed, offset, distinct, group):
+    """(batch, num_groups) int32 keys of the groups of ``group`` items by their best candidate
+    (``ordered_int32`` of its score; the smallest int32 for a group of excluded items only).
+
+    A group's plain maximum is the score of its best candidate unless an excluded item scores
+    it. Only the groups where one does (for scores in general position about E / g per row,
+    E / g the share of a group's items a row excludes) are copied, their excluded scores set to
+    ``-inf``, and reduced again. Which groups those are is read on the host (on CPU, where this
+    path runs, a host read waits for nothing). The entries of a group are consecutive in a
+    sorted row: the first of them leads its group's run."""
+    num_rows, num_cols = x.shape
+    num_groups = maxima.shape[1]
+    bound = group_of_entry.shape[1]
+    device = x.device
+    safe_group = group_of_entry.clamp(max=num_groups - 1)
+    item = torch.add(offset, safe_group, alpha=group)  # the excluded item where listed
+    at_maximum = (x.gather(1, item) == maxima.gather(1, safe_group)) & listed
+    leads = torch.ones(group_of_entry.shape, dtype=torch.bool, device=device)
+    leads[:, 1:] = group_of_entry[:, 1:] != group_of_entry[:, :-1]
+    leader = torch.where(leads, torch.arange(bound, device=device), 0).cummax(1).values
+    run = torch.add(leader, torch.arange(0, num_rows * bound, bound, device=device).unsqueeze(1)).flatten()
+    hits = torch.zeros(num_rows * bound, dtype=torch.int32, device=device)
+    hits.index_add_(0, run, at_maximum.flatten().to(torch.int32))
+    redone_runs = hits.nonzero().squeeze(1)  # host read: the number of groups to reduce again
+    num_redone = redone_runs.numel()
+    slot_of_run = torch.full((num_rows * bound,), num_redone, dtype=torch.int64, device=device)
+    slot_of_run[redone_runs] = torch.arange(num_redone, device=device)
+    slot = slot_of_run.gather(0, run)  # each entry's place among the redone groups; num_redone: none
+    redone_rows = torch.div(redone_runs, bound, rounding_mode="floor")
+    redone_groups = group_of_entry.flatten().gather(0, redone_runs)
+    copies = torch.empty(num_redone * group + 1, dtype=x.dtype, device=device)  # the last slot is spare
+    runs_at(x, torch.add(redone_rows * num_cols, redone_groups, alpha=group), group, out=copies[:-1].view(-1, group))
+    in_copies = torch.where(slot < num_redone, slot * group + offset.flatten(), num_redone * group)
+    copies.index_fill_(0, in_copies, float("-inf"))
+    excluded_count = torch.zeros(num_redone + 1, dtype=torch.int32, device=device)
+    excluded_count.index_add_(0, slot, distinct.flatten())
+    redone_keys = ordered_int32(copies[:-1].view(-1, group).amax(1))
+    redone_keys.masked_fill_(excluded_count[:num_redone] == group, _INT32_MIN)
+    keys = ordered_int32(maxima)
+    keys.view(-1).index_copy_(0, torch.add(redone_groups, redone_rows, alpha=num_groups), redone_keys)
+    return keys
 
 
 def _slots(chosen: torch.Tensor, num_ids: int, size: int) -> torch.Tensor:

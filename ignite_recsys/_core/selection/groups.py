@@ -131,13 +131,22 @@ def rows_of_groups(x: torch.Tensor, best: torch.Tensor, size: int, out: Optional
     contiguous run of memory: a window view over the flat rows lets ``index_select`` copy whole
     runs (several times faster than an element-wise gather)."""
     num_rows, num_cols = x.shape
-    windows = x.as_strided((x.numel() - size + 1, size), (1, 1))
     row_starts = torch.arange(0, num_rows * num_cols, num_cols, device=x.device).unsqueeze(1)
     starts = torch.add(row_starts, best, alpha=size).flatten()
     if out is not None:
-        torch.index_select(windows, 0, starts, out=out.view(-1, size))
+        runs_at(x, starts, size, out=out.view(-1, size))
         return out
-    return windows.index_select(0, starts).view(num_rows, -1, size)
+    return runs_at(x, starts, size).view(num_rows, -1, size)
+
+
+def runs_at(x: torch.Tensor, starts: torch.Tensor, size: int, out: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """(n, size): the runs of ``size`` consecutive values of the contiguous ``x`` (read as one flat
+    row) that start at the flat positions ``starts`` (n,), copied whole by ``index_select`` over
+    a window view (written into ``out`` if given)."""
+    windows = x.as_strided((x.numel() - size + 1, size), (1, 1))
+    if out is not None:
+        return torch.index_select(windows, 0, starts, out=out)
+    return windows.index_select(0, starts)
 
 
 def _exact_topk(values: torch.Tensor, items: Optional[torch.Tensor], k: int, sorted: bool = True) -> torch.Tensor:
