@@ -219,16 +219,31 @@ def _data(seed, few_candidates=False):
     return scores, labels, excluded
 
 
-def _forms(excluded, rng):
-    """Sparse forms are built from entry lists (never from a dense mask of this size)."""
+def _forms(excluded, rng, scores):
+    """Sparse forms are built from entry lists (never from a dense mask of this size). Besides the
+    plain ones: stored zeros at items that are not excluded, among them each user's three best
+    candidates (a zero is no exclusion), and an uncoalesced COO tensor whose entries come in
+    random order, each excluded item twice."""
     ids = _rows_of(excluded, rng, duplicates=True)  # duplicate entries are allowed in an exclusion
     users, items = np.nonzero(excluded)
     values = torch.ones(len(users), dtype=torch.bool)
     coo = torch.sparse_coo_tensor(torch.from_numpy(np.stack([users, items])), values, excluded.shape)
-    return {"ids": R.ItemIds(ids), "coo": coo, "csr": coo.to_sparse_csr()}
+    stored_zero = ~excluded & (rng.random(excluded.shape) < 0.003)
+    for user, row in enumerate(np.argsort(-scores, axis=1, kind="stable")):
+        stored_zero[user, row[~excluded[user, row]][:3]] = True
+    zero_users, zero_items = np.nonzero(stored_zero)
+    with_zeros = torch.sparse_coo_tensor(
+        torch.from_numpy(np.stack([np.concatenate([users, zero_users]), np.concatenate([items, zero_items])])),
+        torch.cat([torch.full((len(users),), 2.5), torch.zeros(len(zero_users))]), excluded.shape,
+    ).coalesce()
+    order = rng.permutation(2 * len(users))
+    twice = np.stack([np.concatenate([users, users]), np.concatenate([items, items])])[:, order]
+    uncoalesced = torch.sparse_coo_tensor(torch.from_numpy(twice), torch.ones(2 * len(users)), excluded.shape)
+    return {"ids": R.ItemIds(ids), "coo": coo, "csr": coo.to_sparse_csr(), "coo_zeros": with_zeros,
+            "csr_zeros": with_zeros.to_sparse_csr(), "coo_uncoalesced": uncoalesced}
 
 
-@pytest.mark.parametrize("form", ["ids", "coo", "csr"])
+@pytest.mark.parametrize("form", ["ids", "coo", "csr", "coo_zeros", "csr_zeros", "coo_uncoalesced"])
 @pytest.mark.parametrize("target_form", ["dense", "csr"])
 @pytest.mark.parametrize("few_candidates", [False, True])
 def test_metrics_equal_reference(form, target_form, few_candidates, monkeypatch):
@@ -237,7 +252,7 @@ def test_metrics_equal_reference(form, target_form, few_candidates, monkeypatch)
     taken = []
     listed = ranking.stable_topk_excluding_listed
     monkeypatch.setattr(ranking, "stable_topk_excluding_listed", lambda *a, **kw: taken.append(1) or listed(*a, **kw))
-    exclude = _forms(excluded, rng)[form]
+    exclude = _forms(excluded, rng, scores)[form]
     y = torch.from_numpy(labels) if target_form == "dense" else torch.from_numpy(labels).to_sparse_csr()
     sets = [set(np.flatnonzero(row).tolist()) for row in excluded]
     rankings = ref.candidate_rankings(scores, sets)

@@ -23,7 +23,8 @@ import torch
 
 from .. import _validation as V
 from ..inputs import ItemIds, RankedItems, UserGroups, UserIds
-from .item_sets import ItemTable
+from . import tuning
+from .item_sets import ROW_PADDING, ItemTable, sorted_rows
 
 
 @dataclass
@@ -39,12 +40,11 @@ class RankingInput:
     labels: Optional[torch.Tensor] = None  # (B, N) dense relevance
     targets: Optional[ItemTable] = None  # sparse or id-list relevance
     _excluded: Optional[torch.Tensor] = None  # (B, N) bool, for dense scores: see ``excluded``
-    # the exclusion when it came sparse or as ids (entries of value 0 dropped), for any y_pred
-    excluded_table: Optional[ItemTable] = None
-    # with dense scores and excluded_table: an int >= the number of distinct excluded items of
-    # any user, known on the host without waiting for a device (the ids' width, or read from a
-    # table on the CPU), or None
-    excluded_bound: Optional[int] = None
+    # the exclusion when it came sparse or as ids (entries of value 0 dropped): see ``excluded_table``
+    _excluded_table: Optional[ItemTable] = None
+    # with dense scores on CPU, such an exclusion as each user's items ascending, (B, E) int64
+    # padded with ROW_PADDING (``item_sets.sorted_rows``): what the selection reads there
+    excluded_rows: Optional[torch.Tensor] = None
     # the ranked ids' rows sorted ascending, (values, indices), for RankedItems
     ranked_sorted: Optional[tuple] = None
     invalid: dict = field(default_factory=dict)  # message -> 0-d bool tensor (value checks)
@@ -64,10 +64,27 @@ class RankingInput:
         self._excluded = mask
 
     @property
+    def excluded_table(self) -> Optional[ItemTable]:
+        """A sparse or id exclusion as an :class:`ItemTable` (None without one); made from
+        ``excluded_rows``, where those were made instead, on first use."""
+        if self._excluded_table is None and self.excluded_rows is not None:
+            rows = self.excluded_rows
+            ids = torch.where(rows < ROW_PADDING, rows, -1)
+            self._excluded_table = ItemTable.from_ids(ids, torch.ones(ids.shape, dtype=torch.bool, device=ids.device))
+        return self._excluded_table
+
+    @excluded_table.setter
+    def excluded_table(self, table: Optional[ItemTable]) -> None:
+        self._excluded_table = table
+
+    @property
+    def has_exclusion(self) -> bool:
+        return self._excluded is not None or self._excluded_table is not None or self.excluded_rows is not None
+
+    @property
     def is_dense(self) -> bool:
         """The plain (scores, labels) form without exclusion: the fast path of ``rank``."""
-        return (self.scores is not None and self.labels is not None and self._excluded is None
-                and self.excluded_table is None)
+        return self.scores is not None and self.labels is not None and not self.has_exclusion
 
 
 def _is_sparse(value: Any) -> bool:
@@ -190,14 +207,17 @@ def _parse_ranking_input(output: Any, num_items: Optional[int] = None) -> Rankin
 
     if exclude is not None:
         table = None
+        listed = isinstance(exclude, ItemIds) or _is_sparse(exclude)
         if isinstance(exclude, ItemIds):
             _check_ids(result, "exclude", exclude.ids)
+        if listed and result.scores is not None and tuning.cpu_tuned(device):
+            # the selection reads sorted rows; their width is read on the host (no device to wait for)
+            result.excluded_rows = sorted_rows(exclude.ids if isinstance(exclude, ItemIds) else exclude.detach())
+            return result
+        if isinstance(exclude, ItemIds):
             table = ItemTable.from_ids(exclude.ids, torch.ones(exclude.ids.shape, dtype=torch.bool, device=device))
-            result.excluded_bound = exclude.ids.shape[1]
         elif _is_sparse(exclude):
             table = ItemTable.from_sparse(exclude.detach(), drop_zeros=True)  # a nonzero entry = excluded
-            if device.type == "cpu":  # read on the host: no device to wait for
-                result.excluded_bound = table.max_entries_per_user()
         else:
             exclude = _dense_or_error("exclude", exclude, "bool (batch, num_items) (dense or sparse), or ItemIds")
             if exclude.dtype != torch.bool:

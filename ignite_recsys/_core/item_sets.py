@@ -14,6 +14,10 @@ on the host:
 - ``distinct_entries(num_items)``: the first entry of each distinct (user, item) in range;
 - ``padded_rows(width)``: each user's items as one sorted row of a (num_users, width) tensor.
 
+On CPU an exclusion given as CSR, COO or id rows goes straight to such sorted rows
+(``sorted_rows``), without a table: the selection that leaves the items out reads them as rows,
+and ``distinct_in_rows`` counts each user's excluded items.
+
 Nothing here reads a tensor value on the host on an accelerator, so the same code runs on CPU and
 CUDA; on CPU, where a host read waits for nothing, the sort is skipped for keys already in order
 and ``max_entries_per_user`` reads its count.
@@ -27,6 +31,7 @@ import torch
 
 ITEM_BITS = 32  # keys are user << 32 | item: item ids below 2**32, users below 2**31
 _NO_ITEM = -1
+ROW_PADDING = 1 << 62  # fills sorted id rows past a user's items: above every item id
 
 
 @dataclass(frozen=True)
@@ -134,13 +139,13 @@ class ItemTable:
 
     def padded_rows(self, width: int) -> torch.Tensor:
         """(num_users, width) int64: each user's items ascending (duplicates kept), then
-        ``2**62`` (above every item). ``width`` must be at least the most entries of a user."""
+        ``ROW_PADDING`` (above every item). ``width`` must be at least the most entries of a user."""
         users = self.users
         counts = torch.zeros(self.num_users + 1, dtype=torch.int64, device=self.keys.device)
         counts.index_add_(0, users, torch.ones_like(users))
         first = counts.cumsum(0) - counts  # position of each user's first entry (keys are sorted)
         column = (torch.arange(users.numel(), device=users.device) - first.gather(0, users)).clamp_(max=max(width - 1, 0))
-        out = torch.full((self.num_users + 1, max(width, 1)), 1 << 62, dtype=torch.int64, device=users.device)
+        out = torch.full((self.num_users + 1, max(width, 1)), ROW_PADDING, dtype=torch.int64, device=users.device)
         out.index_put_((users, column), self.keys & ((1 << ITEM_BITS) - 1))  # padding entries: the spare row
         return out[: self.num_users, :width]
 
@@ -184,3 +189,40 @@ def _ascending_on_cpu(keys: torch.Tensor) -> bool:
     if keys.device.type != "cpu" or keys.numel() < 2:
         return keys.device.type == "cpu"
     return bool((keys[1:] >= keys[:-1]).all())
+
+
+def sorted_rows(exclusion) -> torch.Tensor:
+    """(num_users, E) int64, CPU: each user's items ascending (duplicates kept), padded with
+    ``ROW_PADDING``, E the most entries of a user. ``exclusion``: a sparse COO or CSR (users,
+    items) tensor (an entry of value 0 is no item) or padded id rows (users, width) (a negative
+    id is no item). E is read on the host, which on CPU waits for nothing."""
+    if isinstance(exclusion, torch.Tensor) and exclusion.layout == torch.strided:
+        ids = exclusion.to(torch.int64)
+        return torch.where(ids >= 0, ids, ROW_PADDING).sort(1).values
+    num_users = exclusion.shape[0]
+    if exclusion.layout == torch.sparse_csr:
+        starts = exclusion.crow_indices()
+        items = exclusion.col_indices()
+        counts = starts.diff()
+        users = torch.repeat_interleave(torch.arange(num_users), counts, output_size=items.numel())
+    else:  # COO, coalesced: entries sorted by user, then item
+        matrix = exclusion if exclusion.is_coalesced() else exclusion.coalesce()
+        users, items = matrix.indices()
+        counts = torch.bincount(users, minlength=num_users)
+        starts = counts.cumsum(0) - counts
+        exclusion = matrix
+    width = int(counts.max()) if counts.numel() else 0
+    values = exclusion.values()
+    first = starts.to(torch.int64).gather(0, users) - users * width  # entry i goes to flat place i - first
+    flat = torch.arange(items.numel()) - first
+    rows = torch.full((num_users * width,), ROW_PADDING, dtype=torch.int64)
+    rows.index_copy_(0, flat, torch.where(values != 0, items.to(torch.int64), ROW_PADDING))
+    return rows.view(num_users, width).sort(1).values
+
+
+def distinct_in_rows(rows: torch.Tensor, num_items: int) -> torch.Tensor:
+    """(num_users,) float64: the distinct items below ``num_items`` in each of the sorted
+    ``rows`` (``sorted_rows``)."""
+    first = torch.ones(rows.shape, dtype=torch.bool, device=rows.device)
+    first[:, 1:] = rows[:, 1:] != rows[:, :-1]
+    return (first & (rows < num_items)).sum(1, dtype=torch.float64)

@@ -34,7 +34,7 @@ from .relevance import (
     invalid_flags,
     relevance_pass,
 )
-from . import tuning
+from .item_sets import distinct_in_rows
 from .selection import (
     listed_exclusion_pays, stable_topk, stable_topk_excluding, stable_topk_excluding_listed, value_group_size,
 )
@@ -237,21 +237,23 @@ def _candidates(batch: RankingInput, depth: int):
     scores = batch.scores.contiguous()
     num_items = scores.shape[1]
     depth = min(depth, num_items)
-    table, bound = batch.excluded_table, batch.excluded_bound
-    if table is None and batch.excluded is None:
+    if not batch.has_exclusion:
         order, has_nan = stable_topk(scores, depth, detect_nan=True)
         num_candidates = torch.full(has_nan.shape, float(num_items), dtype=torch.float64, device=batch.device)
         return order, num_candidates, {_NAN_SCORES: has_nan.any()}, None
+    rows = batch.excluded_rows
+    if rows is not None and listed_exclusion_pays(num_items, depth, rows.shape[1]):
+        # a sparse or id exclusion on CPU: no mask while the plain selection of depth + E items pays
+        order, has_nan = stable_topk_excluding_listed(scores, depth, rows, detect_nan=True)
+        num_candidates = num_items - distinct_in_rows(rows, num_items)
+        return order, num_candidates, {_NAN_SCORES: has_nan.any()}, None
+    table = batch.excluded_table
     if table is None:
         order, has_nan = stable_topk_excluding(scores, depth, batch.excluded, detect_nan=True)
         num_candidates = (num_items - count_true(batch.excluded)).to(torch.float64)
         return order, num_candidates, {_NAN_SCORES: has_nan.any()}, None
-    # a sparse or id exclusion: no mask while the plain selection of depth + bound items pays
-    if bound is not None and tuning.cpu_tuned(scores.device) and listed_exclusion_pays(num_items, depth, bound):
-        order, has_nan = stable_topk_excluding_listed(scores, depth, table.padded_rows(bound), detect_nan=True)
-    else:
-        entries = (table.users, table.keys & ((1 << 32) - 1))
-        order, has_nan = stable_topk_excluding(scores, depth, batch.excluded, detect_nan=True, entries=entries)
+    entries = (table.users, table.keys & ((1 << 32) - 1))
+    order, has_nan = stable_topk_excluding(scores, depth, batch.excluded, detect_nan=True, entries=entries)
     num_candidates = num_items - table.per_user_sum(table.distinct_entries(num_items))
     return order, num_candidates, {_NAN_SCORES: has_nan.any()}, None
 

@@ -70,7 +70,7 @@ def _parse_lists(output, num_items: Optional[int], metric: str, user_tags: bool 
 def _top_items(batch: RankingInput, top_k: list):
     """Item ids (batch, min(max k, number of items listed)) in ranked order, -1 past a user's
     candidates, and the invalid-flag dict."""
-    if batch.scores is not None and batch.excluded is None:
+    if batch.scores is not None and not batch.has_exclusion:
         order, has_nan = stable_topk(batch.scores.contiguous(), top_k[-1], detect_nan=True)
         invalid = {_NAN_SCORES: has_nan.any()}
     else:
