@@ -36,7 +36,7 @@ def make_data(batch, items, excluded_per_user=100, seed=0):
 
 
 def main():
-    from ignite_recsys._core.item_sets import ItemTable
+    from ignite_recsys._core.item_sets import sorted_rows
     from ignite_recsys._core.selection import stable_topk, stable_topk_excluding, stable_topk_excluding_listed
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -58,8 +58,7 @@ def main():
     for items in args.sizes:
         batch = args.large_batch if items >= 1_000_000 else args.batch
         scores, excluded = make_data(batch, items)
-        table = ItemTable.from_sparse(excluded.to_sparse())
-        rows = table.padded_rows(table.max_entries_per_user())
+        rows = sorted_rows(excluded.to_sparse_csr())
         candidates = {
             "torch.topk": lambda: torch.topk(scores, k),
             "stable_topk": lambda: stable_topk(scores, k),

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from ignite_recsys._core.item_sets import ItemTable
+from ignite_recsys._core.item_sets import ROW_PADDING, ItemTable, distinct_in_rows, sorted_rows
 
 
 def _random_sets(rng, users, items, share=0.3):
@@ -13,8 +13,9 @@ def _random_sets(rng, users, items, share=0.3):
     return stored, values
 
 
-def _tables(stored, values):
-    """The same sets in every form: COO (coalesced and not), CSR, padded ids."""
+def _raw_forms(stored, values):
+    """The same sets in every form: COO (coalesced and not), CSR (columns ascending in each row
+    and not), padded ids with their grades."""
     users, items = stored.shape
     rows, cols = np.nonzero(stored)
     indices = torch.tensor(np.stack([rows, cols]), dtype=torch.int64)
@@ -36,11 +37,15 @@ def _tables(stored, values):
     # its check); the table must not rely on the order (it is sorted when not ascending)
     unsorted_csr = torch.sparse_csr_tensor(crow, csr.col_indices()[order], csr.values()[order], (users, items))
     return {
-        "coo": ItemTable.from_sparse(coo),
-        "csr_unsorted": ItemTable.from_sparse(unsorted_csr),
-        "coo_uncoalesced": ItemTable.from_sparse(shuffled),
-        "csr": ItemTable.from_sparse(coo.to_sparse_csr()),
-        "ids": ItemTable.from_ids(torch.tensor(ids), torch.tensor(grades)),
+        "coo": coo, "csr_unsorted": unsorted_csr, "coo_uncoalesced": shuffled, "csr": coo.to_sparse_csr(),
+        "ids": (torch.tensor(ids), torch.tensor(grades)),
+    }
+
+
+def _tables(stored, values):
+    return {
+        name: ItemTable.from_ids(*form) if name == "ids" else ItemTable.from_sparse(form)
+        for name, form in _raw_forms(stored, values).items()
     }
 
 
@@ -81,3 +86,34 @@ def test_empty_table():
     values, found = table.lookup(torch.tensor([[0, 1], [2, -1]]))
     assert not found.any() and not values.any()
     assert table.top_values(2).abs().sum() == 0
+
+
+@pytest.mark.parametrize("form", ["coo", "coo_uncoalesced", "csr", "csr_unsorted", "ids"])
+@pytest.mark.parametrize("shape", [(1, 1), (5, 7), (9, 40), (3, 0), (4, 300)])
+def test_sorted_rows_equal_numpy(form, shape):
+    """Each user's items ascending, then ROW_PADDING: for sparse forms the entries of nonzero
+    value (a stored zero is no item), for id rows every id >= 0 (grades are not read)."""
+    rng = np.random.default_rng(sum(shape) + 1)
+    stored, values = _random_sets(rng, *shape)
+    raw = _raw_forms(stored, values)[form]
+    rows = sorted_rows(raw[0] if form == "ids" else raw)
+    kept = stored if form == "ids" else stored & (values != 0)
+    assert rows.dtype == torch.int64 and rows.shape[0] == shape[0]
+    assert rows.shape[1] >= kept.sum(1).max(initial=0)
+    for u in range(shape[0]):
+        items = np.flatnonzero(kept[u])
+        np.testing.assert_array_equal(rows[u, : len(items)].numpy(), items)
+        assert (rows[u, len(items):] == ROW_PADDING).all()
+    for num_items in (0, shape[1] // 2, shape[1]):
+        np.testing.assert_array_equal(distinct_in_rows(rows, num_items).numpy(), kept[:, :num_items].sum(1))
+
+
+def test_sorted_rows_keep_duplicate_ids_and_drop_negative_ones_and_entries_summing_to_zero():
+    ids = torch.tensor([[5, -1, 2, 5], [-3, -1, -1, -1]], dtype=torch.int32)
+    np.testing.assert_array_equal(sorted_rows(ids).numpy(), [[2, 5, 5, ROW_PADDING], [ROW_PADDING] * 4])
+    np.testing.assert_array_equal(distinct_in_rows(sorted_rows(ids), 10).numpy(), [2, 0])
+    # an uncoalesced COO tensor: (0, 1) stored as +1 and -1 sums to 0 (no item), (0, 3) twice to 2
+    coo = torch.sparse_coo_tensor(torch.tensor([[0, 0, 0, 0, 1], [1, 3, 1, 3, 0]]), torch.tensor([1.0, 1, -1, 1, 4]), (2, 5))
+    rows = sorted_rows(coo)
+    assert rows[0, 0] == 3 and (rows[0, 1:] == ROW_PADDING).all()
+    assert rows[1, 0] == 0 and (rows[1, 1:] == ROW_PADDING).all()

@@ -23,7 +23,7 @@ from test_selection_excluding import PATTERNS, _case, reference
 
 import ignite_recsys._core.ranking as ranking
 from ignite_recsys._core import tuning
-from ignite_recsys._core.item_sets import ItemTable
+from ignite_recsys._core.item_sets import sorted_rows
 from ignite_recsys._core.selection import stable_topk_excluding_listed
 
 
@@ -40,11 +40,8 @@ def _rows_of(excluded: np.ndarray, rng, duplicates: bool = False) -> torch.Tenso
 
 
 def _select(scores: np.ndarray, excluded: np.ndarray, k: int, rng, dtype=torch.float32, duplicates=False):
-    ids = _rows_of(excluded, rng, duplicates)
-    table = ItemTable.from_ids(ids, torch.ones(ids.shape, dtype=torch.bool))
-    return stable_topk_excluding_listed(
-        torch.from_numpy(scores).to(dtype), k, table.padded_rows(ids.shape[1]), detect_nan=True
-    )
+    rows = sorted_rows(_rows_of(excluded, rng, duplicates))
+    return stable_topk_excluding_listed(torch.from_numpy(scores).to(dtype), k, rows, detect_nan=True)
 
 
 @pytest.mark.parametrize("k", [1, 7, 100])

@@ -11,16 +11,15 @@ on the host:
 - ``top_values(k)``: each user's k largest values, descending, without a per-user loop;
 - ``find_in_rows(sorted_ids, order)``: where each entry sits in rows of ids sorted once (a merge
   of two sorted key lists, with the entries, usually fewer, as the queries);
-- ``distinct_entries(num_items)``: the first entry of each distinct (user, item) in range;
-- ``padded_rows(width)``: each user's items as one sorted row of a (num_users, width) tensor.
+- ``distinct_entries(num_items)``: the first entry of each distinct (user, item) in range.
 
-On CPU an exclusion given as CSR, COO or id rows goes straight to such sorted rows
-(``sorted_rows``), without a table: the selection that leaves the items out reads them as rows,
-and ``distinct_in_rows`` counts each user's excluded items.
+On CPU an exclusion given as CSR, COO or id rows goes instead to one sorted row of ids per user
+(``sorted_rows``): the selection that leaves the items out reads rows, and ``distinct_in_rows``
+counts each user's excluded items in them.
 
-Nothing here reads a tensor value on the host on an accelerator, so the same code runs on CPU and
-CUDA; on CPU, where a host read waits for nothing, the sort is skipped for keys already in order
-and ``max_entries_per_user`` reads its count.
+Nothing in the table reads a tensor value on the host on an accelerator, so the same code runs on
+CPU and CUDA; on CPU, where a host read waits for nothing, the sort is skipped for keys already in
+order, and ``sorted_rows`` (CPU only) reads the width of its rows.
 """
 
 from __future__ import annotations
@@ -136,24 +135,6 @@ class ItemTable:
         first = torch.ones(self.keys.shape, dtype=torch.bool, device=self.keys.device)
         first[1:] = self.keys[1:] != self.keys[:-1]
         return first & (self.keys < (self.num_users << ITEM_BITS)) & ((self.keys & ((1 << ITEM_BITS) - 1)) < num_items)
-
-    def padded_rows(self, width: int) -> torch.Tensor:
-        """(num_users, width) int64: each user's items ascending (duplicates kept), then
-        ``ROW_PADDING`` (above every item). ``width`` must be at least the most entries of a user."""
-        users = self.users
-        counts = torch.zeros(self.num_users + 1, dtype=torch.int64, device=self.keys.device)
-        counts.index_add_(0, users, torch.ones_like(users))
-        first = counts.cumsum(0) - counts  # position of each user's first entry (keys are sorted)
-        column = (torch.arange(users.numel(), device=users.device) - first.gather(0, users)).clamp_(max=max(width - 1, 0))
-        out = torch.full((self.num_users + 1, max(width, 1)), ROW_PADDING, dtype=torch.int64, device=users.device)
-        out.index_put_((users, column), self.keys & ((1 << ITEM_BITS) - 1))  # padding entries: the spare row
-        return out[: self.num_users, :width]
-
-    def max_entries_per_user(self) -> int:
-        """The most entries any user has (duplicates and all), read on the host: a device
-        synchronisation on an accelerator, so only for tables on the CPU."""
-        counts = torch.bincount(self.users, minlength=self.num_users + 1)[: self.num_users]
-        return int(counts.max()) if counts.numel() else 0
 
     def per_user_sum(self, per_entry: torch.Tensor, dtype: torch.dtype = torch.float64) -> torch.Tensor:
         """(num_users,) the sum of ``per_entry`` (nnz,) over each user's entries."""

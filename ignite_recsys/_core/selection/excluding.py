@@ -260,7 +260,7 @@ def stable_topk_excluding_listed(scores: torch.Tensor, k: int, excluded_rows: to
     """``stable_topk_excluding`` for an exclusion given as rows of item ids, without a mask.
 
     ``excluded_rows``: (batch, E) int64, each row's excluded items sorted ascending (duplicates
-    allowed), padded with any value >= num_items (``ItemTable.padded_rows``). At most E items of
+    allowed), padded with any value >= num_items (``item_sets.sorted_rows``). At most E items of
     a row are excluded, so the plain selection (``stable_topk``) of its best ``k + E`` items holds
     its first ``k`` candidates, and the plain order restricted to candidates is the candidates'
     order. The excluded ones among them are found by a ``searchsorted`` in the row's sorted
