@@ -89,6 +89,8 @@ def rank_input(
     # A ranked list narrower than the cut-offs: the positions past it are empty, but they are
     # still positions of the ranking (the ideal ranking, and NDCG's IDCG@k, fill them)
     width = depth + 1 if batch.num_items is None else min(depth + 1, batch.num_items)
+    if batch.scores is None:  # no ties to look for past the cut-offs: no extra position
+        width = min(width, depth)
     if order.shape[1] < width:
         order = torch.nn.functional.pad(order, (0, width - order.shape[1]), value=-1)
     depth = min(depth, order.shape[1])
@@ -124,7 +126,8 @@ def rank_input(
             at_ids = torch.zeros(ids.numel() + 1, dtype=torch.float64, device=ids.device)
             at_ids.index_put_((flat,), values)
             top_labels = _compact(at_ids[:-1].view(ids.shape), column, 0.0)[:, :depth]
-            top_labels = torch.nn.functional.pad(top_labels, (0, depth - top_labels.shape[1]))  # empty positions
+            if top_labels.shape[1] < depth:  # empty positions
+                top_labels = torch.nn.functional.pad(top_labels, (0, depth - top_labels.shape[1]))
     top_relevant = relevance.indicator(top_labels)
     top_gain = None if gain_function is None else gains(top_labels, top_relevant, gain_function, relevance_threshold)
 
