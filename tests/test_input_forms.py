@@ -57,6 +57,11 @@ BAD = {
     "target id out of range": ((_good()[0], R.ItemIds(torch.tensor([[7, -1]]))), ValueError, "y holds item ids outside"),
     "duplicate target id": ((_good()[0], R.ItemIds(torch.tensor([[1, 1]]))), ValueError, "twice"),
     "exclude id out of range": ((*_good(), R.ItemIds(torch.tensor([[4]]))), ValueError, "exclude holds item ids outside"),
+    # ids of 2**32 and more do not fit the item bits of the tables' keys: refused, not a crash
+    "exclude id of 2**40": ((*_good(), R.ItemIds(torch.tensor([[1 << 40]]))), ValueError, "exclude holds item ids outside"),
+    "target id of 2**32": ((_good()[0], R.ItemIds(torch.tensor([[1 << 32, 1]]))), ValueError, "y holds item ids outside"),
+    "ranked id of 2**40": ((R.RankedItems(torch.tensor([[1 << 40, 1]])), torch.tensor([[0.0, 1, 1, 0]])), ValueError,
+                           "outside"),
     "exclude shape": ((*_good(), torch.zeros(1, 5, dtype=torch.bool)), ValueError, "exclude must have 4 columns"),
     "exclude users": ((*_good(), torch.zeros(2, 4, dtype=torch.bool)), ValueError, "exclude must hold 1 users"),
     "sparse target shape": ((_good()[0], torch.zeros(1, 3).to_sparse()), ValueError, "y must have 4 columns"),

@@ -289,3 +289,44 @@ def test_explicit_zero_in_a_sparse_exclusion_excludes_nothing_with_ranked_ids():
     got = run_metric(R.HitRate([1]), [(R.RankedItems(ranked), labels, exclude)])
     # user 0: item 3 (relevant) stays first (excluded, item 1 would come first: a miss); user 1: a miss
     assert got == [0.5]
+
+
+def test_a_user_with_many_exclusions_takes_the_masked_kernel_and_equals_reference(monkeypatch):
+    """One user of the batch excludes far more items than the others (a long history): the rows
+    of the listed path would be as wide as that user's list for every user, so past the bound
+    of the group stages (E x 64 <= N) the ranking step masks instead; the values stay those of
+    the reference."""
+    rng = np.random.default_rng(11)
+    users, items, k = 5, 20_000, 10
+    scores = rng.integers(0, 50, size=(users, items)).astype(np.float32)
+    labels = (rng.random((users, items)) < 0.01).astype(np.float32)
+    excluded = rng.random((users, items)) < 0.002
+    excluded[0, rng.choice(items, size=items // 32, replace=False)] = True  # 625 x 64 > 20k
+    excluded[0, np.argsort(-scores[0], kind="stable")[:40]] = True
+    taken = []
+    listed = ranking.stable_topk_excluding_listed
+    monkeypatch.setattr(ranking, "stable_topk_excluding_listed", lambda *a, **kw: taken.append(1) or listed(*a, **kw))
+    users_of, items_of = np.nonzero(excluded)
+    csr = torch.sparse_coo_tensor(torch.from_numpy(np.stack([users_of, items_of])), torch.ones(len(users_of)),
+                                  excluded.shape).to_sparse_csr()
+    sets = [set(np.flatnonzero(row).tolist()) for row in excluded]
+    means = ref.candidate_metric_means(ref.candidate_rankings(scores, sets), labels, [1, 5, k])
+    metric = R.RankingMetrics([1, 5, k], metrics=["ndcg", "recall", "map"])
+    got = run_metric(metric, [(torch.from_numpy(scores), torch.from_numpy(labels), csr)])
+    assert not taken
+    for name in ("ndcg", "recall", "map"):
+        np.testing.assert_allclose([got[f"{name}@{c}"] for c in (1, 5, k)], means[name], atol=1e-12, err_msg=name)
+
+
+def test_coo_exclusion_flagged_coalesced_with_entries_out_of_user_order():
+    """A COO tensor built with ``is_coalesced=True`` whose entries do not come user by user: each
+    user's exclusions stay that user's."""
+    items = 20_000
+    scores = torch.zeros(2, items)
+    scores[:, 0], scores[:, 2] = 2.0, 1.0
+    labels = torch.zeros(2, items)
+    labels[0, 0] = labels[1, 2] = 1.0
+    # user 1 excludes item 0 (its best, not relevant), user 0 item 2; the entry of user 1 comes first
+    exclude = torch.sparse_coo_tensor(torch.tensor([[1, 0], [0, 2]]), torch.ones(2), (2, items), is_coalesced=True)
+    got = run_metric(R.HitRate([1]), [(scores, labels, exclude)])
+    assert got == [1.0]

@@ -23,8 +23,7 @@ import torch
 
 from .. import _validation as V
 from ..inputs import ItemIds, RankedItems, UserGroups, UserIds
-from . import tuning
-from .item_sets import ROW_PADDING, ItemTable, sorted_rows
+from .item_sets import ItemTable, entries_bound, sorted_rows
 
 
 @dataclass
@@ -40,11 +39,12 @@ class RankingInput:
     labels: Optional[torch.Tensor] = None  # (B, N) dense relevance
     targets: Optional[ItemTable] = None  # sparse or id-list relevance
     _excluded: Optional[torch.Tensor] = None  # (B, N) bool, for dense scores: see ``excluded``
-    # the exclusion when it came sparse or as ids (entries of value 0 dropped): see ``excluded_table``
+    # an exclusion given as a list: a sparse COO/CSR (B, N) tensor (an entry of value 0 excludes
+    # nothing) or ItemIds' (B, E) id rows (-1 = none); read as ``excluded_table`` or, by the
+    # selection on CPU, as ``excluded_rows``, each made on first use
+    excluded_list: Optional[torch.Tensor] = None
     _excluded_table: Optional[ItemTable] = None
-    # with dense scores on CPU, such an exclusion as each user's items ascending, (B, E) int64
-    # padded with ROW_PADDING (``item_sets.sorted_rows``): what the selection reads there
-    excluded_rows: Optional[torch.Tensor] = None
+    _excluded_rows: Optional[torch.Tensor] = None
     # the ranked ids' rows sorted ascending, (values, indices), for RankedItems
     ranked_sorted: Optional[tuple] = None
     invalid: dict = field(default_factory=dict)  # message -> 0-d bool tensor (value checks)
@@ -53,9 +53,9 @@ class RankingInput:
 
     @property
     def excluded(self) -> Optional[torch.Tensor]:
-        """(B, N) bool, True = excluded, for dense scores (None without exclusion). A sparse or id
-        exclusion is kept as ``excluded_table`` and made dense only here, on first use."""
-        if self._excluded is None and self.excluded_table is not None and self.scores is not None:
+        """(B, N) bool, True = excluded, for dense scores (None without exclusion). An exclusion
+        given as a list is made dense only here, on first use."""
+        if self._excluded is None and self.excluded_list is not None and self.scores is not None:
             self._excluded = _dense_mask(self.excluded_table, self.num_users, self.num_items, self.device)
         return self._excluded
 
@@ -65,21 +65,31 @@ class RankingInput:
 
     @property
     def excluded_table(self) -> Optional[ItemTable]:
-        """A sparse or id exclusion as an :class:`ItemTable` (None without one); made from
-        ``excluded_rows``, where those were made instead, on first use."""
-        if self._excluded_table is None and self.excluded_rows is not None:
-            rows = self.excluded_rows
-            ids = torch.where(rows < ROW_PADDING, rows, -1)
-            self._excluded_table = ItemTable.from_ids(ids, torch.ones(ids.shape, dtype=torch.bool, device=ids.device))
+        """The exclusion list as an :class:`ItemTable` (None without one)."""
+        if self._excluded_table is None and self.excluded_list is not None:
+            listed = self.excluded_list
+            if listed.layout == torch.strided:
+                self._excluded_table = ItemTable.from_ids(listed, torch.ones(listed.shape, dtype=torch.bool, device=listed.device))
+            else:
+                self._excluded_table = ItemTable.from_sparse(listed, drop_zeros=True)
         return self._excluded_table
 
-    @excluded_table.setter
-    def excluded_table(self, table: Optional[ItemTable]) -> None:
-        self._excluded_table = table
+    @property
+    def excluded_rows(self) -> Optional[torch.Tensor]:
+        """CPU: the exclusion list as each user's items ascending, (B, E) int64 padded with
+        ``ROW_PADDING`` (``item_sets.sorted_rows``; None without one)."""
+        if self._excluded_rows is None and self.excluded_list is not None:
+            self._excluded_rows = sorted_rows(self.excluded_list)
+        return self._excluded_rows
+
+    def excluded_width(self) -> int:
+        """CPU: at least the most entries of a user in the exclusion list (which the rows of
+        ``excluded_rows`` hold), read on the host without building the rows."""
+        return entries_bound(self.excluded_list)
 
     @property
     def has_exclusion(self) -> bool:
-        return self._excluded is not None or self._excluded_table is not None or self.excluded_rows is not None
+        return self._excluded is not None or self.excluded_list is not None
 
     @property
     def is_dense(self) -> bool:
@@ -206,30 +216,22 @@ def _parse_ranking_input(output: Any, num_items: Optional[int] = None) -> Rankin
         result.labels = y.detach()
 
     if exclude is not None:
-        table = None
-        listed = isinstance(exclude, ItemIds) or _is_sparse(exclude)
         if isinstance(exclude, ItemIds):
             _check_ids(result, "exclude", exclude.ids)
-        if listed and result.scores is not None and tuning.cpu_tuned(device):
-            # the selection reads sorted rows; their width is read on the host (no device to wait for)
-            result.excluded_rows = sorted_rows(exclude.ids if isinstance(exclude, ItemIds) else exclude.detach())
-            return result
-        if isinstance(exclude, ItemIds):
-            table = ItemTable.from_ids(exclude.ids, torch.ones(exclude.ids.shape, dtype=torch.bool, device=device))
+            result.excluded_list = exclude.ids
         elif _is_sparse(exclude):
-            table = ItemTable.from_sparse(exclude.detach(), drop_zeros=True)  # a nonzero entry = excluded
+            exclude = exclude.detach()
+            if exclude.layout == torch.sparse_coo and not exclude.is_coalesced():
+                exclude = exclude.coalesce()  # duplicate entries summed (torch's meaning), once for every reader
+            result.excluded_list = exclude
         else:
             exclude = _dense_or_error("exclude", exclude, "bool (batch, num_items) (dense or sparse), or ItemIds")
             if exclude.dtype != torch.bool:
                 raise TypeError(f"exclude must be a bool tensor (True = excluded), got dtype {exclude.dtype}")
-        if result.ranked_ids is not None:
-            if table is None:
-                table = ItemTable.from_sparse(exclude.to_sparse())  # ranked ids look items up
-            result.excluded_table = table
-        elif table is None:
-            result.excluded = exclude.detach()
-        else:
-            result.excluded_table = table
+            if result.ranked_ids is not None:
+                result.excluded_list = exclude.detach().to_sparse()  # ranked ids look items up
+            else:
+                result.excluded = exclude.detach()
     return result
 
 

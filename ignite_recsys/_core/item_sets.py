@@ -76,7 +76,9 @@ class ItemTable:
         num_users, width = ids.shape
         users = torch.arange(num_users, device=ids.device).unsqueeze(1)
         padding = torch.full((), num_users << ITEM_BITS, dtype=torch.int64, device=ids.device)
-        keys = torch.where(ids >= 0, torch.add(ids.to(torch.int64), users, alpha=1 << ITEM_BITS), padding)
+        # an id of 2**32 or more (refused by the value checks) must not reach the user's bits
+        items = ids.to(torch.int64).clamp(max=(1 << ITEM_BITS) - 1)
+        keys = torch.where(ids >= 0, torch.add(items, users, alpha=1 << ITEM_BITS), padding)
         return cls._sorted(keys.flatten(), values.flatten(), num_users)
 
     @classmethod
@@ -186,14 +188,17 @@ def sorted_rows(exclusion) -> torch.Tensor:
         items = exclusion.col_indices()
         counts = starts.diff()
         users = torch.repeat_interleave(torch.arange(num_users), counts, output_size=items.numel())
-    else:  # COO, coalesced: entries sorted by user, then item
+        values = exclusion.values()
+    else:  # COO: coalesced (duplicate entries summed), then grouped by user
         matrix = exclusion if exclusion.is_coalesced() else exclusion.coalesce()
         users, items = matrix.indices()
+        values = matrix.values()
+        if not _ascending_on_cpu(users):  # a tensor flagged coalesced whose entries are not in order
+            by_user = users.argsort(stable=True)
+            users, items, values = users[by_user], items[by_user], values[by_user]
         counts = torch.bincount(users, minlength=num_users)
         starts = counts.cumsum(0) - counts
-        exclusion = matrix
     width = int(counts.max()) if counts.numel() else 0
-    values = exclusion.values()
     first = starts.to(torch.int64).gather(0, users) - users * width  # entry i goes to flat place i - first
     flat = torch.arange(items.numel()) - first
     rows = torch.full((num_users * width,), ROW_PADDING, dtype=torch.int64)
@@ -207,3 +212,15 @@ def distinct_in_rows(rows: torch.Tensor, num_items: int) -> torch.Tensor:
     first = torch.ones(rows.shape, dtype=torch.bool, device=rows.device)
     first[:, 1:] = rows[:, 1:] != rows[:, :-1]
     return (first & (rows < num_items)).sum(1, dtype=torch.float64)
+
+
+def entries_bound(exclusion) -> int:
+    """CPU: at least the most entries of a user in ``exclusion`` (as for ``sorted_rows``; the
+    exact count for CSR and coalesced COO tensors, the width for id rows), read on the host."""
+    if isinstance(exclusion, torch.Tensor) and exclusion.layout == torch.strided:
+        return exclusion.shape[1]
+    if exclusion.layout == torch.sparse_csr:
+        counts = exclusion.crow_indices().diff()
+    else:
+        counts = torch.bincount(exclusion._indices()[0], minlength=exclusion.shape[0])
+    return int(counts.max()) if counts.numel() else 0

@@ -34,6 +34,7 @@ from .relevance import (
     invalid_flags,
     relevance_pass,
 )
+from . import tuning
 from .item_sets import distinct_in_rows
 from .selection import (
     listed_exclusion_pays, stable_topk, stable_topk_excluding, stable_topk_excluding_listed, value_group_size,
@@ -244,9 +245,10 @@ def _candidates(batch: RankingInput, depth: int):
         order, has_nan = stable_topk(scores, depth, detect_nan=True)
         num_candidates = torch.full(has_nan.shape, float(num_items), dtype=torch.float64, device=batch.device)
         return order, num_candidates, {_NAN_SCORES: has_nan.any()}, None
-    rows = batch.excluded_rows
-    if rows is not None and listed_exclusion_pays(num_items, depth, rows.shape[1]):
-        # a sparse or id exclusion on CPU: no mask while the plain selection of depth + E items pays
+    listed = batch.excluded_list is not None and tuning.cpu_tuned(scores.device)
+    if listed and listed_exclusion_pays(scores, depth, batch.excluded_width()):
+        # a sparse or id exclusion on CPU, few per user beside the catalog: no mask
+        rows = batch.excluded_rows
         order, has_nan = stable_topk_excluding_listed(scores, depth, rows, detect_nan=True)
         num_candidates = num_items - distinct_in_rows(rows, num_items)
         return order, num_candidates, {_NAN_SCORES: has_nan.any()}, None
