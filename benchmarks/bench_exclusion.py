@@ -8,9 +8,9 @@ ratios to ``torch.topk(scores, 100)`` and to ``stable_topk`` (no exclusion):
 * torch.topk: values and indices of the k largest scores (no tie rule, no exclusion);
 * stable_topk: the library's exact selection without exclusion;
 * stable_topk_excluding: exact selection of the candidates;
-* listed (k + E): ``stable_topk_excluding_listed``, the exclusion as sorted rows of ids (the path
-  of sparse and ``ItemIds`` exclusions on CPU): the plain selection of k + E items, the excluded
-  ones dropped;
+* listed rows: ``stable_topk_excluding_listed``, the exclusion as sorted rows of ids (the path
+  of sparse and ``ItemIds`` exclusions on CPU): the exclusions entering the group stages where
+  E x 64 <= N, else the plain selection of k + E items, the excluded ones dropped;
 * masked copy: ``scores.masked_fill(excluded, -inf)`` then ``stable_topk`` (the naive way: a full
   copy of the batch, and wrong when a candidate scores -inf).
 
@@ -63,7 +63,7 @@ def main():
             "torch.topk": lambda: torch.topk(scores, k),
             "stable_topk": lambda: stable_topk(scores, k),
             "stable_topk_excluding": lambda: stable_topk_excluding(scores, k, excluded),
-            "listed (k + E)": lambda: stable_topk_excluding_listed(scores, k, rows),
+            "listed rows": lambda: stable_topk_excluding_listed(scores, k, rows),
             "masked copy + stable": lambda: stable_topk(scores.masked_fill(excluded, float("-inf")), k),
         }
         medians = median_seconds(candidates, args.rounds)
