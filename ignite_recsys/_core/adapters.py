@@ -68,8 +68,9 @@ class RankingInput:
         """The exclusion list as an :class:`ItemTable` (None without one)."""
         if self._excluded_table is None and self.excluded_list is not None:
             listed = self.excluded_list
-            if listed.layout == torch.strided:
-                self._excluded_table = ItemTable.from_ids(listed, torch.ones(listed.shape, dtype=torch.bool, device=listed.device))
+            if listed.layout == torch.strided:  # id rows: every id an excluded item
+                flags = torch.ones(listed.shape, dtype=torch.bool, device=listed.device)
+                self._excluded_table = ItemTable.from_ids(listed, flags)
             else:
                 self._excluded_table = ItemTable.from_sparse(listed, drop_zeros=True)
         return self._excluded_table
