@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from ignite_recsys._core.item_sets import ROW_PADDING, ItemTable, distinct_in_rows, sorted_rows
+from ignite_recsys._core.item_sets import ROW_PADDING, ItemTable, distinct_in_rows, listed_of_mask, sorted_rows
 
 
 def _random_sets(rng, users, items, share=0.3):
@@ -117,3 +117,24 @@ def test_sorted_rows_keep_duplicate_ids_and_drop_negative_ones_and_entries_summi
     rows = sorted_rows(coo)
     assert rows[0, 0] == 3 and (rows[0, 1:] == ROW_PADDING).all()
     assert rows[1, 0] == 0 and (rows[1, 1:] == ROW_PADDING).all()
+
+
+@pytest.mark.parametrize("shape", [(1, 8), (5, 64), (7, 808)])
+@pytest.mark.parametrize("share", [0.0, 0.01, 0.3, 1.0])
+def test_listed_of_mask_holds_the_true_entries(shape, share):
+    """A dense bool mask as a list: its True entries, user by user, items ascending, as a
+    coalesced COO tensor; None when the rows may hold more than asked, or are not whole words."""
+    rng = np.random.default_rng(shape[1])
+    mask = rng.random(shape) < share
+    listed = listed_of_mask(torch.from_numpy(mask), shape[1])
+    assert listed.is_coalesced()
+    np.testing.assert_array_equal(listed.indices().numpy(), np.stack(np.nonzero(mask)))
+    np.testing.assert_array_equal(listed.to_dense().numpy(), mask)
+    rows = sorted_rows(listed)
+    for u in range(shape[0]):
+        items = np.flatnonzero(mask[u])
+        np.testing.assert_array_equal(rows[u, : len(items)].numpy(), items)
+    if mask.sum(1).max(initial=0) > 1:  # words holding entries exceed one per user
+        assert listed_of_mask(torch.from_numpy(mask), 0) is None
+    assert listed_of_mask(torch.zeros(2, 12, dtype=torch.bool), 5) is None  # 12 items: not whole words
+    assert listed_of_mask(torch.zeros(2, 0, dtype=torch.bool), 5) is None

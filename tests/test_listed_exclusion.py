@@ -237,10 +237,11 @@ def _forms(excluded, rng, scores):
     twice = np.stack([np.concatenate([users, users]), np.concatenate([items, items])])[:, order]
     uncoalesced = torch.sparse_coo_tensor(torch.from_numpy(twice), torch.ones(2 * len(users)), excluded.shape)
     return {"ids": R.ItemIds(ids), "coo": coo, "csr": coo.to_sparse_csr(), "coo_zeros": with_zeros,
-            "csr_zeros": with_zeros.to_sparse_csr(), "coo_uncoalesced": uncoalesced}
+            "csr_zeros": with_zeros.to_sparse_csr(), "coo_uncoalesced": uncoalesced,
+            "dense": torch.from_numpy(excluded)}  # a dense mask is listed on CPU where it holds few entries
 
 
-@pytest.mark.parametrize("form", ["ids", "coo", "csr", "coo_zeros", "csr_zeros", "coo_uncoalesced"])
+@pytest.mark.parametrize("form", ["ids", "coo", "csr", "coo_zeros", "csr_zeros", "coo_uncoalesced", "dense"])
 @pytest.mark.parametrize("target_form", ["dense", "csr"])
 @pytest.mark.parametrize("few_candidates", [False, True])
 def test_metrics_equal_reference(form, target_form, few_candidates, monkeypatch):
@@ -330,3 +331,27 @@ def test_coo_exclusion_flagged_coalesced_with_entries_out_of_user_order():
     exclude = torch.sparse_coo_tensor(torch.tensor([[1, 0], [0, 2]]), torch.ones(2), (2, items), is_coalesced=True)
     got = run_metric(R.HitRate([1]), [(scores, labels, exclude)])
     assert got == [1.0]
+
+
+@pytest.mark.parametrize("form", ["dense", "csr", "ids"])
+def test_excluded_best_items_leave_the_best_candidate_first(form, monkeypatch):
+    """Each user's 50 best items excluded (and a few others), its best candidate the only relevant
+    item: HitRate@1 is 1 and NDCG@10 is 1 exactly when every excluded item is left out, on the
+    listed path (checked with a spy), whichever form the exclusion comes in."""
+    rng = np.random.default_rng(5)
+    users, items = 4, 20_000
+    scores = rng.permutation(users * items).reshape(users, items).astype(np.float32)
+    best = np.argsort(-scores, axis=1, kind="stable")
+    excluded = rng.random((users, items)) < 0.001
+    excluded[np.arange(users)[:, None], best[:, :50]] = True
+    labels = np.zeros((users, items), dtype=np.float32)
+    for u in range(users):
+        labels[u, best[u][~excluded[u, best[u]]][0]] = 1.0
+    taken = []
+    listed = ranking.stable_topk_excluding_listed
+    monkeypatch.setattr(ranking, "stable_topk_excluding_listed", lambda *a, **kw: taken.append(1) or listed(*a, **kw))
+    exclude = _forms(excluded, rng, scores)[form]
+    got = run_metric(R.RankingMetrics([1, 10], metrics=["hit_rate", "ndcg"]),
+                     [(torch.from_numpy(scores), torch.from_numpy(labels), exclude)])
+    assert taken
+    assert got["hit_rate@1"] == 1.0 and got["ndcg@10"] == 1.0

@@ -224,3 +224,26 @@ def entries_bound(exclusion) -> int:
     else:
         counts = torch.bincount(exclusion._indices()[0], minlength=exclusion.shape[0])
     return int(counts.max()) if counts.numel() else 0
+
+
+def listed_of_mask(mask: torch.Tensor, most_per_row: int):
+    """CPU: the True entries of a dense bool (users, items) mask as a coalesced sparse COO
+    tensor, or None where some row may hold more than ``most_per_row`` of them (then the mask is
+    better read as it is) or a row is not a whole number (> 0) of 8-byte words. The mask is
+    read as int64 words (eight items each): only the words that hold a True entry are looked into,
+    so a mask with few entries per row costs about one read of it."""
+    num_users, num_items = mask.shape
+    if num_items == 0 or num_items % 8 or not mask.is_contiguous():
+        return None
+    words = mask.view(torch.int64)
+    hit = words.nonzero()  # (words holding an entry, 2): user, word; row-major, so in order
+    if hit.shape[0] > num_users * most_per_row:  # some user has more entries than that
+        return None
+    eight = mask.view(num_users, num_items // 8, 8)[hit[:, 0], hit[:, 1]]
+    entry = eight.nonzero()  # (entries, 2): the hit word, the byte in it
+    users = hit[:, 0].gather(0, entry[:, 0])
+    items = torch.add(entry[:, 1], hit[:, 1].gather(0, entry[:, 0]), alpha=8)
+    values = torch.ones(users.shape, dtype=torch.bool)
+    return torch.sparse_coo_tensor(
+        torch.stack([users, items]), values, mask.shape, is_coalesced=True, check_invariants=False
+    )

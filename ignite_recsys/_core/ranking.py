@@ -34,10 +34,9 @@ from .relevance import (
     invalid_flags,
     relevance_pass,
 )
-from . import tuning
-from .item_sets import distinct_in_rows
+from .item_sets import distinct_in_rows, listed_of_mask
 from .selection import (
-    listed_exclusion_pays, stable_topk, stable_topk_excluding, stable_topk_excluding_listed, value_group_size,
+    listed_bound, stable_topk, stable_topk_excluding, stable_topk_excluding_listed, value_group_size,
 )
 from .ties import boundary_ties, last_group_totals, stable_positions, tie_expectations
 
@@ -245,9 +244,12 @@ def _candidates(batch: RankingInput, depth: int):
         order, has_nan = stable_topk(scores, depth, detect_nan=True)
         num_candidates = torch.full(has_nan.shape, float(num_items), dtype=torch.float64, device=batch.device)
         return order, num_candidates, {_NAN_SCORES: has_nan.any()}, None
-    listed = batch.excluded_list is not None and tuning.cpu_tuned(scores.device)
-    if listed and listed_exclusion_pays(scores, depth, batch.excluded_width()):
-        # a sparse or id exclusion on CPU, few per user beside the catalog: no mask
+    most = listed_bound(scores, depth)  # None: no listed selection here (e.g. an accelerator)
+    if batch.excluded_list is None and most is not None:
+        # a dense mask on CPU: its entries as a list, unless too many for the group stages
+        batch.excluded_list = listed_of_mask(batch.excluded, most)
+    if batch.excluded_list is not None and most is not None and batch.excluded_width() <= most:
+        # few excluded items per user beside the catalog: the listed selection, no mask
         rows = batch.excluded_rows
         order, has_nan = stable_topk_excluding_listed(scores, depth, rows, detect_nan=True)
         num_candidates = num_items - distinct_in_rows(rows, num_items)

@@ -12,7 +12,7 @@ Every selection of the library goes through these three functions; a kernel for 
   ranking's labels), :mod:`.values`.
 """
 
-from .excluding import listed_exclusion_pays, stable_topk_excluding, stable_topk_excluding_listed
+from .excluding import listed_bound, stable_topk_excluding, stable_topk_excluding_listed
 from .groups import LOW_MASK, holds_nan, ordered_int32, stable_topk
 from .values import strided_candidates, strided_groups, top_values, value_group_size
 

@@ -250,14 +250,17 @@ def _best_positions(keys: torch.Tensor, items: Optional[torch.Tensor], k: int, s
     return _packed_best(keys, low_bits, k, sorted)
 
 
-def listed_exclusion_pays(scores: torch.Tensor, k: int, bound: int) -> bool:
-    """Whether ``stable_topk_excluding_listed`` is the cheaper way to leave out at most ``bound``
-    listed items per row of ``scores``: where the exclusions enter the stages of the group
-    pre-filter (``_groups_hold_listed``). Beyond that its plain selection of ``k + bound`` items
-    costs more than the masked kernel (measured on CPU at N = 100k: 3.5x at E = 1,600, 4.5x at
-    3,200; the masked kernel's cost hardly grows with E), so the ranking step takes the masked
-    kernel there."""
-    return tuning.cpu_tuned(scores.device) and _groups_hold_listed(scores, k, bound)
+def listed_bound(scores: torch.Tensor, k: int) -> Optional[int]:
+    """The most listed items per row that ``stable_topk_excluding_listed`` takes into the stages
+    of the group pre-filter (E x g <= N, ``_groups_hold_listed``), or None where those stages do
+    not apply (accelerators, 64-bit scores, rows too short for groups). Beyond that bound its
+    plain selection of ``k + E`` items costs more than the masked kernel (measured on CPU at
+    N = 100k: 3.5x at E = 1,600, 4.5x at 3,200; the masked kernel's cost hardly grows with E), so
+    the ranking step takes the masked kernel there."""
+    sizes = group_sizes(scores.shape[1], k)
+    if sizes is None or scores.dtype == torch.float64 or not tuning.cpu_tuned(scores.device):
+        return None
+    return scores.shape[1] // sizes[0]
 
 
 def stable_topk_excluding_listed(scores: torch.Tensor, k: int, excluded_rows: torch.Tensor, detect_nan: bool = False):
@@ -283,7 +286,7 @@ def stable_topk_excluding_listed(scores: torch.Tensor, k: int, excluded_rows: to
     ``-inf`` (they still take no position). On CPU whether any row holds a NaN is read on the
     host (no device to wait for) and the copy made only then; on an accelerator the copy is
     always made (no synchronisation), which is why the ranking step takes this path on CPU, and
-    only where the exclusions enter the group stages (``listed_exclusion_pays``)."""
+    only where the exclusions enter the group stages (``listed_bound``)."""
     num_rows, num_cols = scores.shape
     if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= num_cols:
         raise ValueError(f"k must be an int in [1, num_items={num_cols}], got {k!r}")
@@ -361,6 +364,10 @@ def _listed_in_groups(x: torch.Tensor, k: int, excluded_rows: torch.Tensor):
     # stage 1: the groups by their best candidate
     group_keys = _candidate_group_keys(x, maxima, group_of_entry, listed, offset, distinct, group)
     groups = _packed_best(group_keys, index_low_bits(num_groups, device), k)
+    # each stage's temporaries are let go as soon as it is done: held to the end, they made the
+    # heap grow past glibc's trim threshold and be returned to the OS after every call (thousands
+    # of page faults per call to touch it again)
+    del maxima, group_keys
     # stage 2: positions of the excluded items in the copy of the chosen groups (spare: the end)
     copy_width = k * group
     in_copy = _slots(groups, num_groups, group).gather(1, group_of_entry)
@@ -372,6 +379,7 @@ def _listed_in_groups(x: torch.Tensor, k: int, excluded_rows: torch.Tensor):
     flat.index_fill_(0, in_flat.flatten(), float("-inf"))
     num_subs = copy_width // sub_group
     sub_maxima = group_maxima(flat[:-1].view(num_rows, copy_width), sub_group)
+    del flat, in_flat
     sub_of_entry = torch.div(in_copy, sub_group, rounding_mode="floor")  # num_subs: spare
     sub_count = torch.zeros(num_rows, num_subs + 1, dtype=torch.int32, device=device)
     sub_count.scatter_add_(1, sub_of_entry, distinct)
@@ -380,6 +388,7 @@ def _listed_in_groups(x: torch.Tensor, k: int, excluded_rows: torch.Tensor):
     first_bits = torch.arange(LOW_MASK, LOW_MASK - group, -sub_group, device=device)
     sub_low_bits = torch.add(first_bits, groups.unsqueeze(2), alpha=-group).flatten(1)
     best_sub = _packed_best(sub_keys, sub_low_bits, k)  # places in the copy
+    del sub_maxima, sub_count, sub_keys, sub_low_bits
     chosen_subs = runs(groups, group // sub_group).gather(1, best_sub)
     # stage 3: the chosen sub-groups' items and the tail; positions of the excluded ones
     values = rows_of_groups(x, chosen_subs, sub_group).flatten(1)
