@@ -50,20 +50,7 @@ class ItemTable:
         uncoalesced COO tensor is coalesced first (its duplicate entries summed, as torch defines
         it), which synchronises on CUDA."""
         num_users = matrix.shape[0]
-        if matrix.layout == torch.sparse_coo:
-            if not matrix.is_coalesced():
-                matrix = matrix.coalesce()
-            users, items = matrix.indices()
-            values = matrix.values()
-        elif matrix.layout == torch.sparse_csr:
-            rows = matrix.crow_indices()
-            items = matrix.col_indices()
-            values = matrix.values()
-            users = torch.repeat_interleave(
-                torch.arange(num_users, device=rows.device), rows.diff(), output_size=items.numel()
-            )
-        else:
-            raise TypeError(f"expected a sparse COO or CSR tensor, got layout {matrix.layout}")
+        users, items, values = _sparse_entries(matrix)
         keys = torch.add(items.to(torch.int64), users.to(torch.int64), alpha=1 << ITEM_BITS)
         if drop_zeros:
             padding = torch.full((), num_users << ITEM_BITS, dtype=torch.int64, device=keys.device)
@@ -164,6 +151,25 @@ class ItemTable:
         return out[: self.num_users, :k]
 
 
+def _sparse_entries(matrix: torch.Tensor) -> tuple:
+    """(users, items, values) of the stored entries of a sparse COO or CSR (users, items) tensor,
+    user by user for CSR; an uncoalesced COO tensor is coalesced first (its duplicate entries
+    summed, as torch defines it; a synchronisation on CUDA)."""
+    if matrix.layout == torch.sparse_coo:
+        if not matrix.is_coalesced():
+            matrix = matrix.coalesce()
+        users, items = matrix.indices()
+    elif matrix.layout == torch.sparse_csr:
+        rows = matrix.crow_indices()
+        items = matrix.col_indices()
+        users = torch.repeat_interleave(
+            torch.arange(matrix.shape[0], device=rows.device), rows.diff(), output_size=items.numel()
+        )
+    else:
+        raise TypeError(f"expected a sparse COO or CSR tensor, got layout {matrix.layout}")
+    return users, items, matrix.values()
+
+
 def _ascending_on_cpu(keys: torch.Tensor) -> bool:
     """Whether CPU ``keys`` are already in ascending order (the entries of a CSR tensor, whose
     column indices torch requires sorted within a row, and of a coalesced COO tensor are), so
@@ -183,21 +189,12 @@ def sorted_rows(exclusion) -> torch.Tensor:
         ids = exclusion.to(torch.int64)
         return torch.where(ids >= 0, ids, ROW_PADDING).sort(1).values
     num_users = exclusion.shape[0]
-    if exclusion.layout == torch.sparse_csr:
-        starts = exclusion.crow_indices()
-        items = exclusion.col_indices()
-        counts = starts.diff()
-        users = torch.repeat_interleave(torch.arange(num_users), counts, output_size=items.numel())
-        values = exclusion.values()
-    else:  # COO: coalesced (duplicate entries summed), then grouped by user
-        matrix = exclusion if exclusion.is_coalesced() else exclusion.coalesce()
-        users, items = matrix.indices()
-        values = matrix.values()
-        if not _ascending_on_cpu(users):  # a tensor flagged coalesced whose entries are not in order
-            by_user = users.argsort(stable=True)
-            users, items, values = users[by_user], items[by_user], values[by_user]
-        counts = torch.bincount(users, minlength=num_users)
-        starts = counts.cumsum(0) - counts
+    users, items, values = _sparse_entries(exclusion)
+    if not _ascending_on_cpu(users):  # a COO tensor flagged coalesced whose entries are not in order
+        by_user = users.argsort(stable=True)
+        users, items, values = users[by_user], items[by_user], values[by_user]
+    counts = torch.bincount(users, minlength=num_users)
+    starts = counts.cumsum(0) - counts
     width = int(counts.max()) if counts.numel() else 0
     first = starts.to(torch.int64).gather(0, users) - users * width  # entry i goes to flat place i - first
     flat = torch.arange(items.numel()) - first
