@@ -148,10 +148,11 @@ def _stack(batches_):
 
 
 def _valid_ranking_values(output, gain=None):
-    """NaN scores, NaN or -inf labels are invalid; for NDCG also labels of infinite gain."""
+    """NaN scores and NaN labels are invalid (-inf labels are legal, not relevant); for NDCG also
+    labels of infinite gain."""
     y_pred, y = output
     scores, labels = y_pred.double(), y.double()
-    if scores.isnan().any() or labels.isnan().any() or (labels == -math.inf).any():
+    if scores.isnan().any() or labels.isnan().any():
         return False
     if gain == "exp":
         return not (labels >= 1024).any()  # 2**y overflows float64
@@ -261,7 +262,7 @@ def test_auc_refuses_cleanly_or_is_within_its_bound(output):
     if valid:
         observed = torch.ones_like(output[0], dtype=torch.bool) if len(output) == 2 else output[2]
         s, y = output[0].double()[observed], output[1].double()[observed]
-        valid = not (s.isnan().any() or y.isnan().any() or (y == -math.inf).any())
+        valid = not (s.isnan().any() or y.isnan().any())
     _check(metric, output, [good], valid, reference)
 
 

@@ -149,6 +149,39 @@ def test_negative_labels_are_not_relevant(rng):
         np.testing.assert_allclose(got, expected[name], atol=1e-12, err_msg=name)
 
 
+
+@pytest.mark.parametrize("items", [9, 30_011])  # 30k: the strided label pass and the group selection
+@pytest.mark.parametrize("options", [{}, {"ties": "average"}, {"gain_function": "linear_rank"},
+                                     {"gain_function": "exp_rank_shifted", "relevance_threshold": 2.0}])
+def test_minus_inf_labels_are_negative_labels(rng, items, options):
+    """-inf is a negative label: never relevant, no NaN gain, the same values as the reference."""
+    users = 4
+    tied = options.get("ties") and items < 100  # the reference enumerates the orderings of tied scores
+    scores = torch.from_numpy(rng.permutation(users * items).reshape(users, items).astype(np.float32))
+    if tied:
+        scores = torch.from_numpy(rng.integers(0, 3, size=(users, items)).astype(np.float32))
+    grades = np.where(rng.random((users, items)) < 0.5, -np.inf, 0.0)
+    best = rng.integers(0, items, size=(users, 3))
+    for user in range(users):
+        grades[user, best[user]] = rng.choice([1.0, 2.0, 3.0], size=3)
+    grades[:, :2] = -np.inf  # also among the ranked positions of ties and of the ideal's fill
+    threshold = options.get("relevance_threshold", 1.0)
+    gain_kind = options.get("gain_function", "exp_rank")
+    # distinct scores (the large case): the tie-averaged values are the stable ones
+    expected = metric_means(scores.numpy(), grades, [1, 3, 50], ties="average" if tied else "stable",
+                            threshold=threshold, gain_kind=gain_kind)
+    labels = torch.tensor(grades, dtype=torch.float32)
+    metric = R.RankingMetrics([1, 3, 50], metrics=list(CUTOFF_CLASSES), **options)
+    got = run_metric(metric, [(scores, labels)])
+    for name in CUTOFF_CLASSES:
+        np.testing.assert_allclose([got[f"{name}@{k}"] for k in (1, 3, 50)], expected[name], atol=1e-12, err_msg=name)
+    sparse = labels.masked_fill(labels == 0, -1.0).to_sparse_csr()  # stored -inf entries
+    got_sparse = run_metric(metric, [(scores, sparse)])
+    for name in CUTOFF_CLASSES:
+        np.testing.assert_allclose([got_sparse[f"{name}@{k}"] for k in (1, 3, 50)], expected[name], atol=1e-12,
+                                   err_msg=f"{name} (CSR targets)")
+
+
 # --- Gains that overflow, custom gains ---------------------------------------------------------
 @pytest.mark.parametrize("ties", ["stable", "average"])
 @pytest.mark.parametrize("label", [1024.0, 5000.0, math.inf])

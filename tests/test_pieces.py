@@ -69,12 +69,11 @@ def test_label_pass_against_numpy(monkeypatch, setting, dtype, threshold):
     raw = rng.integers(-1, 4, size=(11, 2_003))
     labels = torch.from_numpy(raw > 1) if dtype == torch.bool else torch.from_numpy(raw).to(dtype)
     values = labels.numpy().astype(np.float64)
-    counts, has_relevant, lowest, maxima, _ = relevance_pass(labels, Relevance.of(threshold, dtype), strided_group=7)
+    counts, has_relevant, has_nan, maxima, _ = relevance_pass(labels, Relevance.of(threshold, dtype), strided_group=7)
     relevant = values > 0 if threshold is None else values >= threshold
     np.testing.assert_array_equal(counts.numpy(), relevant.sum(1))
     np.testing.assert_array_equal(has_relevant.numpy(), relevant.any(1))
-    if dtype != torch.bool:
-        assert float(lowest) == values.min()
+    assert not has_nan
     stride = 2_003 // 7
     expected_maxima = values[:, : 7 * stride].reshape(11, 7, stride).max(1)
     np.testing.assert_array_equal(maxima.double().numpy(), expected_maxima)
@@ -183,3 +182,18 @@ def test_batches_of_many_relevant_labels_count_them_in_the_pass(monkeypatch):
         np.testing.assert_array_equal(counts.numpy(), (labels > 0).sum(1))
         assert recounted == ([recounts] if recounts else []), "rows recounted"
         recounted.clear()
+
+
+@pytest.mark.parametrize("column", [0, 1_500, 2_002])  # in a strided group, and after the last full group
+@pytest.mark.parametrize("count, strided_group, depth", [(True, 7, 3), (False, 7, None), (True, None, None),
+                                                        (False, None, None)])
+def test_label_pass_sees_every_nan(column, count, strided_group, depth):
+    labels = torch.zeros(5, 2_003)
+    labels[3, column] = float("nan")
+    labels[1, 10] = float("-inf")  # a legal label
+    has_nan = relevance_pass(labels, Relevance.of(1.0, labels.dtype), count=count, strided_group=strided_group,
+                             depth=depth)[2]
+    assert bool(has_nan)
+    labels[3, column] = 2.0
+    assert not bool(relevance_pass(labels, Relevance.of(1.0, labels.dtype), count=count,
+                                   strided_group=strided_group, depth=depth)[2])

@@ -104,7 +104,7 @@ def test_update_leaves_inputs_untouched(dtype):
         assert torch.equal(tensor.view(torch.uint8), original.view(torch.uint8))  # bits: -0.0 stays -0.0
 
 
-# --- AUC and GAUC: negative targets are negatives, NaN / -inf targets are errors ----------------
+# --- AUC and GAUC: negative targets (-inf included) are negatives, NaN targets are errors -------
 def test_auc_negative_targets_are_negatives():
     scores = torch.tensor([0.9, 0.8, 0.7, 0.3, 0.2])
     labels = torch.tensor([-1.0, 1.0, -5.0, 0.0, 2.0])
@@ -113,12 +113,20 @@ def test_auc_negative_targets_are_negatives():
     assert value == pytest.approx(roc_auc_score(labels.numpy() >= 1, scores.numpy()), abs=1e-12)
 
 
-@pytest.mark.parametrize("bad", [float("nan"), float("-inf")])
-def test_auc_nan_or_minus_inf_target_is_an_error_state_unchanged(bad):
+def test_auc_minus_inf_targets_are_negatives():
+    scores = torch.tensor([0.9, 0.8, 0.7, 0.3, 0.2])
+    labels = torch.tensor([float("-inf"), 1.0, -5.0, float("-inf"), 2.0])
+    value, bound = _auc(scores, labels)
+    assert bound == 0.0
+    assert value == pytest.approx(roc_auc_score(labels.numpy() >= 1, scores.numpy()), abs=1e-12)
+
+
+@pytest.mark.parametrize("bad", [float("nan")])
+def test_auc_nan_target_is_an_error_state_unchanged(bad):
     metric = R.AUC()
     metric.update((torch.tensor([0.1, 0.9]), torch.tensor([0.0, 1.0])))
     before = {name: getattr(metric, name).clone() for name in metric._state_dict_all_req_keys}
-    with pytest.raises(ValueError, match="y contains NaN or -inf targets"):
+    with pytest.raises(ValueError, match="y contains NaN targets"):
         metric.update((torch.tensor([0.3, 0.4, 0.5]), torch.tensor([1.0, bad, 0.0])))
     for name, tensor in before.items():
         assert torch.equal(getattr(metric, name), tensor)
@@ -128,13 +136,13 @@ def test_auc_nan_or_minus_inf_target_is_an_error_state_unchanged(bad):
 
 def test_gauc_negative_targets_and_nan_targets():
     scores = torch.tensor([[0.9, 0.8, 0.7, 0.3], [0.1, 0.2, 0.3, 0.4]])
-    labels = torch.tensor([[-1.0, 1.0, -5.0, 0.0], [1.0, -2.0, 0.0, 1.0]])
+    labels = torch.tensor([[-1.0, 1.0, -float("inf"), 0.0], [1.0, -2.0, 0.0, 1.0]])
     metric = R.GAUC(weighting="uniform")
     metric.update((scores, labels))
     expected = np.mean([roc_auc_score(labels[u].numpy() >= 1, scores[u].numpy()) for u in range(2)])
     assert metric.compute() == pytest.approx(expected, abs=1e-12)
-    for bad in (float("nan"), float("-inf")):
-        with pytest.raises(ValueError, match="NaN or -inf"):
+    for bad in (float("nan"),):
+        with pytest.raises(ValueError, match="y contains NaN relevance"):
             metric.update((scores, torch.tensor([[bad, 1.0, 0.0, 0.0], [1.0, 0.0, 0.0, 0.0]])))
 
 

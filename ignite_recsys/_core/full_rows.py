@@ -7,7 +7,7 @@ from __future__ import annotations
 import torch
 
 from . import tuning
-from .relevance import Relevance, indicator, invalid_flags, relevance_pass
+from .relevance import Relevance, any_nan, indicator, invalid_flags, relevance_pass
 from .ties import last_group_totals
 
 
@@ -55,14 +55,14 @@ def per_user_auc(y_pred: torch.Tensor, y: torch.Tensor, relevance_threshold: flo
     positives = torch.empty_like(rank_sum)
     candidates = torch.empty_like(rank_sum)
     has_nan = torch.empty(num_rows, dtype=torch.bool, device=y_pred.device)
-    lowest = torch.zeros(num_rows, dtype=torch.float64, device=y.device)
+    highest = torch.zeros(num_rows, dtype=torch.float64, device=y.device)
     relevance = Relevance.of(relevance_threshold, y.dtype)
     for rows in tuning.budget_row_chunks(num_rows, num_cols, 8 * num_cols, 64, y_pred.device):
         scores = y_pred[rows].contiguous()
         ascending, order = torch.sort(scores, dim=1)
         has_nan[rows] = ascending[:, -1].isnan()  # NaN sorts last
         if y.dtype != torch.bool:
-            lowest[rows] = y[rows].amin(1).to(torch.float64)
+            highest[rows] = y[rows].amax(1).to(torch.float64)  # NaN propagates
         first = torch.searchsorted(ascending, ascending, right=False)
         after_last = torch.searchsorted(ascending, ascending, right=True)
         masked = (scores == float("-inf")).sum(1, dtype=torch.float64)
@@ -75,5 +75,5 @@ def per_user_auc(y_pred: torch.Tensor, y: torch.Tensor, relevance_threshold: flo
     negatives = candidates - positives
     defined = (positives > 0) & (negatives > 0)
     auc = (rank_sum - positives * (positives + 1) / 2) / (positives * negatives).clamp(min=1)
-    invalid = invalid_flags(has_nan.any(), lowest.amin())
+    invalid = invalid_flags(has_nan.any(), any_nan(highest))
     return torch.where(defined, auc, torch.zeros_like(auc)), positives, defined, invalid

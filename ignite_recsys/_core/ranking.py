@@ -24,6 +24,7 @@ from .adapters import RankingInput
 from .full_rows import hits_at_own_depth
 from .relevance import (
     Relevance,
+    any_nan,
     count_true,
     binary_ideal_gains,
     full_row_checks,
@@ -106,7 +107,7 @@ def rank_input(
         # the ideal ranking's first selection step is taken in the same pass over the labels
         selects = ideal and ideal_needs_selection(labels, gain_function)
         label_group = value_group_size(labels.shape[1], depth) if selects else None
-        num_relevant, has_relevant, lowest_label, label_maxima, label_candidates = relevance_pass(
+        num_relevant, has_relevant, label_nan, label_maxima, label_candidates = relevance_pass(
             labels, relevance, strided_group=label_group, depth=depth
         )
         # ids outside the catalog are refused by a value check; clamped here so that the gather is safe
@@ -117,7 +118,7 @@ def rank_input(
         values = table.values.to(torch.float64)
         num_relevant = table.per_user_sum(relevance.indicator(values))
         has_relevant = num_relevant > 0
-        lowest_label = values.amin() if values.numel() else zero
+        label_nan = any_nan(values)
         if batch.ranked_ids is None:
             top_labels = table.lookup(order)[0].to(torch.float64)
         else:  # a merge with the rows sorted once, then the ids' compaction
@@ -153,7 +154,7 @@ def rank_input(
             ideal_gain = gains(best, relevance.indicator(best), gain_function, relevance_threshold)
 
     invalid.update(invalid_flags(invalid.pop(_NAN_SCORES, torch.zeros((), dtype=torch.bool, device=order.device)),
-                                  lowest_label))
+                                  label_nan))
     if gain_function is not None:
         invalid.update(gain_flags(gain_function, gain, ideal_gain))
     return RankedBatch(
@@ -187,7 +188,7 @@ def _rank_dense(
     order = order[:, :depth] if order.shape[1] > depth else order
     selects_labels = ideal and ideal_needs_selection(labels, gain_function)
     label_group = value_group_size(num_items, depth) if selects_labels else None
-    num_relevant, has_relevant, lowest_label, label_maxima, label_candidates = relevance_pass(
+    num_relevant, has_relevant, label_nan, label_maxima, label_candidates = relevance_pass(
         labels,
         relevance,
         count=count_relevant or (ideal and not selects_labels),  # the binary ideal counts
@@ -210,7 +211,7 @@ def _rank_dense(
         ideal_gain = ideal_gains(labels, num_relevant, depth, relevance, gain_function, label_maxima,
                                   relevance_threshold, label_candidates)
 
-    invalid = invalid_flags(score_is_nan.any(), lowest_label)
+    invalid = invalid_flags(score_is_nan.any(), label_nan)
     if gain_function is not None:
         invalid.update(gain_flags(gain_function, gain, ideal_gain))
     return RankedBatch(

@@ -66,19 +66,18 @@ def relevance_pass(
     labels: torch.Tensor, relevance: Relevance, count: bool = True, strided_group: Optional[int] = None,
     depth: Optional[int] = None,
 ):
-    """One pass over y, a few pieces of rows at a time (``tuning.piece_rows``: at most
-    ``tuning.MAX_PIECES`` while a piece fits its share of the cache), each piece reduced while it
-    is in cache. Returns: the per-user relevant count |R| (float64; None unless ``count``),
-    whether each user has a relevant item (bool), the smallest label (for the value checks),
-    given ``strided_group`` the maxima of the strided groups of that many labels
-    (``strided_groups``; the first step of the ideal ranking's selection) and, given ``depth``
-    too, the candidates of that selection (``strided_candidates``; else None). Without the count
-    a user has a relevant item iff its largest label is relevant: a max-reduction is cheaper on
-    CPU than a comparison plus a sum.
+    """One pass over y. Returns: the per-user relevant count |R| (float64; None unless
+    ``count``), whether each user has a relevant item (bool), whether y holds a NaN (0-dim bool;
+    max-reductions propagate NaN), given ``strided_group`` the maxima of the strided groups of
+    that many labels (``strided_groups``; the first step of the ideal ranking's selection) and,
+    given ``depth`` too, the candidates of that selection (``strided_candidates``; else None).
 
-    On CPU, with the candidates taken, |R| is counted among them (``_count_in_candidates``): the
-    pass over y then only reduces it, no comparison of every label; unless most users of the
-    previous such batch had more relevant labels than the candidates hold (``_MANY_RELEVANT``)."""
+    Where no label needs a comparison, the pass is one max-reduction over the whole batch (the
+    strided maxima, or the row maxima): a user has a relevant item iff its largest label is
+    relevant, and a NaN label makes its maximum NaN. On CPU, with the candidates taken, |R| is
+    counted among them (``_count_in_candidates``), unless most users of the previous such batch
+    had more relevant labels than the candidates hold (``_MANY_RELEVANT``); then, and wherever
+    |R| is asked for without candidates, every label is compared (``_counting_pass``)."""
     num_rows, num_cols = labels.shape
     device = labels.device
     count_dtype = torch.float32 if num_cols < (1 << 24) else torch.float64  # float32 counts are exact below 2**24
@@ -89,34 +88,13 @@ def relevance_pass(
         and tuning.cpu_tuned(device)
     )
     from_candidates = with_candidates and not _MANY_RELEVANT.get((num_cols, depth), False)
-    counts = torch.empty(num_rows, dtype=count_dtype, device=device) if count and not from_candidates else None
-    highest = None if count or strided_group else torch.empty(num_rows, dtype=labels.dtype, device=device)
-    lowest = None if labels.dtype == torch.bool else torch.empty(num_rows, dtype=labels.dtype, device=device)
-    maxima = None
-    if strided_group:
-        maxima = torch.empty(num_rows, num_cols // strided_group, dtype=labels.dtype, device=device)
-    # Bool labels are counted as they are (``count_true``). Other labels are compared into a
-    # float32 buffer of one piece (a comparison into float vectorises on CPU, into bool it does
-    # not, and a sum over bool is slower still) and summed while it is in cache.
-    compares = counts is not None and labels.dtype != torch.bool
-    rows = tuning.piece_rows(num_rows, num_cols * (labels.element_size() + (4 if compares else 0)), device)
-    buffer = torch.empty(min(rows, num_rows), num_cols, dtype=torch.float32, device=device) if compares else None
-    grouped = strided_groups(labels, strided_group) if strided_group else None
-    pieces = zip(
-        labels.split(rows), _split(counts, rows), _split(lowest, rows), _split(highest, rows), _split(grouped, rows),
-        _split(maxima, rows),
-    )
-    for piece, piece_counts, piece_lowest, piece_highest, piece_groups, piece_maxima in pieces:
-        if piece_counts is not None and buffer is None:  # bool labels, True relevant: no comparison
-            piece_counts.copy_(count_true(piece))
-        elif piece_counts is not None:
-            _count_relevant(piece, relevance, buffer, count_dtype, out=piece_counts)
-        if lowest is not None:
-            torch.amin(piece, 1, out=piece_lowest)
-        if maxima is not None:
-            torch.amax(piece_groups, 1, out=piece_maxima)
-        elif highest is not None:
-            torch.amax(piece, 1, out=piece_highest)
+    counts = highest = maxima = None
+    if count and not from_candidates:
+        counts, highest, maxima = _counting_pass(labels, relevance, strided_group, count_dtype)
+    elif strided_group:
+        maxima = torch.amax(strided_groups(labels, strided_group), 1)
+    else:
+        highest = torch.amax(labels, 1)
     candidates = strided_candidates(labels, depth, strided_group, maxima) if maxima is not None and depth else None
     if with_candidates:
         beyond = _users_beyond_candidates(maxima, depth, relevance)
@@ -125,13 +103,51 @@ def relevance_pass(
         if len(_MANY_RELEVANT) >= 256:  # a hint per catalog size and depth: keep it small
             _MANY_RELEVANT.clear()
         _MANY_RELEVANT[(num_cols, depth)] = 2 * beyond.numel() > num_rows
-    if maxima is not None and not count:
+    if highest is None and maxima is not None and labels.dtype != torch.bool:
         tail = labels[:, maxima.shape[1] * strided_group :]
         highest = maxima.amax(1) if tail.shape[1] == 0 else torch.maximum(maxima.amax(1), tail.amax(1))
     counts = counts.to(torch.float64) if count else None
     has_relevant = counts > 0 if count else relevance.mask(highest)
-    lowest = torch.zeros((), device=device) if lowest is None else lowest.amin()
-    return counts, has_relevant, lowest, maxima, candidates
+    has_nan = torch.zeros((), dtype=torch.bool, device=device) if highest is None else any_nan(highest)
+    return counts, has_relevant, has_nan, maxima, candidates
+
+
+def any_nan(values: torch.Tensor) -> torch.Tensor:
+    """0-dim bool: ``values`` holds a NaN (False for integer and bool values)."""
+    if not values.is_floating_point():
+        return torch.zeros((), dtype=torch.bool, device=values.device)
+    return values.amax().isnan() if values.numel() else torch.zeros((), dtype=torch.bool, device=values.device)
+
+
+def _counting_pass(labels: torch.Tensor, relevance: Relevance, strided_group: Optional[int], count_dtype):
+    """|R| of each row (``count_dtype``), compared label by label, with the row maxima (None for
+    bool labels, which hold no NaN) or, given ``strided_group``, the strided maxima: a few pieces
+    of rows at a time (``tuning.piece_rows``), each compared, summed and reduced while it is in
+    cache. Bool labels are counted as they are (``count_true``). Other labels are compared into a
+    float32 buffer of one piece (a comparison into float vectorises on CPU, into bool it does
+    not, and a sum over bool is slower still)."""
+    num_rows, num_cols = labels.shape
+    device = labels.device
+    counts = torch.empty(num_rows, dtype=count_dtype, device=device)
+    is_bool = labels.dtype == torch.bool
+    highest = None if is_bool or strided_group else torch.empty(num_rows, dtype=labels.dtype, device=device)
+    maxima = None
+    if strided_group:
+        maxima = torch.empty(num_rows, num_cols // strided_group, dtype=labels.dtype, device=device)
+    rows = tuning.piece_rows(num_rows, num_cols * (labels.element_size() + (0 if is_bool else 4)), device)
+    buffer = None if is_bool else torch.empty(min(rows, num_rows), num_cols, dtype=torch.float32, device=device)
+    grouped = strided_groups(labels, strided_group) if strided_group else None
+    pieces = zip(labels.split(rows), counts.split(rows), _split(highest, rows), _split(grouped, rows), _split(maxima, rows))
+    for piece, piece_counts, piece_highest, piece_groups, piece_maxima in pieces:
+        if is_bool:
+            piece_counts.copy_(count_true(piece))
+        else:
+            _count_relevant(piece, relevance, buffer, count_dtype, out=piece_counts)
+        if maxima is not None:
+            torch.amax(piece_groups, 1, out=piece_maxima)
+        elif highest is not None:
+            torch.amax(piece, 1, out=piece_highest)
+    return counts, highest, maxima
 
 
 # Per (num_items, depth): whether most users of the last such batch had relevant labels in more
@@ -195,7 +211,7 @@ def _no_relevant(labels: torch.Tensor, strided_group: Optional[int]):
     maxima = None
     if strided_group:
         maxima = torch.amax(strided_groups(labels, strided_group), 1)
-    return counts, counts > 0, torch.zeros((), device=labels.device), maxima, None
+    return counts, counts > 0, torch.zeros((), dtype=torch.bool, device=labels.device), maxima, None
 
 
 def _split(tensor: Optional[torch.Tensor], rows: int):
@@ -206,18 +222,24 @@ def _split(tensor: Optional[torch.Tensor], rows: int):
 def gains(values: torch.Tensor, relevant: torch.Tensor, gain_function: GainFunction, threshold: Optional[float]):
     """Gain of each relevance value (float64); 0 where the item is not relevant. ``relevant`` is
     the float 0/1 indicator. The built-in gains are 0 at a masked value of 0, so they mask by a
-    product (finite: a label that is not relevant is finite), not a select. ``threshold`` is the
-    metric's ``relevance_threshold``, used by ``"exp_rank_shifted"``."""
+    product, not a select: ``-inf`` labels (never relevant) are first raised to the lowest
+    finite float64, whose product with 0 is 0. ``threshold`` is the metric's
+    ``relevance_threshold``, used by ``"exp_rank_shifted"``."""
+    if gain_function == "binary":
+        return relevant.clone()
+    if not callable(gain_function):
+        values = values.clamp(min=_LOWEST_FLOAT64)
     if gain_function == "exp_rank":  # in place where the operands allow: fewer fresh buffers
         return torch.exp2(values * relevant).sub_(1)
     if gain_function == "linear_rank":
         return values * relevant
-    if gain_function == "binary":
-        return relevant.clone()
     if gain_function == "exp_rank_shifted":
         return torch.exp2((values - threshold).add_(1).mul_(relevant)).sub_(1)
     raw = check_gain_output(gain_function(values), values)
     return torch.where(relevant > 0, raw, torch.zeros((), dtype=torch.float64, device=values.device))
+
+
+_LOWEST_FLOAT64 = torch.finfo(torch.float64).min
 
 
 def gain_flags(gain_function: GainFunction, *gain_tensors: Optional[torch.Tensor]) -> dict:
@@ -263,16 +285,16 @@ def binary_ideal_gains(num_relevant: torch.Tensor, depth: int, gain_function, th
     return gains(relevant, relevant, gain_function, threshold)
 
 
-def invalid_flags(any_nan_score: torch.Tensor, lowest_label: torch.Tensor) -> dict:
-    """``lowest_label``: the smallest label of the batch (NaN propagates through ``amin``).
-    Negative labels are legal (not relevant); NaN and -inf labels are not."""
+def invalid_flags(any_nan_score: torch.Tensor, any_nan_label: torch.Tensor) -> dict:
+    """The value checks of a ranking: NaN scores and NaN labels (0-dim bools). Negative labels,
+    ``-inf`` included, are legal and not relevant."""
     return {
         "y_pred contains NaN scores (+inf and -inf are allowed)": any_nan_score,
-        "y contains NaN or -inf relevance values (negative labels are allowed)": ~(lowest_label > float("-inf")),
+        "y contains NaN relevance values (negative labels, -inf included, are allowed: not relevant)": any_nan_label,
     }
 
 
 def full_row_checks(y_pred: torch.Tensor, y: torch.Tensor) -> dict:
     """The value checks of ``rank``, for metrics that read the full rows themselves."""
-    lowest = torch.zeros((), device=y.device) if y.dtype == torch.bool else y.amin()
-    return invalid_flags(holds_nan(y_pred).any(), lowest)  # a max per row: no (B, N) bool temporary
+    label_nan = any_nan(y.amax(1)) if y.is_floating_point() else any_nan(y)
+    return invalid_flags(holds_nan(y_pred).any(), label_nan)  # a max per row: no (B, N) bool temporary

@@ -132,8 +132,8 @@ class AUC(OptionalOutputKeys, StatefulMetric):
     discrete scores), and it is always within :meth:`error_bound`
     :math:`= \frac{1}{2} \sum_{b \text{ mixed}} P_b N_b / (P N)` of the exact value, summed over
     the buckets that hold different scores. Entries scored ``-inf`` are not candidates; targets
-    below the threshold, negative ones included, are negatives (NaN or ``-inf`` targets are
-    errors).
+    below the threshold, negative ones (``-inf`` included), are negatives; NaN targets are
+    errors.
 
     >>> import torch
     >>> from ignite_recsys import AUC
@@ -182,10 +182,10 @@ class AUC(OptionalOutputKeys, StatefulMetric):
             observed = everything if observed is None else observed
             nan_score |= (scores.isnan() & observed).any()
             if y.dtype.is_floating_point:
-                bad_target |= (~(targets > -math.inf) & observed).any()
+                bad_target |= (targets.isnan() & observed).any()
         invalid = {
             "y_pred contains NaN scores (+inf and -inf are allowed)": nan_score,
-            "y contains NaN or -inf targets (negative targets are allowed: they are negatives)": bad_target,
+            "y contains NaN targets (negative targets, -inf included, are allowed: they are negatives)": bad_target,
         }
         bad = screen(invalid, on_cpu=y_pred.device.type == "cpu")
         for scores, targets, observed in _entry_chunks(inputs, 64):
