@@ -152,6 +152,11 @@ def check_positive_int(name: str, value: Any) -> int:
     return int(value)
 
 
+def values_only(tensor: torch.Tensor) -> torch.Tensor:
+    """``tensor`` without its autograd graph: detached where it has one (no operation otherwise)."""
+    return tensor.detach() if tensor.requires_grad else tensor
+
+
 def check_scores_and_relevance(output: Any) -> tuple[torch.Tensor, torch.Tensor]:
     """Structural checks of ``update``'s ``(y_pred, y)``: types, ranks, shapes, dtypes, devices."""
     if not isinstance(output, Sequence) or isinstance(output, (str, bytes)):
@@ -176,11 +181,11 @@ def check_scores_and_relevance(output: Any) -> tuple[torch.Tensor, torch.Tensor]
     _check_dtype("y", y, LABEL_DTYPES, "bool, integer or floating-point relevance")
     if y_pred.device != y.device:
         raise ValueError(f"y_pred and y must be on the same device, got {y_pred.device} and {y.device}")
-    # Metrics read values only: no autograd graph is kept or needed (detach is free).
-    y_pred = y_pred.detach()
+    # Metrics read values only: no autograd graph is kept or needed.
+    y_pred = values_only(y_pred)
     if y_pred.dtype in INTEGER_SCORE_DTYPES:  # an exact copy (see INTEGER_SCORE_DTYPES)
         y_pred = y_pred.to(INTEGER_SCORE_DTYPES[y_pred.dtype])
-    return y_pred, y.detach()
+    return y_pred, values_only(y)
 
 
 def check_pointwise(output: Any) -> tuple[torch.Tensor, torch.Tensor, Union[torch.Tensor, None]]:
@@ -207,8 +212,8 @@ def check_pointwise(output: Any) -> tuple[torch.Tensor, torch.Tensor, Union[torc
     _check_dtype("y", y, LABEL_DTYPES, "bool, integer or floating-point targets")
     if mask is not None and mask.dtype != torch.bool:
         raise TypeError(f"mask must be a bool tensor (True = observed entry), got dtype {mask.dtype}")
-    # Metrics read values only: no autograd graph is kept in the state (detach is free).
-    return y_pred.detach(), y.detach(), (None if mask is None else mask.detach())
+    # Metrics read values only: no autograd graph is kept in the state.
+    return values_only(y_pred), values_only(y), (None if mask is None else values_only(mask))
 
 
 def check_num_items(name: str, value: Any) -> Union[int, None]:

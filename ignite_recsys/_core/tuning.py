@@ -97,6 +97,18 @@ def device_constant(values, dtype: torch.dtype, device: torch.device) -> torch.T
     return _CONSTANTS[key][1]
 
 
+@lru_cache(maxsize=64)
+def index_constant(start: int, end: int, step: int, rows: int, device: torch.device) -> torch.Tensor:
+    """``torch.arange(start, end, step)`` (int64) on ``device``, as (rows, n) expanded over ``rows``
+    rows when ``rows`` > 0 and (n, 1) column when ``rows`` is -1: the index patterns every update
+    of a shape reads (a group's offsets, the rows' starts in the flat batch), made once per shape
+    and device instead of an operation per update. Read-only; at most 64 are kept."""
+    values = torch.arange(start, end, step, device=device)
+    if rows > 0:
+        return values.expand(rows, -1)
+    return values.unsqueeze(1) if rows == -1 else values
+
+
 def cpu_tuned(device: torch.device) -> bool:
     """Whether to take the CPU-tuned variants (row chunks that stay in cache, max pooling for
     small groups); accelerators take one pass over the whole batch and plain reductions. The

@@ -226,10 +226,10 @@ class StreamingMean(OptionalOutputKeys, StatefulMetric):
             total = total if bad is None else torch.where(bad, 0.0, total)
             return total if total.device == self._device else total.to(self._device)
 
-        self._sum += kept(sums)
-        self._count += kept(count)
-        for key, total in (extra[0].items() if extra else ()):  # further sums a subclass keeps
-            getattr(self, key).add_(kept(total))
+        further = extra[0] if extra else {}  # further sums a subclass keeps
+        states = [self._sum, self._count, *(getattr(self, key) for key in further)]
+        # one operation adds every total to its state (each state on its own, as ``+=`` would)
+        torch._foreach_add_(states, [kept(sums), kept(count), *(kept(total) for total in further.values())])
         if len(extra) > 1:  # per-user rows and ids (UserStatistics with per_user=True)
             self._keep_rows(extra[1], bad)
         if bad is not None:  # checks deferred to the device: count a bad batch

@@ -108,8 +108,8 @@ def _candidates(x: torch.Tensor, mask: torch.Tensor, k: int, detect_nan: bool, e
     sub_maxima, sub_empty = _masked_sub_group_maxima(x, mask, best, group, sub_group)
     best_sub = _best_positions(_group_keys(sub_maxima, sub_empty), sub_ids * sub_group, k)
     chosen = sub_ids.gather(1, best_sub)
-    values = rows_of_groups(x, chosen, sub_group).flatten(1)
-    value_excluded = rows_of_groups(mask, chosen, sub_group).flatten(1)
+    values = rows_of_groups(x, chosen, sub_group)
+    value_excluded = rows_of_groups(mask, chosen, sub_group)
     items = runs(chosen, sub_group)
     has_nan = holds_nan(maxima) if detect_nan else None  # masked maxima: NaN iff a candidate is
     tail_start = (num_cols // group) * group
@@ -169,8 +169,8 @@ def _masked_sub_group_maxima(x, mask, groups, size, sub_size):
     empty = torch.empty(num_rows, per_row, dtype=torch.bool, device=x.device)
     lowest = torch.full((), float("-inf"), dtype=x.dtype, device=x.device)
     for rows in tuning.row_chunks(num_rows, k * size, x.device):
-        values = rows_of_groups(x[rows], groups[rows], size).flatten(1)
-        flags = rows_of_groups(mask[rows], groups[rows], size).flatten(1)
+        values = rows_of_groups(x[rows], groups[rows], size)
+        flags = rows_of_groups(mask[rows], groups[rows], size)
         maxima[rows] = group_maxima(torch.where(flags, lowest, values), sub_size)
         empty[rows] = _all_set(flags, sub_size)
     return maxima, empty
@@ -390,7 +390,7 @@ def _listed_in_groups(x: torch.Tensor, k: int, excluded_rows: torch.Tensor):
     del sub_maxima, sub_count, sub_keys, sub_low_bits
     chosen_subs = runs(groups, group // sub_group).gather(1, best_sub)
     # stage 3: the chosen sub-groups' items and the tail; positions of the excluded ones
-    values = rows_of_groups(x, chosen_subs, sub_group).flatten(1)
+    values = rows_of_groups(x, chosen_subs, sub_group)
     items = runs(chosen_subs, sub_group)
     final = _slots(best_sub, num_subs, sub_group).gather(1, sub_of_entry)
     final = torch.where(final < k * sub_group, final + in_copy % sub_group, -1)

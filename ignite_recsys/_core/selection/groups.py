@@ -68,10 +68,10 @@ def _candidates(x: torch.Tensor, k: int, detect_nan: bool = False):
     best = _best_items(maxima, k, sorted=False)[0]
     subs_per_group = group // sub_group
     sub_ids = runs(best, subs_per_group)
-    sub_maxima = _sub_group_maxima(x, best, group, sub_group)
+    sub_maxima = group_maxima(rows_of_groups(x, best, group), sub_group)
     best_sub = _exact_topk(sub_maxima, sub_ids * sub_group, k, sorted=False)
     chosen = sub_ids.gather(1, best_sub)
-    values = rows_of_groups(x, chosen, sub_group).flatten(1)
+    values = rows_of_groups(x, chosen, sub_group)
     items = runs(chosen, sub_group)
     has_nan = holds_nan(maxima) if detect_nan else None
     values, items, tail = with_tail(values, items, x, num_full * group)
@@ -88,7 +88,7 @@ def with_tail(values: torch.Tensor, items: torch.Tensor, x: torch.Tensor, tail_s
     if tail_start >= num_cols:
         return values, items, None
     tail = x[:, tail_start:]
-    tail_items = torch.arange(tail_start, num_cols, device=x.device).expand(num_rows, -1)
+    tail_items = tuning.index_constant(tail_start, num_cols, 1, num_rows, x.device)
     return torch.cat([values, tail], 1), torch.cat([items, tail_items], 1), tail
 
 
@@ -104,39 +104,33 @@ def group_sizes(num_cols: int, k: int) -> Optional[tuple]:
 def group_maxima(x: torch.Tensor, size: int) -> torch.Tensor:
     """Maxima (batch, num_cols // size) of the full groups of ``size`` consecutive items of each
     row. On CPU, torch reduces 64 contiguous values fast but 8 slowly; max pooling does small
-    groups faster (and skips the last partial group without a copy)."""
+    groups faster (and skips the last partial group without a copy; a 2-D input is pooled as
+    (channels, length), so each row on its own)."""
     num_full = x.shape[1] // size
     if size < _FAST_REDUCTION and x.is_floating_point() and tuning.cpu_tuned(x.device):
-        return torch.nn.functional.max_pool1d(x.unsqueeze(1), size).squeeze(1)
+        return torch.nn.functional.max_pool1d(x, size)
     return x[:, : num_full * size].unflatten(1, (num_full, size)).amax(2)
-
-
-def _sub_group_maxima(x: torch.Tensor, groups: torch.Tensor, size: int, sub_size: int) -> torch.Tensor:
-    """Maxima (batch, k * size / sub_size) of the runs of ``sub_size`` items inside the groups
-    ``groups`` (batch, k) of ``size`` items: one copy of the chosen groups (k * size values per
-    row, a small part of the row where groups are used), one reduction."""
-    values = rows_of_groups(x, groups, size)
-    return group_maxima(values.view(values.shape[0], -1), sub_size)
 
 
 def runs(first: torch.Tensor, length: int) -> torch.Tensor:
     """(batch, n * length): the indices first * length + 0 .. length - 1 of each of the n runs in
     ``first`` (batch, n), e.g. the items of chosen groups."""
-    return torch.add(torch.arange(length, device=first.device), first.unsqueeze(2), alpha=length).flatten(1)
+    offsets = tuning.index_constant(0, length, 1, 0, first.device)
+    return torch.add(offsets, first.unsqueeze(2), alpha=length).flatten(1)
 
 
 def rows_of_groups(x: torch.Tensor, best: torch.Tensor, size: int, out: Optional[torch.Tensor] = None) -> torch.Tensor:
-    """The values of the groups ``best`` (batch, k) of ``size`` consecutive items, (batch, k, size)
-    (written into ``out``, a contiguous tensor of that shape, if given). Each group is one
-    contiguous run of memory: a window view over the flat rows lets ``index_select`` copy whole
-    runs (several times faster than an element-wise gather)."""
+    """The values of the groups ``best`` (batch, k) of ``size`` consecutive items, (batch,
+    k * size) (written into ``out``, a contiguous (batch, k, size) tensor, if given). Each group is
+    one contiguous run of memory: a window view over the flat rows lets ``index_select`` copy
+    whole runs (several times faster than an element-wise gather)."""
     num_rows, num_cols = x.shape
-    row_starts = torch.arange(0, num_rows * num_cols, num_cols, device=x.device).unsqueeze(1)
-    starts = torch.add(row_starts, best, alpha=size).flatten()
+    row_starts = tuning.index_constant(0, num_rows * num_cols, num_cols, -1, x.device)
+    starts = torch.add(row_starts, best, alpha=size).view(-1)
     if out is not None:
         runs_at(x, starts, size, out=out.view(-1, size))
         return out
-    return runs_at(x, starts, size).view(num_rows, -1, size)
+    return runs_at(x, starts, size).view(num_rows, -1)
 
 
 def runs_at(x: torch.Tensor, starts: torch.Tensor, size: int, out: Optional[torch.Tensor] = None) -> torch.Tensor:
@@ -151,26 +145,23 @@ def runs_at(x: torch.Tensor, starts: torch.Tensor, size: int, out: Optional[torc
 
 def _exact_topk(values: torch.Tensor, items: Optional[torch.Tensor], k: int, sorted: bool = True) -> torch.Tensor:
     """Column positions of the k best entries per row (value descending, item index ascending;
-    ``items=None``: the column is the item index), in that order if ``sorted``."""
+    ``items=None``: the column is the item index), in that order if ``sorted``. float32 and
+    narrower values: one int64 key per entry, the value's order (``ordered_int32``) in the high
+    32 bits less the item (below 2**32); only a negative NaN's key can wrap around, and a row
+    holding a NaN is refused."""
     if values.dtype == torch.float64:  # 64-bit values leave no room for the index in a key
         if items is None:
             return torch.sort(values, dim=1, descending=True, stable=True).indices[:, :k]
         by_item = items.argsort(1)
         by_value = torch.sort(values.gather(1, by_item), dim=1, descending=True, stable=True).indices
         return by_item.gather(1, by_value[:, :k])
-    # low 32 bits of a key: 2**32 - 1 - item, so that the lower index ranks first
-    low_bits = index_low_bits(values.shape[1], values.device) if items is None else torch.rsub(items, LOW_MASK)
-    return _order_keys(values, low_bits).topk(k, 1, sorted=sorted).indices
+    # the value's order in the high 32 bits, less the item: the lower item ranks first
+    high = ordered_int32(values).to(torch.int64).bitwise_left_shift_(32)
+    keys = high.add_(index_low_bits(values.shape[1], values.device)) if items is None else high.sub_(items)
+    return keys.topk(k, 1, sorted=sorted).indices
 
 
 LOW_MASK = (1 << 32) - 1
-
-
-def _order_keys(values: torch.Tensor, low_bits: torch.Tensor) -> torch.Tensor:
-    """Unique int64 keys whose descending order is (value descending, item index ascending):
-    the order-preserving integer of the value in the high 32 bits, ``low_bits`` = 2**32 - 1 -
-    item below."""
-    return packed_keys(ordered_int32(values), low_bits)
 
 
 def packed_keys(keys: torch.Tensor, low_bits: torch.Tensor) -> torch.Tensor:
@@ -179,8 +170,9 @@ def packed_keys(keys: torch.Tensor, low_bits: torch.Tensor) -> torch.Tensor:
 
 
 def index_low_bits(num_cols: int, device) -> torch.Tensor:
-    """(num_cols,) low bits 2**32 - 1 - column: with them the lower column ranks first."""
-    return torch.arange(LOW_MASK, LOW_MASK - num_cols, -1, device=device)
+    """(num_cols,) low bits 2**32 - 1 - column: with them the lower column ranks first (read-only,
+    made once per size and device)."""
+    return tuning.index_constant(LOW_MASK, LOW_MASK - num_cols, -1, 0, device)
 
 
 def ordered_int32(values: torch.Tensor) -> torch.Tensor:
