@@ -4,8 +4,9 @@ Selection. Items are ordered by score descending and, among equal scores, by ite
 ascending (what a stable descending argsort gives). The top ``depth`` items are found without
 sorting the catalog, by a group pre-filter (as "Dr. Top-k", Gaihre et al., SC'21): the row is
 cut into groups of g consecutive items and each group is ranked by its best item, i.e. by
-(group maximum, group index); the best ``depth`` groups are chosen (recursively, by the same
-rule), then their best ``depth`` sub-groups of s items likewise, and the exact top ``depth`` is
+(group maximum, group index); the best ``depth`` groups are chosen (one keyed selection among
+all the maxima: nesting groups of groups saved ~8% of the update at 1M items but took 40 more
+operations), then their best ``depth`` sub-groups of s items likewise, and the exact top ``depth`` is
 taken among those items. This is exact: an item outside the chosen groups has at least
 ``depth`` items ranked ahead of it (the best item of each chosen group). (g, s) is (64, 8) on
 long rows and (16, 4) on shorter ones. One max-reduction over the row plus selections among
@@ -65,7 +66,7 @@ def _candidates(x: torch.Tensor, k: int, detect_nan: bool = False):
     group, sub_group = sizes
     num_full = num_cols // group
     maxima = group_maxima(x, group)
-    best = _best_items(maxima, k, sorted=False)[0]
+    best = _exact_topk(maxima, None, k, sorted=False)
     subs_per_group = group // sub_group
     sub_ids = runs(best, subs_per_group)
     sub_maxima = group_maxima(rows_of_groups(x, best, group), sub_group)
