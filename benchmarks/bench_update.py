@@ -9,6 +9,7 @@ counter) and its growth over 20 updates. Writes a table to stdout, JSON and a PN
 
     python benchmarks/bench_update.py [--sizes 1000 10000 100000 1000000] [--batch 256] [--out benchmarks/results]
     python benchmarks/bench_update.py --load 1 --only-ours   # with one busy process competing for the cores
+    python benchmarks/bench_update.py --operations           # operations per update at every batch size and N
 
 ``--load L`` starts L busy processes (each a pure-Python spin loop on one core, not pinned) before
 the timings and stops them after, so every candidate runs under the same load.
@@ -67,6 +68,35 @@ def top_level_ops(fn) -> int:
     with profile(activities=[ProfilerActivity.CPU]) as trace:
         fn()
     return sum(1 for event in trace.events() if event.cpu_parent is None and event.name.startswith("aten::"))
+
+
+def operation_sweep(sizes, batches=(16, 64, 256, 1024), max_entries=300_000_000):
+    """Top-level operations of one RankingMetrics update (six metrics at six cut-offs) at every
+    (batch, N) with at most ``max_entries`` scores, and of other configurations at 256 x 100k:
+    {label: count}. Each update runs once untimed first (constants are made once per shape)."""
+    import ignite_recsys as R
+
+    def count(make, batch, items, form=lambda scores, labels: (scores, labels)):
+        scores, labels = make_data(batch, items)
+        output = form(scores, labels)
+        metric = make()
+        metric.update(output)
+        return top_level_ops(lambda: metric.update(output))
+
+    six = lambda **options: (lambda: R.RankingMetrics(TOP_K, metrics=SIX, **options))  # noqa: E731
+    counts = {f"B={batch} N={items:,}": count(six(), batch, items)
+              for items in sizes for batch in batches if batch * items <= max_entries}
+    others = {
+        "ties='average'": (six(ties="average"), lambda s, y: (s, y)),
+        "bool labels": (six(), lambda s, y: (s, y.bool())),
+        "gain_function='binary'": (six(gain_function="binary"), lambda s, y: (s, y)),
+        "CSR targets": (six(), lambda s, y: (s, y.to_sparse_csr())),
+        "RankedItems + CSR": (six(), lambda s, y: (R.RankedItems(torch.topk(s, 100).indices), y.to_sparse_csr())),
+        "exclude CSR (100 per user)": (six(), lambda s, y: (s, y, (torch.rand(s.shape) < 1e-3).to_sparse_csr())),
+    }
+    for label, (make, form) in others.items():
+        counts[f"B=256 N=100,000, {label}"] = count(make, 256, 100_000, form)
+    return counts
 
 
 BUSY_LOOP = "while True:\n    pass\n"
@@ -216,8 +246,18 @@ def main(argv=None):
     parser.add_argument("--load", type=int, default=0, help="busy processes competing for the cores during the timings")
     parser.add_argument("--only-ours", action="store_true", help="time torch.topk and RankingMetrics only")
     parser.add_argument("--no-memory", action="store_true", help="skip the peak-memory probe")
+    parser.add_argument("--operations", action="store_true",
+                        help="only count the top-level operations of one update at every batch size and N, and of "
+                             "other configurations (no timings)")
     args = parser.parse_args(argv)
     os.makedirs(args.out, exist_ok=True)
+    if args.operations:
+        counts = operation_sweep(args.sizes)
+        for label, operations in counts.items():
+            print(f"  {label:<45} {operations:>5} top-level torch operations")
+        with open(os.path.join(args.out, "bench_operations.json"), "w") as handle:
+            json.dump(counts, handle, indent=2)
+        return counts
 
     machine = f"{platform.machine()} {platform.processor() or ''} {os.cpu_count()} cores, torch {torch.__version__}, {torch.get_num_threads()} threads"
     load_average = os.getloadavg() if hasattr(os, "getloadavg") else None
