@@ -17,6 +17,7 @@ import torch
 import ignite_recsys as R
 from ignite_recsys._core import tuning
 from ignite_recsys._core.relevance import Relevance, relevance_pass
+from ignite_recsys._core.selection import ValueGroups
 
 SIX = ["ndcg", "hit_rate", "recall", "precision", "map", "mrr"]
 TOP_K = [1, 5, 10, 20, 50, 100]
@@ -60,22 +61,27 @@ def test_cache_bytes_is_positive_and_capped():
     assert 0 < tuning.cache_bytes() <= 64 << 20
 
 
+@pytest.mark.parametrize("contiguous", [False, True])
 @pytest.mark.parametrize("setting", PIECE_SETTINGS)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.int64, torch.bool])
 @pytest.mark.parametrize("threshold", [None, 2.0])
-def test_label_pass_against_numpy(monkeypatch, setting, dtype, threshold):
+def test_label_pass_against_numpy(monkeypatch, setting, dtype, threshold, contiguous):
     _pieces(monkeypatch, *setting)
     rng = np.random.default_rng(7)
     raw = rng.integers(-1, 4, size=(11, 2_003))
     labels = torch.from_numpy(raw > 1) if dtype == torch.bool else torch.from_numpy(raw).to(dtype)
     values = labels.numpy().astype(np.float64)
-    counts, has_relevant, has_nan, maxima, _ = relevance_pass(labels, Relevance.of(threshold, dtype), strided_group=7)
+    groups = ValueGroups(7, contiguous=True) if contiguous else 7
+    counts, has_relevant, has_nan, maxima, _ = relevance_pass(labels, Relevance.of(threshold, dtype), groups=groups)
     relevant = values > 0 if threshold is None else values >= threshold
     np.testing.assert_array_equal(counts.numpy(), relevant.sum(1))
     np.testing.assert_array_equal(has_relevant.numpy(), relevant.any(1))
     assert not has_nan
     stride = 2_003 // 7
-    expected_maxima = values[:, : 7 * stride].reshape(11, 7, stride).max(1)
+    if contiguous:  # runs of 7 consecutive labels
+        expected_maxima = values[:, : 7 * stride].reshape(11, stride, 7).max(2)
+    else:  # {j, j + stride, ...}
+        expected_maxima = values[:, : 7 * stride].reshape(11, 7, stride).max(1)
     np.testing.assert_array_equal(maxima.double().numpy(), expected_maxima)
 
 
@@ -123,12 +129,13 @@ def test_operation_count_is_bounded_and_does_not_grow_with_the_batch(monkeypatch
     assert counts[256, 30_000] == counts[512, 30_000]
 
 
+@pytest.mark.parametrize("contiguous", [False, True])
 @pytest.mark.parametrize("setting", PIECE_SETTINGS)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.int64])
 @pytest.mark.parametrize("threshold", [None, 2.0])
-def test_count_among_the_ideal_candidates_against_numpy(monkeypatch, setting, dtype, threshold):
+def test_count_among_the_ideal_candidates_against_numpy(monkeypatch, setting, dtype, threshold, contiguous):
     """With the ideal selection's candidates taken, |R| is counted among them; a user with
-    relevant labels in more strided groups than the candidates hold is counted over its whole
+    relevant labels in more label groups than the candidates hold is counted over its whole
     row. Against numpy, with the rows recounted checked (negative, zero and tied labels, a tail)."""
     from ignite_recsys._core import relevance as module
 
@@ -147,7 +154,7 @@ def test_count_among_the_ideal_candidates_against_numpy(monkeypatch, setting, dt
             raw[2] = 3  # relevant everywhere: more relevant groups than the candidates hold
         labels = torch.from_numpy(raw).to(dtype)
         counts, has_relevant, _, _, candidates = relevance_pass(
-            labels, Relevance.of(threshold, dtype), strided_group=group, depth=depth
+            labels, Relevance.of(threshold, dtype), groups=ValueGroups(group, contiguous), depth=depth
         )
         relevant = raw > 0 if threshold is None else raw >= threshold
         np.testing.assert_array_equal(counts.numpy(), relevant.sum(1))
@@ -166,7 +173,8 @@ def _spy(method, calls):
     return spy
 
 
-def test_batches_of_many_relevant_labels_count_them_in_the_pass(monkeypatch):
+@pytest.mark.parametrize("contiguous", [False, True])
+def test_batches_of_many_relevant_labels_count_them_in_the_pass(monkeypatch, contiguous):
     """After a batch where most users have more relevant labels than the ideal selection's
     candidates hold, the next batch counts every label in the pass (no row recounted); a batch
     of few relevant labels switches back. The counts equal numpy throughout."""
@@ -182,22 +190,25 @@ def test_batches_of_many_relevant_labels_count_them_in_the_pass(monkeypatch):
     expected_recounts = [list(range(6)), [], [], [], list(range(6))]
     for labels, recounts in zip([many, many, few, few, many], expected_recounts):
         relevance = Relevance.of(None, torch.float32)
-        counts = relevance_pass(torch.from_numpy(labels), relevance, strided_group=group, depth=depth)[0]
+        counts = relevance_pass(torch.from_numpy(labels), relevance, groups=ValueGroups(group, contiguous),
+                                depth=depth)[0]
         np.testing.assert_array_equal(counts.numpy(), (labels > 0).sum(1))
         assert recounted == ([recounts] if recounts else []), "rows recounted"
         recounted.clear()
 
 
 @pytest.mark.parametrize("column", [0, 1_500, 2_002])  # in a strided group, and after the last full group
-@pytest.mark.parametrize("count, strided_group, depth", [(True, 7, 3), (False, 7, None), (True, None, None),
-                                                        (False, None, None)])
-def test_label_pass_sees_every_nan(column, count, strided_group, depth):
+@pytest.mark.parametrize("count, groups, depth", [
+    (True, 7, 3), (False, 7, None), (True, ValueGroups(32, True), 3), (False, ValueGroups(32, True), None),
+    (True, None, None), (False, None, None),
+])
+def test_label_pass_sees_every_nan(column, count, groups, depth):
     labels = torch.zeros(5, 2_003)
     labels[3, column] = float("nan")
     labels[1, 10] = float("-inf")  # a legal label
-    has_nan = relevance_pass(labels, Relevance.of(1.0, labels.dtype), count=count, strided_group=strided_group,
+    has_nan = relevance_pass(labels, Relevance.of(1.0, labels.dtype), count=count, groups=groups,
                              depth=depth)[2]
     assert bool(has_nan)
     labels[3, column] = 2.0
     assert not bool(relevance_pass(labels, Relevance.of(1.0, labels.dtype), count=count,
-                                   strided_group=strided_group, depth=depth)[2])
+                                   groups=groups, depth=depth)[2])

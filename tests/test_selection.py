@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from ignite_recsys._core import tuning
-from ignite_recsys._core.selection import stable_topk, top_values, value_group_size
+from ignite_recsys._core.selection import stable_topk, top_values, value_group_size, value_groups
 from ignite_recsys._core.selection.groups import LONG_ROW_GROUPS, SHORT_ROW_GROUPS
 
 # k = 100: below 2000 all items, from 2000 groups of 16, from 20000 groups of 64
@@ -126,3 +126,21 @@ def test_accelerator_variants_give_the_same_results(rng, monkeypatch):
     cpu_tuned = results()
     monkeypatch.setattr(tuning, "cpu_tuned", lambda device: False)
     assert results() == cpu_tuned
+
+
+@pytest.mark.parametrize("width, k", [(1_001, 1), (10_007, 1), (10_007, 7), (70_001, 100), (409_607, 100), (640, 1)])
+def test_top_values_with_whole_contiguous_groups_among_the_best(rng, width, k):
+    """From about 24 items per group the values-only selection takes runs of 32 or 64
+    consecutive items: a run holding several of the best values, equal maxima in more than k
+    runs, and the best value after the last full run must all come out exactly."""
+    groups = value_groups(width, k)
+    assert groups.contiguous and groups.size in (32, 64)
+    size, full = groups.size, width // groups.size * groups.size
+    x = np.round(rng.random((4, width)) * 2).astype(np.float32)  # ties at the k-th value
+    x[0, size : 2 * size] = 5.0  # one whole run among the best
+    x[1, :size] = 4.0  # its neighbour too
+    x[1, 3 * size + 1] = 4.0
+    x[2, full:] = 9.0  # the tail (empty when the runs cover the row)
+    x[3] = 1.0  # all equal
+    expected = np.sort(x, axis=1)[:, ::-1][:, :k]
+    np.testing.assert_array_equal(top_values(torch.from_numpy(x), k).numpy(), expected)

@@ -37,7 +37,7 @@ from .relevance import (
 )
 from .item_sets import distinct_in_rows, listed_of_mask
 from .selection import (
-    listed_bound, stable_topk, stable_topk_excluding, stable_topk_excluding_listed, value_group_size,
+    listed_bound, stable_topk, stable_topk_excluding, stable_topk_excluding_listed, value_groups,
 )
 from .ties import boundary_ties, last_group_totals, stable_positions, tie_expectations
 
@@ -106,9 +106,9 @@ def rank_input(
         labels = batch.labels.contiguous()
         # the ideal ranking's first selection step is taken in the same pass over the labels
         selects = ideal and ideal_needs_selection(labels, gain_function)
-        label_group = value_group_size(labels.shape[1], depth) if selects else None
+        label_groups = value_groups(labels.shape[1], depth) if selects else None
         num_relevant, has_relevant, label_nan, label_maxima, label_candidates = relevance_pass(
-            labels, relevance, strided_group=label_group, depth=depth
+            labels, relevance, groups=label_groups, depth=depth
         )
         # ids outside the catalog are refused by a value check; clamped here so that the gather is safe
         safe = order.clamp(min=0, max=labels.shape[1] - 1)
@@ -187,12 +187,12 @@ def _rank_dense(
     tie = boundary_ties(scores, order, depth, complete=True)
     order = order[:, :depth] if order.shape[1] > depth else order
     selects_labels = ideal and ideal_needs_selection(labels, gain_function)
-    label_group = value_group_size(num_items, depth) if selects_labels else None
+    label_groups = value_groups(num_items, depth) if selects_labels else None
     num_relevant, has_relevant, label_nan, label_maxima, label_candidates = relevance_pass(
         labels,
         relevance,
         count=count_relevant or (ideal and not selects_labels),  # the binary ideal counts
-        strided_group=label_group,
+        groups=label_groups,
         depth=depth,
     )
     top_labels = labels.gather(1, order).to(torch.float64)

@@ -15,7 +15,7 @@ import torch
 
 from .._validation import GainFunction, check_gain_output
 from . import tuning
-from .selection import holds_nan, strided_candidates, strided_groups, top_values
+from .selection import ValueGroups, holds_nan, top_values
 
 
 @dataclass(frozen=True)
@@ -63,17 +63,18 @@ def indicator(compare, x: torch.Tensor, value) -> torch.Tensor:
 
 
 def relevance_pass(
-    labels: torch.Tensor, relevance: Relevance, count: bool = True, strided_group: Optional[int] = None,
+    labels: torch.Tensor, relevance: Relevance, count: bool = True, groups: Union[ValueGroups, int, None] = None,
     depth: Optional[int] = None,
 ):
     """One pass over y. Returns: the per-user relevant count |R| (float64; None unless
     ``count``), whether each user has a relevant item (bool), whether y holds a NaN (0-dim bool;
-    max-reductions propagate NaN), given ``strided_group`` the maxima of the strided groups of
-    that many labels (``strided_groups``; the first step of the ideal ranking's selection) and,
-    given ``depth`` too, the candidates of that selection (``strided_candidates``; else None).
+    max-reductions propagate NaN), given ``groups`` (``ValueGroups``; an int: strided groups of
+    that many labels) the maxima of those label groups (the first step of the ideal ranking's
+    selection) and, given ``depth`` too, the candidates of that selection
+    (``ValueGroups.candidates``; else None).
 
     Where no label needs a comparison, the pass is one max-reduction over the whole batch (the
-    strided maxima, or the row maxima): a user has a relevant item iff its largest label is
+    group maxima, or the row maxima): a user has a relevant item iff its largest label is
     relevant, and a NaN label makes its maximum NaN. On CPU, with the candidates taken, |R| is
     counted among them (``_count_in_candidates``), unless most users of the previous such batch
     had more relevant labels than the candidates hold (``_MANY_RELEVANT``); then, and wherever
@@ -81,21 +82,22 @@ def relevance_pass(
     num_rows, num_cols = labels.shape
     device = labels.device
     count_dtype = torch.float32 if num_cols < (1 << 24) else torch.float64  # float32 counts are exact below 2**24
+    groups = ValueGroups(groups) if isinstance(groups, int) else groups
     if count and labels.dtype == torch.bool and not _true_is_relevant(relevance):
-        return _no_relevant(labels, strided_group)
+        return _no_relevant(labels, groups)
     with_candidates = (
-        count and strided_group is not None and depth is not None and labels.dtype != torch.bool
+        count and groups is not None and depth is not None and labels.dtype != torch.bool
         and tuning.cpu_tuned(device)
     )
     from_candidates = with_candidates and not _MANY_RELEVANT.get((num_cols, depth), False)
     counts = highest = maxima = None
     if count and not from_candidates:
-        counts, highest, maxima = _counting_pass(labels, relevance, strided_group, count_dtype)
-    elif strided_group:
-        maxima = torch.amax(strided_groups(labels, strided_group), 1)
+        counts, highest, maxima = _counting_pass(labels, relevance, groups, count_dtype)
+    elif groups is not None:
+        maxima = groups.maxima(labels)
     else:
         highest = torch.amax(labels, 1)
-    candidates = strided_candidates(labels, depth, strided_group, maxima) if maxima is not None and depth else None
+    candidates = groups.candidates(labels, depth, maxima) if maxima is not None and depth else None
     if with_candidates:
         beyond = _users_beyond_candidates(maxima, depth, relevance)
         if from_candidates:
@@ -104,7 +106,7 @@ def relevance_pass(
             _MANY_RELEVANT.clear()
         _MANY_RELEVANT[(num_cols, depth)] = 2 * beyond.numel() > num_rows
     if highest is None and maxima is not None and labels.dtype != torch.bool:
-        tail = labels[:, maxima.shape[1] * strided_group :]
+        tail = labels[:, maxima.shape[1] * groups.size :]
         highest = maxima.amax(1) if tail.shape[1] == 0 else torch.maximum(maxima.amax(1), tail.amax(1))
     counts = counts.to(torch.float64) if count else None
     has_relevant = counts > 0 if count else relevance.mask(highest)
@@ -119,9 +121,9 @@ def any_nan(values: torch.Tensor) -> torch.Tensor:
     return values.amax().isnan() if values.numel() else torch.zeros((), dtype=torch.bool, device=values.device)
 
 
-def _counting_pass(labels: torch.Tensor, relevance: Relevance, strided_group: Optional[int], count_dtype):
+def _counting_pass(labels: torch.Tensor, relevance: Relevance, groups: Optional[ValueGroups], count_dtype):
     """|R| of each row (``count_dtype``), compared label by label, with the row maxima (None for
-    bool labels, which hold no NaN) or, given ``strided_group``, the strided maxima: a few pieces
+    bool labels, which hold no NaN) or, given ``groups``, the group maxima: a few pieces
     of rows at a time (``tuning.piece_rows``), each compared, summed and reduced while it is in
     cache. Bool labels are counted as they are (``count_true``). Other labels are compared into a
     float32 buffer of one piece (a comparison into float vectorises on CPU, into bool it does
@@ -130,13 +132,12 @@ def _counting_pass(labels: torch.Tensor, relevance: Relevance, strided_group: Op
     device = labels.device
     counts = torch.empty(num_rows, dtype=count_dtype, device=device)
     is_bool = labels.dtype == torch.bool
-    highest = None if is_bool or strided_group else torch.empty(num_rows, dtype=labels.dtype, device=device)
-    maxima = None
-    if strided_group:
-        maxima = torch.empty(num_rows, num_cols // strided_group, dtype=labels.dtype, device=device)
+    highest = None if is_bool or groups else torch.empty(num_rows, dtype=labels.dtype, device=device)
+    grouped, group_dim = groups.grouped(labels) if groups else (None, None)
+    maxima = None if groups is None else torch.empty(grouped.shape[:group_dim] + grouped.shape[group_dim + 1 :],
+                                                     dtype=labels.dtype, device=device)
     rows = tuning.piece_rows(num_rows, num_cols * (labels.element_size() + (0 if is_bool else 4)), device)
     buffer = None if is_bool else torch.empty(min(rows, num_rows), num_cols, dtype=torch.float32, device=device)
-    grouped = strided_groups(labels, strided_group) if strided_group else None
     pieces = zip(labels.split(rows), counts.split(rows), _split(highest, rows), _split(grouped, rows), _split(maxima, rows))
     for piece, piece_counts, piece_highest, piece_groups, piece_maxima in pieces:
         if is_bool:
@@ -144,21 +145,21 @@ def _counting_pass(labels: torch.Tensor, relevance: Relevance, strided_group: Op
         else:
             _count_relevant(piece, relevance, buffer, count_dtype, out=piece_counts)
         if maxima is not None:
-            torch.amax(piece_groups, 1, out=piece_maxima)
+            torch.amax(piece_groups, group_dim, out=piece_maxima)
         elif highest is not None:
             torch.amax(piece, 1, out=piece_highest)
     return counts, highest, maxima
 
 
 # Per (num_items, depth): whether most users of the last such batch had relevant labels in more
-# strided groups than the ideal selection's candidates hold. The next batch then counts every
+# label groups than the ideal selection's candidates hold. The next batch then counts every
 # label as the pass reads it; otherwise it counts among the candidates and recounts those users.
 # Which way a batch goes changes its speed, never its values.
 _MANY_RELEVANT: dict = {}
 
 
 def _users_beyond_candidates(maxima, depth, relevance) -> torch.Tensor:
-    """The users (1-D int64) with more than ``depth`` strided groups of relevant maximum: those
+    """The users (1-D int64) with more than ``depth`` label groups of relevant maximum: those
     whose relevant labels the ideal selection's candidates may not all hold (a group holds a
     relevant label iff its maximum is relevant, and relevant maxima exceed every other). Read
     on the host: CPU only, where that waits for nothing."""
@@ -204,13 +205,13 @@ def _true_is_relevant(relevance: Relevance) -> bool:
     return bool(relevance.compare(torch.ones((), dtype=torch.int64), relevance.value))
 
 
-def _no_relevant(labels: torch.Tensor, strided_group: Optional[int]):
+def _no_relevant(labels: torch.Tensor, groups: Optional[ValueGroups]):
     """``relevance_pass`` of bool labels of which none is relevant (a threshold above 1)."""
     num_rows, num_cols = labels.shape
     counts = torch.zeros(num_rows, dtype=torch.float64, device=labels.device)
     maxima = None
-    if strided_group:
-        maxima = torch.amax(strided_groups(labels, strided_group), 1)
+    if groups is not None:
+        maxima = groups.maxima(labels)
     return counts, counts > 0, torch.zeros((), dtype=torch.bool, device=labels.device), maxima, None
 
 
@@ -271,7 +272,7 @@ def ideal_needs_selection(labels: torch.Tensor, gain_function) -> bool:
 
 def ideal_gains(labels, num_relevant, depth, relevance, gain_function, label_maxima, threshold, candidates=None):
     """Gains of the best possible ranking, (batch, depth), from the top ``depth`` labels
-    (``candidates``: ``strided_candidates`` of the labels, if already taken)."""
+    (``candidates``: ``ValueGroups.candidates`` of the labels, if already taken)."""
     if not ideal_needs_selection(labels, gain_function):
         return binary_ideal_gains(num_relevant, depth, gain_function, threshold)
     best = top_values(labels, depth, label_maxima, candidates).to(torch.float64)

@@ -14,9 +14,9 @@ Every selection of the library goes through these three functions; a kernel for 
 
 from .excluding import listed_bound, stable_topk_excluding, stable_topk_excluding_listed
 from .groups import LOW_MASK, holds_nan, ordered_int32, stable_topk
-from .values import strided_candidates, strided_groups, top_values, value_group_size
+from .values import ValueGroups, strided_candidates, strided_groups, top_values, value_group_size, value_groups
 
 __all__ = [
     "LOW_MASK", "holds_nan", "ordered_int32", "stable_topk", "stable_topk_excluding", "strided_candidates", "strided_groups", "top_values",
-    "value_group_size",
+    "value_group_size", "value_groups", "ValueGroups",
 ]
