@@ -224,12 +224,12 @@ def gains(values: torch.Tensor, relevant: torch.Tensor, gain_function: GainFunct
     """Gain of each relevance value (float64); 0 where the item is not relevant. ``relevant`` is
     the float 0/1 indicator. The built-in gains are 0 at a masked value of 0, so they mask by a
     product, not a select: ``-inf`` labels (never relevant) are first raised to the lowest
-    finite float64, whose product with 0 is 0. ``threshold`` is the metric's
+    finite value of their dtype (float64 here), whose product with 0 is 0. ``threshold`` is the metric's
     ``relevance_threshold``, used by ``"exp_rank_shifted"``."""
     if gain_function == "binary":
         return relevant.clone()
     if not callable(gain_function):
-        values = values.clamp(min=_LOWEST_FLOAT64)
+        values = values.clamp(min=torch.finfo(values.dtype).min)
     if gain_function == "exp_rank":  # in place where the operands allow: fewer fresh buffers
         return torch.exp2(values * relevant).sub_(1)
     if gain_function == "linear_rank":
@@ -238,9 +238,6 @@ def gains(values: torch.Tensor, relevant: torch.Tensor, gain_function: GainFunct
         return torch.exp2((values - threshold).add_(1).mul_(relevant)).sub_(1)
     raw = check_gain_output(gain_function(values), values)
     return torch.where(relevant > 0, raw, torch.zeros((), dtype=torch.float64, device=values.device))
-
-
-_LOWEST_FLOAT64 = torch.finfo(torch.float64).min
 
 
 def gain_flags(gain_function: GainFunction, *gain_tensors: Optional[torch.Tensor]) -> dict:
