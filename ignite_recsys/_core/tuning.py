@@ -2,12 +2,12 @@
 
 Every torch operation on CPU is a barrier across torch's threads: an update of many small
 operations waits on every thread that is late (on a loaded machine, one whose core runs another
-process), so its time grows with the number of operations rather than with the data. The pass
-over the labels (a comparison, then sums and maxima that should read it while it is in cache) is
-cut into a few pieces of rows sized from the cache the OS reports (``cache_bytes``), at most
-``MAX_PIECES`` of them while each fits a share of that cache (``piece_rows``), so that the number
-of operations does not grow with the batch; the selection of the top k works on the whole batch
-at once. Accelerators take one pass over the whole batch (fewer, larger kernel launches). The
+process), so its time grows with the number of operations rather than with the data. The
+selection of the top k and the usual pass over the labels (one max-reduction) work on the whole
+batch at once. A pass that compares every label and then sums and reduces the comparison (which
+should be read while it is in cache) is cut into a few pieces of rows sized from the cache the
+OS reports (``cache_bytes``), at most ``MAX_PIECES`` of them while each fits a share of that
+cache (``piece_rows``). The index patterns of a shape are made once (``index_constant``). Accelerators take one pass over the whole batch (fewer, larger kernel launches). The
 results are the same either way (the tests switch ``cpu_tuned`` off on CPU and vary the pieces)."""
 
 from __future__ import annotations
