@@ -15,9 +15,11 @@ import pytest
 import torch
 
 import ignite_recsys as R
+from conftest import CUTOFF_CLASSES, run_metric
 from ignite_recsys._core import tuning
-from ignite_recsys._core.relevance import Relevance, relevance_pass
+from ignite_recsys._core.relevance import Relevance, count_true, relevance_pass
 from ignite_recsys._core.selection import ValueGroups
+from references import metric_means
 
 SIX = ["ndcg", "hit_rate", "recall", "precision", "map", "mrr"]
 TOP_K = [1, 5, 10, 20, 50, 100]
@@ -114,7 +116,8 @@ def test_operation_count_is_bounded_and_does_not_grow_with_the_batch(monkeypatch
     """An update of the six metrics at six cut-offs takes at most 150 top-level operations at
     every shape (one level of groups from 20k items, labels with a tail after the last strided
     group), and as many for 512 rows as for 256: the pass over the labels is one reduction
-    whatever the cache (with a 1 MiB cache it would otherwise be cut into many pieces)."""
+    whatever the cache (with a 1 MiB cache it would otherwise be cut into many pieces). The
+    same for bool labels and the binary gain, which count |R| and select no labels."""
     _pieces(monkeypatch, 32, cache)
     top_level_ops = _bench_module().top_level_ops
     counts = {}
@@ -122,11 +125,13 @@ def test_operation_count_is_bounded_and_does_not_grow_with_the_batch(monkeypatch
         generator = torch.Generator().manual_seed(rows)
         scores = torch.rand(rows, items, generator=generator)
         labels = (torch.rand(rows, items, generator=generator) < 20 / items).float()
-        metric = R.RankingMetrics(TOP_K, metrics=SIX)
-        metric.update((scores, labels))  # warm: constants are made once
-        counts[rows, items] = top_level_ops(lambda: metric.update((scores, labels)))
+        for options, form in [({}, labels), ({}, labels.bool()), ({"gain_function": "binary"}, labels)]:
+            metric = R.RankingMetrics(TOP_K, metrics=SIX, **options)
+            metric.update((scores, form))  # warm: constants are made once
+            counts[rows, items, form.dtype, str(options)] = top_level_ops(lambda: metric.update((scores, form)))
     assert max(counts.values()) <= 150, counts
-    assert counts[256, 30_000] == counts[512, 30_000]
+    for options, dtype in [({}, torch.float32), ({}, torch.bool), ({"gain_function": "binary"}, torch.float32)]:
+        assert counts[256, 30_000, dtype, str(options)] == counts[512, 30_000, dtype, str(options)]
 
 
 @pytest.mark.parametrize("contiguous", [False, True])
@@ -212,3 +217,66 @@ def test_label_pass_sees_every_nan(column, count, groups, depth):
     labels[3, column] = 2.0
     assert not bool(relevance_pass(labels, Relevance.of(1.0, labels.dtype), count=count,
                                    groups=groups, depth=depth)[2])
+
+
+@pytest.mark.parametrize("items", [1_503, 6_001])  # label groups of ~sqrt(items / 5): 17 strided, 32 contiguous
+@pytest.mark.parametrize("options, dtype", [
+    ({"gain_function": "binary"}, torch.float32),  # the binary ideal needs |R| only
+    ({"gain_function": "binary", "relevance_threshold": 2.0}, torch.float64),
+    ({}, torch.bool),
+])
+def test_count_only_rankings_against_numpy(monkeypatch, options, dtype, items):
+    """Where no metric needs the best labels, only |R|: over float labels, |R| is counted among
+    the candidates of the label groups (the users with relevant labels in more groups
+    recounted over their rows); bool labels are counted as they are. Every cut-off metric
+    against the numpy reference: relevant labels in the tail after the last full group, a user
+    relevant everywhere, a user with none, -inf labels."""
+    from ignite_recsys._core import relevance as module
+
+    counted_among = []
+    monkeypatch.setattr(module, "_MANY_RELEVANT", {})
+    monkeypatch.setattr(module, "_count_in_candidates", _calls(module._count_in_candidates, counted_among))
+    rng = np.random.default_rng(21)
+    users, top_k = 7, [1, 5]
+    scores = rng.permutation(users * items).reshape(users, items).astype(np.float32)
+    grades = np.where(rng.random((users, items)) < 0.004, rng.integers(1, 4, size=(users, items)), 0).astype(np.float64)
+    grades[0, -2:] = 3.0  # after the last full group
+    grades[1] = 2.0  # relevant everywhere: beyond the candidates
+    grades[2] = 0.0
+    grades[3, rng.random(items) < 0.3] = -np.inf
+    scores[0, -1] = scores.max() + 1  # a tail label ranked first
+    threshold = options.get("relevance_threshold", 1.0)
+    labels = torch.from_numpy(grades >= threshold) if dtype == torch.bool else torch.from_numpy(grades).to(dtype)
+    reference_grades = (grades >= threshold).astype(np.float64) if dtype == torch.bool else grades
+    expected = metric_means(scores, reference_grades, top_k, threshold=threshold, gain_kind="binary")
+    metric = R.RankingMetrics(top_k, metrics=list(CUTOFF_CLASSES), **options)
+    got = run_metric(metric, [(torch.from_numpy(scores), labels)])
+    for name in CUTOFF_CLASSES:
+        np.testing.assert_allclose([got[f"{name}@{k}"] for k in top_k], expected[name], atol=1e-12, err_msg=name)
+    assert bool(counted_among) == (dtype != torch.bool), "|R| counted among the candidates"
+
+
+def _calls(function, calls):
+    """``function`` recording that it was called."""
+    def recorded(*args, **kwargs):
+        calls.append(True)
+        return function(*args, **kwargs)
+    return recorded
+
+
+@pytest.mark.parametrize("width", [0, 1, 7, 8, 9, 2_040, 2_041, 4_080, 6_129])  # 255 words = 2,040 bytes
+@pytest.mark.parametrize("layout", ["contiguous", "sliced", "transposed"])
+def test_count_true_against_numpy(width, layout):
+    """Eight bools read as one int64 word, up to 255 words summed per byte lane: a mask all True
+    fills each lane to 255 without a carry into the next; widths that are no multiple of 8 and
+    masks that are no contiguous rows are counted alike."""
+    rng = np.random.default_rng(width)
+    raw = rng.random((6, 2 * width + 1)) < np.array([0.0, 0.01, 0.5, 0.99, 1.0, 1.0])[:, None]
+    mask = torch.from_numpy(raw)
+    if layout == "contiguous":
+        mask, expected = mask[:, :width].contiguous(), raw[:, :width]
+    elif layout == "sliced":
+        mask, expected = mask[:, : 2 * width : 2], raw[:, : 2 * width : 2]
+    else:
+        mask, expected = mask[:, :width].t().contiguous().t(), raw[:, :width]
+    np.testing.assert_array_equal(count_true(mask).numpy(), expected.sum(1))

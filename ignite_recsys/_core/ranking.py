@@ -33,11 +33,12 @@ from .relevance import (
     ideal_gains,
     ideal_needs_selection,
     invalid_flags,
+    pass_groups,
     relevance_pass,
 )
 from .item_sets import distinct_in_rows, listed_of_mask
 from .selection import (
-    listed_bound, stable_topk, stable_topk_excluding, stable_topk_excluding_listed, value_groups,
+    listed_bound, stable_topk, stable_topk_excluding, stable_topk_excluding_listed,
 )
 from .ties import boundary_ties, last_group_totals, stable_positions, tie_expectations
 
@@ -105,8 +106,7 @@ def rank_input(
     if batch.labels is not None:
         labels = batch.labels.contiguous()
         # the ideal ranking's first selection step is taken in the same pass over the labels
-        selects = ideal and ideal_needs_selection(labels, gain_function)
-        label_groups = value_groups(labels.shape[1], depth) if selects else None
+        label_groups = pass_groups(labels, depth, select=ideal and ideal_needs_selection(labels, gain_function), count=True)
         num_relevant, has_relevant, label_nan, label_maxima, label_candidates = relevance_pass(
             labels, relevance, groups=label_groups, depth=depth
         )
@@ -187,12 +187,12 @@ def _rank_dense(
     tie = boundary_ties(scores, order, depth, complete=True)
     order = order[:, :depth] if order.shape[1] > depth else order
     selects_labels = ideal and ideal_needs_selection(labels, gain_function)
-    label_groups = value_groups(num_items, depth) if selects_labels else None
+    count = count_relevant or (ideal and not selects_labels)  # the binary ideal counts
     num_relevant, has_relevant, label_nan, label_maxima, label_candidates = relevance_pass(
         labels,
         relevance,
-        count=count_relevant or (ideal and not selects_labels),  # the binary ideal counts
-        groups=label_groups,
+        count=count,
+        groups=pass_groups(labels, depth, selects_labels, count),
         depth=depth,
     )
     top_labels = labels.gather(1, order).to(torch.float64)
