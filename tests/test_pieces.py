@@ -19,7 +19,7 @@ from conftest import CUTOFF_CLASSES, run_metric
 from ignite_recsys._core import tuning
 from ignite_recsys._core.relevance import Relevance, count_true, relevance_pass
 from ignite_recsys._core.selection import ValueGroups
-from references import metric_means
+from references import candidate_metric_means, candidate_rankings, metric_means
 
 SIX = ["ndcg", "hit_rate", "recall", "precision", "map", "mrr"]
 TOP_K = [1, 5, 10, 20, 50, 100]
@@ -117,7 +117,8 @@ def test_operation_count_is_bounded_and_does_not_grow_with_the_batch(monkeypatch
     every shape (one level of groups from 20k items, labels with a tail after the last strided
     group), and as many for 512 rows as for 256: the pass over the labels is one reduction
     whatever the cache (with a 1 MiB cache it would otherwise be cut into many pieces). The
-    same for bool labels and the binary gain, which count |R| and select no labels."""
+    same for bool labels and the binary gain, which count |R| and select no labels; ties="average"
+    takes at most 300, as many for 512 rows as for 256."""
     _pieces(monkeypatch, 32, cache)
     top_level_ops = _bench_module().top_level_ops
     counts = {}
@@ -125,13 +126,21 @@ def test_operation_count_is_bounded_and_does_not_grow_with_the_batch(monkeypatch
         generator = torch.Generator().manual_seed(rows)
         scores = torch.rand(rows, items, generator=generator)
         labels = (torch.rand(rows, items, generator=generator) < 20 / items).float()
-        for options, form in [({}, labels), ({}, labels.bool()), ({"gain_function": "binary"}, labels)]:
+        for options, form in _configurations(labels):
             metric = R.RankingMetrics(TOP_K, metrics=SIX, **options)
             metric.update((scores, form))  # warm: constants are made once
             counts[rows, items, form.dtype, str(options)] = top_level_ops(lambda: metric.update((scores, form)))
-    assert max(counts.values()) <= 150, counts
-    for options, dtype in [({}, torch.float32), ({}, torch.bool), ({"gain_function": "binary"}, torch.float32)]:
-        assert counts[256, 30_000, dtype, str(options)] == counts[512, 30_000, dtype, str(options)]
+    average = {key: count for key, count in counts.items() if "average" in key[3]}
+    assert max(count for key, count in counts.items() if key not in average) <= 150, counts
+    assert max(average.values()) <= 300, average  # the expectations over tie orders: ~125 more
+    for options, form in _configurations(torch.zeros(1)):
+        assert counts[256, 30_000, form.dtype, str(options)] == counts[512, 30_000, form.dtype, str(options)]
+
+
+def _configurations(labels):
+    """(options, labels) of the operation test: float labels, bool labels, the binary gain, and
+    ties="average" (untied scores: no row's tie group is read over the whole row)."""
+    return [({}, labels), ({}, labels.bool()), ({"gain_function": "binary"}, labels), ({"ties": "average"}, labels)]
 
 
 @pytest.mark.parametrize("contiguous", [False, True])
@@ -280,3 +289,61 @@ def test_count_true_against_numpy(width, layout):
     else:
         mask, expected = mask[:, :width].t().contiguous().t(), raw[:, :width]
     np.testing.assert_array_equal(count_true(mask).numpy(), expected.sum(1))
+
+
+@pytest.mark.parametrize("setting", PIECE_SETTINGS)
+@pytest.mark.parametrize("exclude", [False, True])
+@pytest.mark.parametrize("cpu_tuned", [True, False])  # False: as on accelerators, every row is read (no host read)
+def test_tie_averages_read_only_the_rows_whose_cut_splits_a_tie(monkeypatch, setting, exclude, cpu_tuned):
+    """ties="average" takes the totals of the tied group at the cut over the whole row only for
+    the users whose last listed candidate ties with the next one; for the others the group lies
+    within the listed positions. Against the numpy mean over every order of tied scores, users of
+    both kinds in one batch, cut into pieces of rows as the cache dictates; with excluded items
+    among the tied ones (an excluded item joins no tie group)."""
+    from ignite_recsys._core import ties as module
+
+    _pieces(monkeypatch, *setting)
+    if not cpu_tuned:
+        monkeypatch.setattr(tuning, "cpu_tuned", lambda device: False)
+    read = []
+    monkeypatch.setattr(module, "rows_to_read", _returns(module.rows_to_read, read))
+    monkeypatch.setattr("ignite_recsys._core.ranking.rows_to_read", module.rows_to_read)
+    scores = np.array([
+        [9, 8, 7, 6, 5, 4, 3, 2, 1],  # no ties
+        [9, 5, 5, 5, 5, 1, 0, 0, 0],  # the cut at 3 splits the group of 5s: read whole
+        [9, 5, 5, 4, 3, 3, 3, 1, 0],  # a tie within the listed positions only
+        [2, 2, 2, 2, 2, 2, 1, 1, 1],  # everything tied at the cut: read whole
+        [9, 8, 3, 3, 3, 3, 3, 3, 0],  # the cut at 3 splits a group of six
+        [7, 6, 5, 4, 4, 3, 2, 1, 0],  # a tie after the cut (positions 4 and 5)
+    ], dtype=np.float32)
+    labels = np.array([
+        [0, 1, 0, 0, 1, 0, 0, 0, 2],
+        [0, 0, 1, 0, 2, 0, 0, 1, 0],
+        [1, 0, 2, 0, 0, 1, 0, 0, 0],
+        [0, 0, 0, 3, 0, 1, 0, 0, 1],
+        [0, 0, 0, 0, 2, 0, 1, 0, 0],
+        [0, 0, 0, 1, 0, 1, 0, 0, 0],
+    ], dtype=np.float64)
+    excluded = [set() for _ in scores]
+    if exclude:
+        excluded[1], excluded[4] = {2, 3}, {3}  # user 1's 5s then lie within the top 3; user 4's 3s do not
+    top_k = [1, 3]
+    expected = candidate_metric_means(candidate_rankings(scores, excluded, ties="average"), labels, top_k)
+    metric = R.RankingMetrics(top_k, metrics=list(CUTOFF_CLASSES), ties="average")
+    mask = torch.zeros(scores.shape, dtype=torch.bool)
+    for user, items in enumerate(excluded):
+        mask[user, list(items)] = True
+    batch = (torch.from_numpy(scores), torch.from_numpy(labels).float())
+    got = run_metric(metric, [batch + (mask,) if exclude else batch])
+    for name in CUTOFF_CLASSES:
+        np.testing.assert_allclose([got[f"{name}@{k}"] for k in top_k], expected[name], atol=1e-12, err_msg=name)
+    assert read == [([3, 4] if exclude else [1, 3, 4]) if cpu_tuned else None], "rows read whole"
+
+
+def _returns(function, results):
+    """``function`` recording what it returns (a tensor, as a list; or None)."""
+    def recorded(*args, **kwargs):
+        out = function(*args, **kwargs)
+        results.append(None if out is None else out.tolist())
+        return out
+    return recorded

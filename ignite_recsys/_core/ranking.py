@@ -40,7 +40,9 @@ from .item_sets import distinct_in_rows, listed_of_mask
 from .selection import (
     listed_bound, stable_topk, stable_topk_excluding, stable_topk_excluding_listed,
 )
-from .ties import boundary_ties, last_group_totals, stable_positions, tie_expectations
+from .ties import (
+    boundary_ties, last_group_totals, rows_to_read, stable_positions, tie_continues, tie_expectations,
+)
 
 
 @dataclass
@@ -137,8 +139,11 @@ def rank_input(
     else:
         nan = torch.full((), float("nan"), dtype=batch.scores.dtype, device=order.device)
         top_scores = torch.where(listed, batch.scores.gather(1, order.clamp(min=0)), nan)
-        last_group = _candidate_group_totals(batch, top_scores[:, -1:], relevance, gain_function, relevance_threshold)
-        hit, gain, hit_times_hits_so_far, first_hit = tie_expectations(top_scores, top_relevant, top_gain, last_group)
+        continues = tie_continues(tie)
+        last_group = _candidate_group_totals(batch, top_scores[:, -1:], relevance, gain_function, relevance_threshold,
+                                             rows_to_read(continues))
+        hit, gain, hit_times_hits_so_far, first_hit = tie_expectations(top_scores, top_relevant, top_gain, last_group,
+                                                                       continues)
 
     ideal_gain = None
     if ideal:
@@ -203,8 +208,11 @@ def _rank_dense(
         hit, gain, hit_times_hits_so_far, first_hit = stable_positions(top_relevant, top_gain)
     else:
         top_scores = scores.gather(1, order)
-        last_group = last_group_totals(scores, labels, top_scores[:, -1:], relevance, gain_function, relevance_threshold)
-        hit, gain, hit_times_hits_so_far, first_hit = tie_expectations(top_scores, top_relevant, top_gain, last_group)
+        continues = tie_continues(tie)
+        last_group = last_group_totals(scores, labels, top_scores[:, -1:], relevance, gain_function, relevance_threshold,
+                                       rows_to_read(continues))
+        hit, gain, hit_times_hits_so_far, first_hit = tie_expectations(top_scores, top_relevant, top_gain, last_group,
+                                                                       continues)
 
     ideal_gain = None
     if ideal:
@@ -296,15 +304,13 @@ def _compact(values: torch.Tensor, column: torch.Tensor, fill) -> torch.Tensor:
     return out.scatter_(1, column, values)[:, :-1]
 
 
-def _candidate_group_totals(batch: RankingInput, boundary, relevance, gain_function, threshold):
+def _candidate_group_totals(batch: RankingInput, boundary, relevance, gain_function, threshold, rows=None):
     """Over each user's candidates, those scored ``boundary`` (batch, 1): their number, how many
-    are relevant and their total gain (``ties="average"`` with dense scores)."""
+    are relevant and their total gain (``ties="average"`` with dense scores). Dense labels: over
+    ``rows`` only (``ties.rows_to_read``; None: every row), 0 elsewhere."""
     scores, excluded = batch.scores, batch.excluded
     if batch.labels is not None:
-        labels = batch.labels
-        if excluded is not None:  # an excluded item joins no tie group: give it a score never tied
-            scores = torch.where(excluded, torch.full((), float("nan"), dtype=scores.dtype, device=scores.device), scores)
-        return last_group_totals(scores, labels, boundary, relevance, gain_function, threshold)
+        return last_group_totals(scores, batch.labels, boundary, relevance, gain_function, threshold, rows, excluded)
     candidate = torch.ones_like(scores, dtype=torch.bool) if excluded is None else ~excluded
     count = ((scores == boundary) & candidate).sum(1, dtype=torch.float64)
     table = batch.targets

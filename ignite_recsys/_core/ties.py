@@ -41,11 +41,14 @@ def boundary_ties(scores: torch.Tensor, order: torch.Tensor, depth: int, complet
     return tie if tie.shape[1] == depth else torch.nn.functional.pad(tie, (0, depth - tie.shape[1]))
 
 
-def tie_expectations(top_scores, top_relevant, top_gain, last_group):
+def tie_expectations(top_scores, top_relevant, top_gain, last_group, continues):
     """Per-position expectations over uniformly random orders within each group of tied scores.
-    ``last_group``: (count, relevant count, total gain) (batch,) of the candidates tied with the
-    last listed score, over the whole row (that group may continue past the cut). A NaN in
-    ``top_scores`` marks an empty position (a group of its own, holding nothing)."""
+    ``continues`` (batch,) bool: the last listed score ties with the next candidate of the
+    ranking (``tie_continues``), so its group may hold candidates past the cut; for those rows
+    ``last_group`` gives (count, relevant count, total gain) (batch,) of the candidates tied
+    with it over the whole row. Elsewhere the group lies within the listed positions (the
+    ranking is sorted) and ``last_group`` is not read. A NaN in ``top_scores`` marks an empty
+    position (a group of its own, holding nothing)."""
     depth = top_scores.shape[1]
     position = torch.arange(depth, device=top_scores.device)
     starts_group = torch.ones_like(top_scores, dtype=torch.bool)
@@ -61,7 +64,7 @@ def tie_expectations(top_scores, top_relevant, top_gain, last_group):
         return running.gather(1, end) - before
 
     # The last group may continue past the cut: take its totals over the whole row.
-    in_last_group = top_scores == top_scores[:, -1:]
+    in_last_group = (top_scores == top_scores[:, -1:]) & continues.unsqueeze(1)
     last_count, last_relevant, last_gain = last_group
     size = torch.where(in_last_group, last_count.unsqueeze(1), (end - start + 1).to(torch.float64))
     relevant = torch.where(in_last_group, last_relevant.unsqueeze(1), group_total(top_relevant))
@@ -91,20 +94,48 @@ def _first_success_probability(slot, size, successes):
     return torch.where(possible, torch.exp(log_p), torch.zeros_like(log_p))
 
 
-def last_group_totals(scores, labels, boundary, relevance, gain_function, threshold=None):
-    """Over the whole row, the items whose score equals ``boundary`` (batch, 1): their number,
-    how many are relevant and their total gain. A few pieces of rows (``tuning.piece_rows``:
-    float64 temporaries of about 40 bytes per entry)."""
+def tie_continues(tie: torch.Tensor) -> torch.Tensor:
+    """(batch,) bool: the last listed position ties with the next candidate, from
+    ``boundary_ties`` of an order with one position past the cut."""
+    return tie[:, -1] > 0
+
+
+def rows_to_read(continues: torch.Tensor) -> Optional[torch.Tensor]:
+    """The rows whose last tie group is read over the whole row: on CPU those where it continues
+    past the cut (1-D int64, read on the host, which waits for nothing there; none at all for
+    scores without ties); on accelerators None, every row (no synchronisation)."""
+    return continues.nonzero().flatten() if tuning.cpu_tuned(continues.device) else None
+
+
+def last_group_totals(scores, labels, boundary, relevance, gain_function, threshold=None, rows=None, excluded=None):
+    """Over the whole row, the candidates whose score equals ``boundary`` (batch, 1): their
+    number, how many are relevant and their total gain; over ``rows`` only (1-D int64,
+    ``rows_to_read``; None: every row), 0 in the others. ``excluded`` (batch, num_items) bool:
+    items that are no candidates. A few pieces of rows at a time (``tuning.piece_rows``: float64
+    temporaries of about 40 bytes per entry); chosen rows are copied a piece at a time."""
     num_rows, num_cols = scores.shape
     totals = torch.zeros(3, num_rows, dtype=torch.float64, device=scores.device)
-    rows = tuning.piece_rows(num_rows, 40 * num_cols, scores.device)
-    pieces = zip(scores.split(rows), labels.split(rows), boundary.split(rows), totals.split(rows, dim=1))
-    for score_piece, label_piece, boundary_piece, piece_totals in pieces:
-        tied = (score_piece == boundary_piece).to(torch.float64)
-        label_values = label_piece.to(torch.float64)
+    step = tuning.piece_rows(num_rows, 40 * num_cols, scores.device)
+    rows = None if rows is not None and rows.numel() == num_rows else rows  # every row: no copies
+    pieces = [slice(start, start + step) for start in range(0, num_rows, step)] if rows is None else rows.split(step)
+    for piece in pieces:
+        def take(tensor):
+            return tensor[piece] if isinstance(piece, slice) else tensor.index_select(0, piece)
+
+        tied = take(scores) == take(boundary)
+        if excluded is not None:
+            tied &= ~take(excluded)
+        tied = tied.to(torch.float64)
+        label_values = take(labels).to(torch.float64)
         relevant = relevance.indicator(label_values)
+        piece_totals = totals[:, piece] if isinstance(piece, slice) else torch.empty(3, len(piece), dtype=torch.float64,
+                                                                                   device=scores.device)
         torch.sum(tied, 1, out=piece_totals[0])
         torch.sum(tied * relevant, 1, out=piece_totals[1])
         if gain_function is not None:
             torch.sum(tied * gains(label_values, relevant, gain_function, threshold), 1, out=piece_totals[2])
+        else:
+            piece_totals[2].zero_()
+        if not isinstance(piece, slice):
+            totals.index_copy_(1, piece, piece_totals)
     return totals[0], totals[1], totals[2]
