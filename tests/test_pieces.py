@@ -228,13 +228,14 @@ def test_label_pass_sees_every_nan(column, count, groups, depth):
                                    groups=groups, depth=depth)[2])
 
 
+@pytest.mark.parametrize("exclude", [False, True])  # with an exclusion: the ranking step of candidates
 @pytest.mark.parametrize("items", [1_503, 6_001])  # label groups of ~sqrt(items / 5): 17 strided, 32 contiguous
 @pytest.mark.parametrize("options, dtype", [
     ({"gain_function": "binary"}, torch.float32),  # the binary ideal needs |R| only
     ({"gain_function": "binary", "relevance_threshold": 2.0}, torch.float64),
     ({}, torch.bool),
 ])
-def test_count_only_rankings_against_numpy(monkeypatch, options, dtype, items):
+def test_count_only_rankings_against_numpy(monkeypatch, options, dtype, items, exclude):
     """Where no metric needs the best labels, only |R|: over float labels, |R| is counted among
     the candidates of the label groups (the users with relevant labels in more groups
     recounted over their rows); bool labels are counted as they are. Every cut-off metric
@@ -257,9 +258,17 @@ def test_count_only_rankings_against_numpy(monkeypatch, options, dtype, items):
     threshold = options.get("relevance_threshold", 1.0)
     labels = torch.from_numpy(grades >= threshold) if dtype == torch.bool else torch.from_numpy(grades).to(dtype)
     reference_grades = (grades >= threshold).astype(np.float64) if dtype == torch.bool else grades
-    expected = metric_means(scores, reference_grades, top_k, threshold=threshold, gain_kind="binary")
+    excluded = [set(rng.choice(items, size=30, replace=False).tolist()) if exclude else set() for _ in range(users)]
+    if exclude:
+        excluded[0].add(items - 1)  # the best scored item, relevant, in the tail
+    expected = candidate_metric_means(candidate_rankings(scores, excluded), reference_grades, top_k,
+                                      threshold=threshold, gain_kind="binary")
     metric = R.RankingMetrics(top_k, metrics=list(CUTOFF_CLASSES), **options)
-    got = run_metric(metric, [(torch.from_numpy(scores), labels)])
+    mask = torch.zeros(scores.shape, dtype=torch.bool)
+    for user, ids in enumerate(excluded):
+        mask[user, list(ids)] = True
+    batch = (torch.from_numpy(scores), labels)
+    got = run_metric(metric, [batch + (mask,) if exclude else batch])
     for name in CUTOFF_CLASSES:
         np.testing.assert_allclose([got[f"{name}@{k}"] for k in top_k], expected[name], atol=1e-12, err_msg=name)
     assert bool(counted_among) == (dtype != torch.bool), "|R| counted among the candidates"
