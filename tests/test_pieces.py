@@ -19,7 +19,7 @@ from conftest import CUTOFF_CLASSES, run_metric
 from ignite_recsys._core import tuning
 from ignite_recsys._core.relevance import Relevance, count_true, relevance_pass
 from ignite_recsys._core.selection import ValueGroups
-from references import candidate_metric_means, candidate_rankings, metric_means
+from references import candidate_metric_means, candidate_rankings
 
 SIX = ["ndcg", "hit_rate", "recall", "precision", "map", "mrr"]
 TOP_K = [1, 5, 10, 20, 50, 100]
