@@ -28,6 +28,8 @@ from dataclasses import dataclass
 
 import torch
 
+from . import tuning
+
 ITEM_BITS = 32  # keys are user << 32 | item: item ids below 2**32, users below 2**31
 _NO_ITEM = -1
 ROW_PADDING = 1 << 62  # fills sorted id rows past a user's items: above every item id
@@ -87,8 +89,7 @@ class ItemTable:
         """For ``items`` (num_users, K) int64 (``-1`` = no item): the stored value of each
         (user, item) pair, 0 where none is stored, and whether one is stored (bool)."""
         num_users = items.shape[0]
-        users = torch.arange(num_users, device=items.device).unsqueeze(1)
-        queries = torch.add(items, users, alpha=1 << ITEM_BITS)
+        queries = items + tuning.index_constant(0, num_users << ITEM_BITS, 1 << ITEM_BITS, -1, items.device)
         if self.keys.numel() == 0:
             found = torch.zeros(items.shape, dtype=torch.bool, device=items.device)
             return torch.zeros(items.shape, dtype=self.values.dtype, device=items.device), found

@@ -98,7 +98,8 @@ def rank_input(
     if order.shape[1] < width:
         order = torch.nn.functional.pad(order, (0, width - order.shape[1]), value=-1)
     depth = min(depth, order.shape[1])
-    tie = None if batch.scores is None else boundary_ties(batch.scores, order, depth)
+    # scores without an exclusion list an item at every position
+    tie = None if batch.scores is None else boundary_ties(batch.scores, order, depth, complete=not batch.has_exclusion)
     order = order[:, :depth]
     listed = order >= 0
 
