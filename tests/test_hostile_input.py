@@ -182,6 +182,22 @@ def test_minus_inf_labels_are_negative_labels(rng, items, options):
                                    err_msg=f"{name} (CSR targets)")
 
 
+@pytest.mark.parametrize("threshold", [1e300, 1.7e308])
+def test_shifted_gain_of_minus_inf_labels_under_a_threshold_near_the_float64_limit(rng, threshold):
+    """exp_rank_shifted subtracts the threshold from every label: for -inf labels next to a huge
+    threshold that difference overflows, yet the gain of a label that is not relevant is 0."""
+    users, items = 6, 7
+    scores, _ = random_batch(rng, users, items)
+    grades = rng.choice([-np.inf, 0.0, threshold], size=(users, items))
+    grades[:, 0] = threshold  # every user has a relevant item
+    grades[:, 1] = -np.inf
+    expected = metric_means(scores.numpy(), grades, [1, 3, 7], threshold=threshold, gain_kind="exp_rank_shifted")
+    metric = R.NDCG([1, 3, 7], gain_function="exp_rank_shifted", relevance_threshold=threshold)
+    got = run_metric(metric, [(scores, torch.tensor(grades, dtype=torch.float64))])
+    np.testing.assert_allclose(got, expected["ndcg"], atol=1e-12)
+    assert 0.0 < min(got) < 1.0  # the case ranks relevant items below others
+
+
 # --- Gains that overflow, custom gains ---------------------------------------------------------
 @pytest.mark.parametrize("ties", ["stable", "average"])
 @pytest.mark.parametrize("label", [1024.0, 5000.0, math.inf])

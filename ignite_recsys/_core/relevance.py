@@ -239,6 +239,9 @@ def _split(tensor: Optional[torch.Tensor], rows: int):
     return tensor.split(rows) if tensor is not None else itertools.repeat(None)
 
 
+_EXP2_UNDERFLOW = -1100.0  # 2**-1100 rounds to 0 in float64 (its least subnormal is 2**-1074)
+
+
 def gains(values: torch.Tensor, relevant: torch.Tensor, gain_function: GainFunction, threshold: Optional[float]):
     """Gain of each relevance value (float64); 0 where the item is not relevant. ``relevant`` is
     the float 0/1 indicator. The built-in gains are 0 at a masked value of 0, so they mask by a
@@ -254,7 +257,10 @@ def gains(values: torch.Tensor, relevant: torch.Tensor, gain_function: GainFunct
     if gain_function == "linear_rank":
         return values * relevant
     if gain_function == "exp_rank_shifted":
-        return torch.exp2((values - threshold).add_(1).mul_(relevant)).sub_(1)
+        # the shift can overflow to -inf (the lowest value minus a threshold near float64's
+        # limit); 2**e is 0 in float64 for every e below -1075, so raise e there first
+        exponent = (values - threshold).add_(1).clamp_(min=_EXP2_UNDERFLOW)
+        return torch.exp2(exponent.mul_(relevant)).sub_(1)
     raw = check_gain_output(gain_function(values), values)
     return torch.where(relevant > 0, raw, torch.zeros((), dtype=torch.float64, device=values.device))
 
