@@ -245,22 +245,22 @@ _EXP2_UNDERFLOW = -1100.0  # 2**-1100 rounds to 0 in float64 (its least subnorma
 def gains(values: torch.Tensor, relevant: torch.Tensor, gain_function: GainFunction, threshold: Optional[float]):
     """Gain of each relevance value (float64); 0 where the item is not relevant. ``relevant`` is
     the float 0/1 indicator. The built-in gains are 0 at a masked value of 0, so they mask by a
-    product, not a select: ``-inf`` labels (never relevant) are first raised to the lowest
-    finite value of their dtype (float64 here), whose product with 0 is 0. ``threshold`` is the metric's
-    ``relevance_threshold``, used by ``"exp_rank_shifted"``."""
+    product, not a select, of finite numbers: ``-inf`` labels (never relevant) are first raised
+    to the lowest finite value of their dtype (float64 here), whose product with 0 is 0;
+    ``"exp_rank_shifted"`` bounds its exponent ``y - t + 1`` (t = ``threshold``, the metric's
+    ``relevance_threshold``) instead, since the shift itself can overflow to ``-inf``."""
     if gain_function == "binary":
         return relevant.clone()
+    if gain_function == "exp_rank_shifted":
+        # 2**e is 0 in float64 for every e below -1075: raising e there changes no gain
+        exponent = (values - threshold).add_(1).clamp_(min=_EXP2_UNDERFLOW)
+        return torch.exp2(exponent.mul_(relevant)).sub_(1)
     if not callable(gain_function):
         values = values.clamp(min=torch.finfo(values.dtype).min)
     if gain_function == "exp_rank":  # in place where the operands allow: fewer fresh buffers
         return torch.exp2(values * relevant).sub_(1)
     if gain_function == "linear_rank":
         return values * relevant
-    if gain_function == "exp_rank_shifted":
-        # the shift can overflow to -inf (the lowest value minus a threshold near float64's
-        # limit); 2**e is 0 in float64 for every e below -1075, so raise e there first
-        exponent = (values - threshold).add_(1).clamp_(min=_EXP2_UNDERFLOW)
-        return torch.exp2(exponent.mul_(relevant)).sub_(1)
     raw = check_gain_output(gain_function(values), values)
     return torch.where(relevant > 0, raw, torch.zeros((), dtype=torch.float64, device=values.device))
 
