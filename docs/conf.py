@@ -13,6 +13,7 @@ sys.path.insert(0, str(ROOT.parent))
 
 import ignite_recsys  # noqa: E402
 from ignite.metrics import Metric  # noqa: E402
+from ignite_recsys._registry import ENTRIES  # noqa: E402
 
 project = "ignite_recsys"
 author = "the ignite_recsys developers"
@@ -32,12 +33,13 @@ html_theme_options = {"page_width": "1180px", "sidebar_width": "240px"}
 nitpicky = False
 
 GROUPS = {
-    "Ranking quality at cut-offs": ["NDCG", "HitRate", "Recall", "Precision", "MAP", "MRR", "F1", "RPrecision",
-                                    "RankingMetrics"],
+    # every ranking metric of the registry, then the class that computes several at once
+    "Ranking quality at cut-offs": [entry.class_name for entry in ENTRIES] + ["RankingMetrics"],
     "Beyond accuracy": ["ItemCoverage", "GiniIndex", "ShannonEntropy", "AveragePopularity", "TailPercentage",
                         "Novelty"],
     "Score-based": ["GAUC", "AUC", "LogLoss", "MAE", "RMSE"],
-    "Input forms and diagnostics": ["ItemIds", "RankedItems", "UserGroups", "UserIds", "BoundaryTieWarning"],
+    "Input forms and diagnostics": ["ItemIds", "RankedItems", "UserGroups", "UserIds", "BoundaryTieWarning",
+                                    "InputWarning"],
     "Statistics": ["PairedTestResult", "Report", "Paired"],
 }
 
@@ -80,27 +82,29 @@ def _write_metric_pages(app):
 def _write_registry_page(app):
     """The table of the ranking metrics, read from the library's registry (the same table
     RankingMetrics, the classes and the tests read)."""
-    from ignite_recsys._registry import ENTRIES
-
     rows = []
     for entry in ENTRIES:
         name = f"``{entry.name}@k``" if entry.has_cutoff else f"``{entry.name}``"
-        if entry.normalization is None:
-            options = "—"
-        else:
+        options = []
+        for option in entry.options:
             choices = "; ".join(
-                f"``{c.value!r}``{' (default)' if c.value == entry.normalization.default else ''}: {c.reproduces}"
-                for c in entry.normalization.choices
+                f"``{c.value!r}``{' (default)' if c.value == option.default else ''}: {c.reproduces}"
+                for c in option.choices
             )
-            options = f"``{entry.normalization.argument}``: {choices}"
-        description = entry.description.replace("|", "\\|")  # |R| is not a substitution
+            keyword = option.name if option.name == option.argument else f"{option.name}`` / ``{option.argument}"
+            options.append(f"``{keyword}``: {choices}")
+        options = "; ".join(options) if options else "—"
+        description = entry.summary.replace("|", "\\|")  # |R| is not a substitution
+        if entry.reproduces:
+            description += f" Reproduces: {entry.reproduces}."
         rows.append([name, f":class:`~ignite_recsys.{entry.class_name}`", description, options])
     lines = ["The ranking metrics", "===================", "",
              "Every ranking metric, its class, its name in :class:`~ignite_recsys.RankingMetrics` "
-             "(``metrics=[...]`` and the ``\"name@k\"`` keys of its results) and the normalization "
-             "choices it offers, with the libraries each choice reproduces.", "",
+             "(``metrics=[...]`` and the ``\"name@k\"`` keys of its results) and the conventions "
+             "it offers (its class's keyword / RankingMetrics' keyword), with the libraries each choice "
+             "reproduces.", "",
              ".. list-table::", "   :header-rows: 1", "   :widths: 12 14 34 40", "",
-             "   * - name", "     - class", "     - what it measures", "     - normalization"]
+             "   * - name", "     - class", "     - what it measures", "     - conventions"]
     for row in rows:
         lines.append(f"   * - {row[0]}")
         lines += [f"     - {cell}" for cell in row[1:]]

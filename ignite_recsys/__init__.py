@@ -4,17 +4,20 @@ Every metric is an :class:`ignite.metrics.Metric` with constant-size float64 sta
 an Ignite ``Engine`` or call ``reset`` / ``update((y_pred, y))`` / ``compute`` in a plain loop.
 Predictions may be dense scores or :class:`RankedItems`; targets dense, sparse or
 :class:`ItemIds`; the ranking and catalog metrics also take ``(y_pred, y, exclude)``.
+:mod:`ignite_recsys.functional` gives the same per-user values from tensors in one call.
 """
 
+from . import functional
+from ._core.input_checks import InputWarning
 from .inputs import ItemIds, RankedItems, UserGroups, UserIds
-from .metrics._base import BoundaryTieWarning
 from .metrics import *  # noqa: F401,F403
 from .metrics import __all__ as _metric_names
-from .stats import Paired, PairedTestResult, Report, correct_p_values, paired_test
+from .report import Report
+from .stats import PairedTestResult, correct_p_values, paired_test
 
 __all__ = list(_metric_names) + [
-    "ItemIds", "RankedItems", "UserGroups", "UserIds", "BoundaryTieWarning", "paired_test", "correct_p_values",
-    "PairedTestResult", "Report", "Paired",
+    "ItemIds", "RankedItems", "UserGroups", "UserIds", "InputWarning", "paired_test", "correct_p_values",
+    "PairedTestResult", "Report", "functional",
 ]
 
 __version__ = "0.3.0"

@@ -1,26 +1,28 @@
-"""The one table of the ranking metrics: names, formulas, options and what each needs.
+"""The one table of the ranking metrics: names, formulas, conventions and what each needs.
 
-:class:`~ignite_recsys.RankingMetrics` reads its metric names, per-user formulas, the checks of its
-``*_normalization`` arguments and which quantities its ranking step computes from here; each single
-class (:class:`~ignite_recsys.NDCG`, ...) reads its normalization choices and default from here, and
-``functional.*_NORMALIZATIONS`` are derived from it. Adding a cut-off metric means adding its
-per-user formula to :mod:`ignite_recsys.functional`, its class to :mod:`ignite_recsys.metrics.ranking`
-and one :class:`MetricEntry` below.
-
-The table is plain data at the bottom of the import graph: the class and the formula are named and
-resolved on use (they import this module for their options).
+A ranking metric is one :class:`RankingEntry` here plus its per-user formula in
+:mod:`ignite_recsys._core.formulas`. Everything else comes from the entry: its class (a thin
+class in :mod:`ignite_recsys.metrics.ranking` naming the entry), its member of
+:class:`~ignite_recsys.RankingMetrics` and that class's convention arguments, the checks of its
+options, what the shared ranking step computes for it (gains, ideal gains, the relevant count,
+the full ranking), its function in :mod:`ignite_recsys.functional`, its Engine keys
+(``"<name>@<k>"``) and its row in the documentation's tables.
 """
 
 from __future__ import annotations
 
-import importlib
-from dataclasses import dataclass
-from typing import Callable, Optional, Tuple
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping, Optional
+
+import torch
+
+from . import _validation as V
+from ._core import formulas
 
 
 @dataclass(frozen=True)
 class Choice:
-    """One value of a normalization option."""
+    """One named value of a convention."""
 
     value: str
     reproduces: str  # the libraries whose convention this choice reproduces
@@ -29,125 +31,179 @@ class Choice:
 
 
 @dataclass(frozen=True)
-class Normalization:
-    """A metric's normalization option: ``normalization=`` of its class, ``argument=`` of
-    RankingMetrics."""
+class Option:
+    """A convention argument of a ranking metric: ``name=`` of its class, ``argument=`` of
+    RankingMetrics (metrics that share an argument share its value, e.g. ``gain_function``).
+    ``stage``: read by the per-user ``"formula"`` or by the shared ``"ranking"`` step."""
 
-    argument: str  # the keyword of RankingMetrics, e.g. "map_normalization"
-    choices: Tuple[Choice, ...]
-    default: str
+    name: str
+    argument: str
+    default: Any
+    description: str
+    choices: tuple = ()
+    constraint: Optional[V.Constraint] = None  # default: one of the choices (None: the default)
+    stage: str = "formula"
 
     @property
-    def values(self) -> Tuple[str, ...]:
+    def values(self) -> tuple:
         return tuple(choice.value for choice in self.choices)
 
-    def choice(self, value: str) -> Choice:
-        return self.choices[self.values.index(value)]
+    def choice(self, value: Any) -> Optional[Choice]:
+        return next((choice for choice in self.choices if choice.value == value), None)
 
-    def param(self, default_when_none: bool = False):
-        """The declared constraint of this option (see ``_validation.Param``); with
-        ``default_when_none``, None stands for the default (the single classes' signature)."""
-        from ._validation import Param, check_choice
-
-        def check(name, value, arguments):
-            return self.default if default_when_none and value is None else check_choice(name, value, self.values)
-
-        return Param(f"one of {list(self.values)} (default {self.default!r})", check)
+    @property
+    def checked_by(self) -> V.Constraint:
+        return self.constraint or V.Options(self.values, none_means=self.default)
 
 
 @dataclass(frozen=True)
-class MetricEntry:
+class Needs:
+    """What a metric needs from the shared ranking step, beyond the hits of the top k."""
+
+    gains: bool = False  # the gains of the ranked items (the metric's gain_function)
+    ideal: bool = False  # the gains of the ideal ranking (relevance sorted descending)
+    relevant_count: bool = False  # |R| itself, not only whether |R| > 0 (a pass over the labels on CPU)
+    full_ranking: bool = False  # every candidate ranked: no cut-off (the formula reads the input)
+
+
+@dataclass(frozen=True)
+class RankingEntry:
     """One ranking metric."""
 
     name: str  # the name in RankingMetrics(metrics=...) and in "<name>@<k>"
     class_name: str  # its class in ignite_recsys.metrics.ranking
-    formula_name: Optional[str]  # its per-user formula in ignite_recsys.functional (None: no cut-off)
-    description: str
-    has_cutoff: bool = True
-    needs_ideal: bool = False  # the ideal gains (and the gains) of the ranking step
-    counts_relevant: bool = False  # |R| itself, not only whether |R| > 0 (a pass on CPU)
-    normalization: Optional[Normalization] = None
+    summary: str  # one line, for the tables of the documentation
+    formula: Callable[..., Any]  # (RankedBatch, top_k, **formula options) -> (batch, len(top_k)) float64
+    needs: Needs = field(default_factory=Needs)
+    options: tuple = ()
+    reproduces: str = ""  # the libraries whose numbers it reproduces (under their arguments)
+    default: bool = True  # computed by RankingMetrics(metrics=None)
 
     @property
-    def cls(self) -> type:
-        return getattr(importlib.import_module("ignite_recsys.metrics.ranking"), self.class_name)
+    def has_cutoff(self) -> bool:
+        return not self.needs.full_ranking
+
+    def option(self, name: str) -> Optional[Option]:
+        return next((option for option in self.options if option.name == name), None)
 
     @property
-    def formula(self) -> Optional[Callable]:
-        if self.formula_name is None:
-            return None
-        return getattr(importlib.import_module("ignite_recsys.functional"), self.formula_name)
+    def normalization(self) -> Optional[Option]:
+        return self.option("normalization")
 
-    def needs_relevant_count(self, normalization: Optional[str] = None) -> bool:
-        """Whether the ranking step must count |R| for this metric (with this normalization)."""
-        if self.normalization is not None and normalization is not None:
-            override = self.normalization.choice(normalization).counts_relevant
-            if override is not None:
-                return override
-        return self.counts_relevant
+    def needs_relevant_count(self, options: Mapping[str, Any]) -> bool:
+        """Whether the ranking step must count |R| for this metric under these options (by name)."""
+        for option in self.options:
+            chosen = option.choice(options.get(option.name, option.default))
+            if chosen is not None and chosen.counts_relevant is not None:
+                return chosen.counts_relevant
+        return self.needs.relevant_count
 
-    def values(self, ranked, top_k, normalization: Optional[str] = None):
-        """The per-user values at each cut-off, shape (batch, len(top_k))."""
-        if self.normalization is None:
-            return self.formula(ranked, top_k)
-        return self.formula(ranked, top_k, normalization)
+    def refuses_average_ties(self, options: Mapping[str, Any], keyword: str = "name") -> Optional[str]:
+        """The ``keyword=value`` (the option's ``name`` or RankingMetrics ``argument``) whose choice
+        rules out ``ties="average"``, else None."""
+        for option in self.options:
+            value = options.get(option.name, option.default)
+            chosen = option.choice(value)
+            if chosen is not None and not chosen.average_ties:
+                return f"{getattr(option, keyword)}={value!r}"
+        return None
+
+    def values(self, ranked, top_k, options: Mapping[str, Any]) -> torch.Tensor:
+        """The per-user values (batch, len(top_k)) from a ranked batch, under these options."""
+        chosen = {option.name: options.get(option.name, option.default) for option in self.options
+                  if option.stage == "formula"}
+        return self.formula(ranked, top_k, **chosen)
 
 
-ENTRIES: Tuple[MetricEntry, ...] = (
-    MetricEntry(
-        "ndcg", "NDCG", "ndcg", "Normalized Discounted Cumulative Gain at k.", needs_ideal=True,
+GAIN = Option(
+    "gain_function", "gain_function", "exp_rank",
+    "the gain of a relevance label: ``\"exp_rank\"`` (or ``\"exponential\"``) 2^rel - 1 (ignite, ranx "
+    "``ndcg_burges``), ``\"linear_rank\"`` (or ``\"linear\"``) rel (trec_eval, ranx ``ndcg``, torchmetrics, "
+    "scikit-learn), ``\"binary\"`` 1 per relevant item (RecBole), ``\"exp_rank_shifted\"`` 2^(rel - t + 1) - 1 "
+    "(Elliot ``nDCG``), or a callable mapping a float64 relevance tensor to gains",
+    choices=(
+        Choice("exp_rank", "ignite, ranx ndcg_burges"),
+        Choice("linear_rank", "trec_eval ndcg_cut, ranx ndcg, torchmetrics, scikit-learn"),
+        Choice("binary", "RecBole, Elliot nDCGRendle2020"),
+        Choice("exp_rank_shifted", "Elliot nDCG"),
     ),
-    MetricEntry(
-        "hit_rate", "HitRate", "hit_rate", "1 if a relevant item is in the top k, else 0.",
+    constraint=V.GAIN_FUNCTION,
+    stage="ranking",
+)
+
+ENTRIES: tuple = (
+    RankingEntry(
+        "ndcg", "NDCG", "Normalized Discounted Cumulative Gain at k.", formulas.ndcg,
+        Needs(gains=True, ideal=True), options=(GAIN,),
+        reproduces="ignite NDCG, trec_eval ndcg_cut, ranx ndcg, torchmetrics, scikit-learn ndcg_score, RecBole",
     ),
-    MetricEntry(
-        "recall", "Recall", "recall", "The share of the relevant items found in the top k.",
-        counts_relevant=True,
-        normalization=Normalization(
-            "recall_normalization",
-            (
+    RankingEntry(
+        "hit_rate", "HitRate", "1 if a relevant item is in the top k, else 0.", formulas.hit_rate,
+        reproduces="ignite HitRate, RecBole Hit, ranx hit_rate, trec_eval success",
+    ),
+    RankingEntry(
+        "recall", "Recall", "The share of the relevant items found in the top k.", formulas.recall,
+        Needs(relevant_count=True),
+        options=(Option(
+            "normalization", "recall_normalization", "relevant", "the divisor of Recall@k",
+            choices=(
                 Choice("relevant", "RecBole, trec_eval, ranx, torchmetrics"),
                 Choice("min_k_relevant", "rectorch, RecPack CalibratedRecallK"),
             ),
-            default="relevant",
-        ),
+        ),),
+        reproduces="RecBole, trec_eval recall, ranx recall, torchmetrics RetrievalRecall",
     ),
-    MetricEntry(
-        "precision", "Precision", "precision", "The share of the top k that is relevant.",
-        normalization=Normalization(
-            "precision_normalization",
-            (
+    RankingEntry(
+        "precision", "Precision", "The share of the top k that is relevant.", formulas.precision,
+        options=(Option(
+            "normalization", "precision_normalization", "k", "the divisor of P@k",
+            choices=(
                 Choice("k", "RecBole, trec_eval, ranx"),
                 Choice("min_k_items", "torchmetrics adaptive_k=True"),
             ),
-            default="k",
-        ),
+        ),),
+        reproduces="RecBole, trec_eval P, ranx precision, torchmetrics RetrievalPrecision",
     ),
-    MetricEntry(
-        "map", "MAP", "average_precision", "Mean Average Precision at k.",
-        counts_relevant=True,
-        normalization=Normalization(
-            "map_normalization",
-            (
+    RankingEntry(
+        "map", "MAP", "Mean Average Precision at k.", formulas.average_precision,
+        Needs(relevant_count=True),
+        options=(Option(
+            "normalization", "map_normalization", "min_k_relevant", "the divisor of AP@k",
+            choices=(
                 Choice("min_k_relevant", "RecBole, MS Recommenders"),
                 Choice("relevant", "trec_eval map_cut, ranx"),
                 Choice("hits", "torchmetrics RetrievalMAP(top_k)", counts_relevant=False, average_ties=False),
             ),
-            default="min_k_relevant",
-        ),
+        ),),
+        reproduces="RecBole MAP, trec_eval map_cut, ranx map, torchmetrics RetrievalMAP",
     ),
-    MetricEntry(
-        "mrr", "MRR", "reciprocal_rank", "1 / rank of the first relevant item in the top k, else 0.",
+    RankingEntry(
+        "mrr", "MRR", "1 / rank of the first relevant item in the top k, else 0.", formulas.reciprocal_rank,
+        reproduces="RecBole MRR, ranx mrr, torchmetrics RetrievalMRR",
     ),
-    MetricEntry(
-        "f1", "F1", "f1", "The harmonic mean of Precision@k and Recall@k.", counts_relevant=True,
+    RankingEntry(
+        "f1", "F1", "The harmonic mean of Precision@k and Recall@k.", formulas.f1,
+        Needs(relevant_count=True), reproduces="ranx f1",
     ),
-    MetricEntry(
-        "r_precision", "RPrecision", None, "Precision at rank |R|, the user's number of relevant items.",
-        has_cutoff=False,
+    RankingEntry(
+        "r_precision", "RPrecision", "Precision at rank |R|, the user's number of relevant items.",
+        formulas.r_precision, Needs(full_ranking=True),
+        reproduces="trec_eval Rprec, ranx r-precision, torchmetrics RetrievalRPrecision",
     ),
 )
 
-REGISTRY = {entry.name: entry for entry in ENTRIES}
-ALL_METRICS: Tuple[str, ...] = tuple(REGISTRY)
-CUTOFF_METRICS: Tuple[str, ...] = tuple(entry.name for entry in ENTRIES if entry.has_cutoff)
+REGISTRY: dict = {entry.name: entry for entry in ENTRIES}
+ALL_METRICS: tuple = tuple(REGISTRY)
+CUTOFF_METRICS: tuple = tuple(entry.name for entry in ENTRIES if entry.has_cutoff)
+# RankingMetrics(metrics=None): the cut-off metrics marked default
+DEFAULT_METRICS: tuple = tuple(entry.name for entry in ENTRIES if entry.has_cutoff and entry.default)
+
+
+def ranking_metrics_options() -> dict:
+    """RankingMetrics' convention arguments: {argument: Option}, in registry order (an argument
+    shared by several metrics, e.g. ``gain_function``, once)."""
+    options: dict = {}
+    for entry in ENTRIES:
+        for option in entry.options:
+            options.setdefault(option.argument, option)
+    return options

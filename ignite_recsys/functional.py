@@ -1,135 +1,181 @@
-"""Pure per-user metric values from a :class:`~ignite_recsys._core.ranking.RankedBatch`.
+"""The ranking metrics as functions of tensors: per-user values of one batch, in one call.
 
-Each function returns a float64 tensor of shape (batch, len(top_k)), column j for cut-off
-``top_k[j]`` (ascending). A cut-off beyond the number of items reads the whole (shorter) list.
-Positions are 1-based; ``hits@k`` is the number of relevant items among the top k.
+One function per ranking metric of the registry (``ndcg``, ``hit_rate``, ``recall``,
+``precision``, ``map``, ``mrr``, ``f1``, ``r_precision``, ...) and :func:`ranking_metrics` for
+several at once. Each takes the inputs a metric's ``update`` takes, in every form (dense scores or
+:class:`~ignite_recsys.RankedItems`; dense, sparse or :class:`~ignite_recsys.ItemIds` targets; an
+optional ``exclude``), the same conventions as keywords, and returns float64 per-user values: a
+(batch, len(top_k)) tensor, columns in ascending k (a (batch,) tensor for ``r_precision``). A
+user the class would not count (no relevant item under ``ignore_zero_hits=True``) gets NaN, so
+``values.nanmean(0)`` is what the class's ``compute()`` gives for this batch, and the values are
+exactly those of its ``per_user()``: both run the same code (the class sums what this returns).
+
+Value checks (NaN scores, ids outside the catalog) raise a ValueError here, on any device (a
+function returns its values, so it reads the checks on the host; the classes defer them on
+accelerators).
+
+>>> import torch
+>>> from ignite_recsys import functional as F
+>>> scores = torch.tensor([[4.0, 3.0, 2.0, 1.0], [1.0, 2.0, 3.0, 4.0]])
+>>> relevance = torch.tensor([[0, 0, 1, 1], [0, 0, 0, 0]])
+>>> F.ndcg(scores, relevance, top_k=[2, 4])
+tensor([[0.0000, 0.5706],
+        [   nan,    nan]], dtype=torch.float64)
+>>> F.recall(scores, relevance, top_k=3, ignore_zero_hits=False)
+tensor([[0.5000],
+        [0.0000]], dtype=torch.float64)
+>>> {name: values.tolist() for name, values in F.ranking_metrics(scores, relevance, 2, ["mrr", "hit_rate"]).items()}
+{'mrr@2': [0.0, nan], 'hit_rate@2': [0.0, nan]}
 """
 
 from __future__ import annotations
 
-import math
-from functools import lru_cache
-from typing import Sequence
+import inspect
+from typing import Any, Optional, Sequence, Union
 
 import torch
 
-from ._core.ranking import RankedBatch
-from ._core.tuning import device_constant
-from ._registry import REGISTRY
+from . import _validation as V
+from ._core.adapters import parse_ranking_input
+from ._core.input_checks import raise_if_invalid
+from ._registry import ALL_METRICS, DEFAULT_METRICS, REGISTRY, RankingEntry, ranking_metrics_options
+from .metrics._ranking import _skip_users, evaluate_entries, ranking_request
 
-# the normalization choices of each metric, from the registry of the ranking metrics
-MAP_NORMALIZATIONS = REGISTRY["map"].normalization.values
-RECALL_NORMALIZATIONS = REGISTRY["recall"].normalization.values
-PRECISION_NORMALIZATIONS = REGISTRY["precision"].normalization.values
-
-
-def _running(ranked: RankedBatch, top_k: Sequence[int]) -> dict:
-    """The running sums of every per-position quantity the formulas read, at each cut-off:
-    {name: (batch, len(top_k))}, made once per ranked batch and cut-offs and shared by the metrics
-    (read-only): the quantities stacked, weighted by position (1, 1 / position or the discount
-    1 / log2(position + 1)) in one product, summed in one cumulative sum. Each row sums in the
-    same order as a running sum of that quantity alone."""
-    key = ("running", tuple(top_k))
-    memo = ranked.__dict__.setdefault("_memo", {})
-    if key not in memo:
-        quantities = {
-            "hits": ranked.hit,
-            "first_hit": ranked.first_hit,
-            "reciprocal_rank": ranked.first_hit,  # / position
-            "precision_at_hits": ranked.hit_times_hits_so_far,  # / position
-            "dcg": ranked.gain,  # * discount
-            "idcg": ranked.ideal_gain,  # * discount
-        }
-        names = tuple(name for name, value in quantities.items() if value is not None)
-        depth = ranked.hit.shape[1]
-        weights = _position_weights(names, depth, ranked.hit.device)
-        columns = device_constant([min(k, depth) - 1 for k in top_k], torch.int64, ranked.hit.device)
-        # in place: one (quantities, batch, depth) buffer, not three (fresh memory is slow to touch)
-        sums = torch.stack([quantities[name] for name in names]).mul_(weights).cumsum_(2).index_select(2, columns)
-        memo[key] = dict(zip(names, sums.unbind(0)))
-        if ranked.num_relevant is not None:
-            memo[key]["relevant"] = ranked.num_relevant.unsqueeze(1)
-    return memo[key]
+_COMMON = {
+    "relevance_threshold": V.positive_real(optional=True),
+    "ties": V.Options(V.TIE_RULES),
+    "ignore_zero_hits": V.BOOLEAN,
+    "num_items": V.positive_int(optional=True),
+}
 
 
-@lru_cache(maxsize=64)
-def _position_weights(names: tuple, depth: int, device: torch.device) -> torch.Tensor:
-    """(len(names), 1, depth) float64: the weight of each position in each running sum of
-    ``_running``; read-only."""
-    positions = torch.arange(1, depth + 1, dtype=torch.float64, device=device)
-    discount = 1.0 / torch.log2(positions + 1)
-    weight = {"reciprocal_rank": 1.0 / positions, "precision_at_hits": 1.0 / positions, "dcg": discount, "idcg": discount}
-    ones = torch.ones(depth, dtype=torch.float64, device=device)
-    return torch.stack([weight.get(name, ones) for name in names]).unsqueeze(1)
+def _inputs(y_pred: Any, y: Any, exclude: Any):
+    return (y_pred, y) if exclude is None else (y_pred, y, exclude)
 
 
-def _cutoffs(top_k: Sequence[int], like: torch.Tensor) -> torch.Tensor:
-    return device_constant(top_k, torch.float64, like.device)
+def _values(entries: Sequence[RankingEntry], y_pred, y, top_k, exclude, options: dict, *, relevance_threshold,
+            ties, ignore_zero_hits, num_items) -> torch.Tensor:
+    """(batch, columns) float64 per-user values of ``entries`` (NaN: a user not counted)."""
+    arguments = {"relevance_threshold": relevance_threshold, "ties": ties, "ignore_zero_hits": ignore_zero_hits,
+                 "num_items": num_items}
+    for name, constraint in _COMMON.items():
+        arguments[name] = constraint.check(name, arguments[name], arguments)
+    top_k = None if top_k is None else list(V.check_top_k(top_k))
+    for entry in entries:
+        refused = entry.refuses_average_ties(options[entry.name]) if arguments["ties"] == "average" else None
+        if refused:
+            raise ValueError(f"ties='average' is not available with {refused} for {entry.name!r}")
+    batch = parse_ranking_input(_inputs(y_pred, y, exclude), num_items=arguments["num_items"])
+    request = ranking_request(entries, options, top_k, arguments["relevance_threshold"], arguments["ties"])
+    columns, has_relevant, invalid, _ = evaluate_entries(
+        batch, entries, options, top_k, request, arguments["relevance_threshold"], arguments["ties"]
+    )
+    raise_if_invalid(invalid)
+    values = torch.cat(columns, 1)
+    if arguments["ignore_zero_hits"]:
+        values = torch.where(has_relevant.unsqueeze(1), values, torch.nan)
+    return values
 
 
-def _ratio(numerator: torch.Tensor, denominator: torch.Tensor) -> torch.Tensor:
-    """numerator / denominator, 0 where the denominator is 0 (every ratio here has a numerator of
-    0 then, so the quotient is NaN: one division and one replacement, no comparison and select)."""
-    return torch.nan_to_num(numerator / denominator, nan=0.0, posinf=math.inf, neginf=-math.inf)
+def _checked_options(entry: RankingEntry, given: dict, attribute: str = "name") -> dict:
+    """The entry's options by their names, from ``given`` (keyed by ``attribute`` of each option),
+    checked by the option's constraint."""
+    chosen = {}
+    for option in entry.options:
+        key = getattr(option, attribute)
+        value = given.get(key, option.default)
+        chosen[option.name] = option.checked_by.check(key, value, given)
+    return chosen
 
 
-def hits(ranked: RankedBatch, top_k: Sequence[int]) -> torch.Tensor:
-    """Number of relevant items in the top k (computed once per ranked batch and cut-offs, shared
-    by the metrics that read it; read-only)."""
-    return _running(ranked, top_k)["hits"]
+def ranking_metrics(
+    y_pred: Any,
+    y: Any,
+    top_k: Union[int, Sequence[int]],
+    metrics: Optional[Sequence[str]] = None,
+    exclude: Any = None,
+    *,
+    relevance_threshold: Optional[float] = 1.0,
+    ties: str = "stable",
+    ignore_zero_hits: bool = True,
+    num_items: Optional[int] = None,
+    skip_users_without_relevant: Optional[bool] = None,
+    **conventions: Any,
+) -> dict:
+    """Per-user values of several ranking metrics from one ranking step, as
+    :class:`~ignite_recsys.RankingMetrics` computes them: ``{"ndcg@10": (batch,) tensor, ...,
+    "r_precision": (batch,) tensor}`` (NaN: a user not counted). ``metrics``: registry names
+    (None: the default set); ``conventions``: RankingMetrics' convention arguments
+    (``gain_function``, ``map_normalization``, ...)."""
+    names = list(DEFAULT_METRICS) if metrics is None else list(metrics)
+    for name in names:
+        V.check_choice("metrics", name, ALL_METRICS)
+    known = ranking_metrics_options()
+    for argument in conventions:
+        if argument not in known:
+            raise TypeError(f"ranking_metrics() got an unexpected keyword argument {argument!r}")
+    entries = [REGISTRY[name] for name in names]
+    options = {entry.name: _checked_options(entry, conventions, "argument") for entry in entries}
+    entries = [entry for entry in entries if entry.has_cutoff] + [entry for entry in entries if not entry.has_cutoff]
+    cutoff_names = [entry.name for entry in entries if entry.has_cutoff]
+    top_k = list(V.check_top_k(top_k))
+    values = _values(entries, y_pred, y, top_k, exclude, options, relevance_threshold=relevance_threshold, ties=ties,
+                     ignore_zero_hits=_skip_users(ignore_zero_hits, skip_users_without_relevant), num_items=num_items)
+    keys = [f"{name}@{k}" for name in cutoff_names for k in top_k] + [e.name for e in entries if not e.has_cutoff]
+    return dict(zip(keys, values.unbind(1)))
 
 
-def hit_rate(ranked: RankedBatch, top_k: Sequence[int]) -> torch.Tensor:
-    """HitRate@k = 1 if any relevant item is in the top k, else 0."""
-    return _running(ranked, top_k)["first_hit"]
+def _function_of(entry: RankingEntry):
+    """The function of one registry entry: per-user values (batch, len(top_k)), or (batch,)
+    without cut-off."""
+
+    def metric_values(y_pred, y, top_k=None, exclude=None, *, relevance_threshold=1.0, ties="stable",
+                      ignore_zero_hits=True, num_items=None, skip_users_without_relevant=None, **options):
+        unknown = set(options) - {option.name for option in entry.options}
+        if unknown:
+            raise TypeError(f"{entry.name}() got an unexpected keyword argument {sorted(unknown)[0]!r}")
+        if entry.has_cutoff and top_k is None:
+            raise TypeError(f"{entry.name}() missing 1 required argument: 'top_k'")
+        chosen = {entry.name: _checked_options(entry, options)}
+        values = _values([entry], y_pred, y, top_k if entry.has_cutoff else None, exclude, chosen,
+                         relevance_threshold=relevance_threshold, ties=ties,
+                         ignore_zero_hits=_skip_users(ignore_zero_hits, skip_users_without_relevant),
+                         num_items=num_items)
+        return values if entry.has_cutoff else values[:, 0]
+
+    keyword = inspect.Parameter.KEYWORD_ONLY
+    positional = inspect.Parameter.POSITIONAL_OR_KEYWORD
+    parameters = [inspect.Parameter("y_pred", positional), inspect.Parameter("y", positional)]
+    if entry.has_cutoff:
+        parameters.append(inspect.Parameter("top_k", positional))
+    parameters += [
+        inspect.Parameter("exclude", positional, default=None),
+        inspect.Parameter("relevance_threshold", keyword, default=1.0),
+        inspect.Parameter("ties", keyword, default="stable"),
+        inspect.Parameter("ignore_zero_hits", keyword, default=True),
+        inspect.Parameter("num_items", keyword, default=None),
+        inspect.Parameter("skip_users_without_relevant", keyword, default=None),
+    ]
+    parameters += [inspect.Parameter(option.name, keyword, default=option.default) for option in entry.options]
+    metric_values.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]
+    metric_values.__name__ = metric_values.__qualname__ = entry.name
+    shape = "(batch, len(top_k)) per cut-off, ascending" if entry.has_cutoff else "(batch,)"
+    conventions = "".join(f"\n        {option.name}: {option.description} (default {option.default!r})."
+                          for option in entry.options)
+    metric_values.__doc__ = (
+        f"{entry.summary} Per-user values {shape}, float64; NaN for a user not counted.\n\n"
+        f"    The function of :class:`~ignite_recsys.{entry.class_name}` (its formula, conventions and "
+        f"defaults; same inputs as its ``update``).\n\n"
+        f"    Args:\n        y_pred, y, exclude: as ``update((y_pred, y[, exclude]))``.\n"
+        + ("        top_k: an int or a sequence of distinct positive ints.\n" if entry.has_cutoff else "")
+        + "        relevance_threshold, ties, ignore_zero_hits (skip_users_without_relevant), num_items: as the "
+        "class.\n" + conventions + "\n"
+    )
+    metric_values.__module__ = __name__
+    return metric_values
 
 
-def recall(ranked: RankedBatch, top_k: Sequence[int], normalization: str = "relevant") -> torch.Tensor:
-    """Recall@k = hits@k / |R|  (or / min(k, |R|) with ``normalization="min_k_relevant"``)."""
-    relevant = _running(ranked, top_k)["relevant"]
-    if normalization == "min_k_relevant":
-        relevant = torch.minimum(relevant, _cutoffs(top_k, relevant))
-    return _ratio(hits(ranked, top_k), relevant)
+for _entry in REGISTRY.values():
+    globals()[_entry.name] = _function_of(_entry)
 
-
-def precision(ranked: RankedBatch, top_k: Sequence[int], normalization: str = "k") -> torch.Tensor:
-    """Precision@k = hits@k / k  (or / min(k, number of candidates) with
-    ``normalization="min_k_items"``; the candidates are all items unless some were excluded or
-    the predictions are a ranked list; 0 for a user without candidates)."""
-    cutoffs = _cutoffs(top_k, ranked.hit)
-    if normalization == "min_k_items":
-        if ranked.num_candidates is None:
-            cutoffs = cutoffs.clamp(max=ranked.num_items)
-        else:
-            return _ratio(hits(ranked, top_k), torch.minimum(cutoffs, ranked.num_candidates.unsqueeze(1)))
-    return hits(ranked, top_k) / cutoffs
-
-
-def f1(ranked: RankedBatch, top_k: Sequence[int]) -> torch.Tensor:
-    """F1@k, the harmonic mean of P@k = hits/k and R@k = hits/|R|, which is 2 hits@k / (k + |R|)."""
-    total = _cutoffs(top_k, ranked.hit) + ranked.num_relevant.unsqueeze(1)
-    return 2 * hits(ranked, top_k) / total
-
-
-def reciprocal_rank(ranked: RankedBatch, top_k: Sequence[int]) -> torch.Tensor:
-    """RR@k = 1 / rank of the first relevant item if it is in the top k, else 0."""
-    return _running(ranked, top_k)["reciprocal_rank"]
-
-
-def average_precision(ranked: RankedBatch, top_k: Sequence[int], normalization: str = "min_k_relevant") -> torch.Tensor:
-    """AP@k = (sum over relevant positions i <= k of P@i) / Z, with Z = min(k, |R|) (RecBole),
-    |R| (trec_eval, ranx) or hits@k (torchmetrics; the mean precision at the hits)."""
-    numerator = _running(ranked, top_k)["precision_at_hits"]
-    if normalization == "hits":
-        return _ratio(numerator, hits(ranked, top_k))
-    relevant = _running(ranked, top_k)["relevant"]
-    if normalization == "min_k_relevant":
-        relevant = torch.minimum(relevant, _cutoffs(top_k, relevant))
-    return _ratio(numerator, relevant)
-
-
-def ndcg(ranked: RankedBatch, top_k: Sequence[int]) -> torch.Tensor:
-    """NDCG@k = DCG@k / IDCG@k with DCG@k = sum_{i<=k} gain_i / log2(i + 1) and IDCG@k the DCG@k
-    of the ideal ranking (relevance sorted descending); 0 when IDCG@k = 0."""
-    running = _running(ranked, top_k)
-    return _ratio(running["dcg"], running["idcg"])
+__all__ = [*REGISTRY, "ranking_metrics"]

@@ -2,10 +2,17 @@ import numpy as np
 import pytest
 import torch
 
-from ignite_recsys._registry import REGISTRY
+import ignite_recsys as R
+from ignite_recsys._registry import DEFAULT_METRICS, REGISTRY
 
-# name -> class of every ranking metric with a cut-off, from the library's registry
-CUTOFF_CLASSES = {name: entry.cls for name, entry in REGISTRY.items() if entry.has_cutoff}
+
+def class_of(entry):
+    """The class of a registry entry (its ``class_name`` among the library's public names)."""
+    return getattr(R, entry.class_name)
+
+
+# name -> class of every default ranking metric with a cut-off, from the library's registry
+CUTOFF_CLASSES = {name: class_of(REGISTRY[name]) for name in DEFAULT_METRICS}
 
 
 def run_metric(metric, batches):

@@ -243,8 +243,8 @@ class Variant:
                 return R.RankingMetrics(list(TOP_K), **options, **common)
             entry = REGISTRY[self.metric]
             if entry.has_cutoff:
-                return entry.cls(list(TOP_K), **options, **common)
-            return entry.cls(**options, **common)
+                return getattr(R, entry.class_name)(list(TOP_K), **options, **common)
+            return getattr(R, entry.class_name)(**options, **common)
         popularity = torch.as_tensor(data.popularity)
         if self.family == "item_value":
             cls = CATALOG_CLASSES[self.metric]

@@ -144,13 +144,13 @@ def test_group_ids_outside_the_range_are_refused_and_the_state_kept(bad):
 
 def test_group_ids_outside_the_range_on_the_deferred_path_raise_in_compute(monkeypatch):
     """As on CUDA: the check runs on the device, the batch adds nothing, compute() raises."""
-    import ignite_recsys._validation as V
+    import ignite_recsys.metrics._state as state
 
     scores, relevance = _batches(26, sizes=(4,), zero_users=0)[0]
     metric = R.NDCG(TOP_K, num_groups=3)
     metric.update((scores, relevance, UserGroups(torch.tensor([0, 1, 2, 2]))))
     before = _state(metric)
-    monkeypatch.setattr(V, "raise_if_invalid", lambda flags: None)
+    monkeypatch.setattr(state, "values_checked_on_host", lambda device: False)
     metric.update((scores, relevance, UserGroups(torch.tensor([0, 7, 2, 2]))))
     for key, value in before.items():
         if key != "_num_invalid_updates":
@@ -219,10 +219,16 @@ def test_group_state_is_checkpointed_and_checked_on_load():
     restored = R.MRR(TOP_K, num_groups=NUM_GROUPS)
     restored.load_state_dict(metric.state_dict())
     np.testing.assert_array_equal(restored.compute_groups(), metric.compute_groups())
-    with pytest.raises(ValueError, match="'_group_sum' has shape \\(5, 3\\).*expects \\(4, 3\\)"):
+    with pytest.raises(ValueError, match="another configuration: num_groups=5 \\(this metric: 4\\)"):
         R.MRR(TOP_K, num_groups=4).load_state_dict(metric.state_dict())
-    with pytest.raises(ValueError, match="the state has no '_group_sum'"):
+    with pytest.raises(ValueError, match="another configuration: num_groups=None \\(this metric: 5\\)"):
         R.MRR(TOP_K, num_groups=NUM_GROUPS).load_state_dict(R.MRR(TOP_K).state_dict())
+    # a state without its configuration (saved before states carried one) is checked by its shapes
+    bare = {"__metric_state_per_rank": metric.state_dict()["__metric_state_per_rank"]}
+    with pytest.raises(ValueError, match="'_group_sum' has shape \\(5, 3\\).*expects \\(4, 3\\)"):
+        R.MRR(TOP_K, num_groups=4).load_state_dict(bare)
+    with pytest.raises(ValueError, match="the state has no '_group_sum'"):
+        R.MRR(TOP_K, num_groups=NUM_GROUPS).load_state_dict({"__metric_state_per_rank": R.MRR(TOP_K).state_dict()["__metric_state_per_rank"]})
     assert "_group_sum" not in R.MRR(TOP_K).state_dict()["__metric_state_per_rank"][0]
 
 

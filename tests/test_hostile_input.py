@@ -244,10 +244,17 @@ GOOD = (torch.tensor([[0.3, 0.1, 0.9, 0.2], [0.5, 0.4, 0.3, 0.2]]), torch.tensor
 )
 @pytest.mark.parametrize("ties", ["stable", "average"])
 def test_custom_gain_output_is_checked(gain, error, message, ties):
-    metric = R.NDCG([1, 3], gain_function=lambda y: y, ties=ties)
+    class Switch:  # a gain function that turns bad after the first update
+        turned = None
+
+        def __call__(self, y):
+            return y if self.turned is None else self.turned(y)
+
+    switch = Switch()
+    metric = R.NDCG([1, 3], gain_function=switch, ties=ties)
     metric.update(GOOD)
     before = _state(metric)
-    metric.gain_function = metric._gain_function = gain
+    switch.turned = gain
     with pytest.raises(error, match=message):
         metric.update(GOOD)
     for key, value in _state(metric).items():

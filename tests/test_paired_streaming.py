@@ -217,12 +217,12 @@ def test_bad_values_of_either_model_are_refused_and_the_state_kept():
 
 
 def test_deferred_bad_values_raise_in_compute(monkeypatch):
-    import ignite_recsys._validation as V
+    import ignite_recsys.metrics._state as state
 
     batches, other = _models(8)
     paired = R.Paired(R.NDCG(TOP_K))
     paired.update((batches[0][0], other[0][0], batches[0][1]))
-    monkeypatch.setattr(V, "raise_if_invalid", lambda flags: None)
+    monkeypatch.setattr(state, "values_checked_on_host", lambda device: False)
     scores_b = other[2][0].clone()
     scores_b[0, 0] = float("nan")
     paired.update((batches[2][0], scores_b, batches[2][1]))

@@ -154,7 +154,6 @@ def test_count_among_the_ideal_candidates_against_numpy(monkeypatch, setting, dt
     from ignite_recsys._core import relevance as module
 
     _pieces(monkeypatch, *setting)
-    monkeypatch.setattr(module, "_MANY_RELEVANT", {})
     recounted = []
     monkeypatch.setattr(torch.Tensor, "index_copy_", _spy(torch.Tensor.index_copy_, recounted))
     rng = np.random.default_rng(11)
@@ -190,11 +189,12 @@ def _spy(method, calls):
 @pytest.mark.parametrize("contiguous", [False, True])
 def test_batches_of_many_relevant_labels_count_them_in_the_pass(monkeypatch, contiguous):
     """After a batch where most users have more relevant labels than the ideal selection's
-    candidates hold, the next batch counts every label in the pass (no row recounted); a batch
-    of few relevant labels switches back. The counts equal numpy throughout."""
-    from ignite_recsys._core import relevance as module
+    candidates hold, the next batch of the same metric (its hints) counts every label in the pass
+    (no row recounted); a batch of few relevant labels switches back; another metric's hints are
+    its own. The counts equal numpy throughout."""
+    from ignite_recsys._core.relevance import RankingHints
 
-    monkeypatch.setattr(module, "_MANY_RELEVANT", {})
+    hints, other = RankingHints(), RankingHints()
     recounted = []
     monkeypatch.setattr(torch.Tensor, "index_copy_", _spy(torch.Tensor.index_copy_, recounted))
     rng = np.random.default_rng(5)
@@ -205,10 +205,14 @@ def test_batches_of_many_relevant_labels_count_them_in_the_pass(monkeypatch, con
     for labels, recounts in zip([many, many, few, few, many], expected_recounts):
         relevance = Relevance.of(None, torch.float32)
         counts = relevance_pass(torch.from_numpy(labels), relevance, groups=ValueGroups(group, contiguous),
-                                depth=depth)[0]
+                                depth=depth, hints=hints)[0]
         np.testing.assert_array_equal(counts.numpy(), (labels > 0).sum(1))
         assert recounted == ([recounts] if recounts else []), "rows recounted"
         recounted.clear()
+    # a metric without that history takes the candidates path (all six recounted), and the hint is per metric
+    relevance_pass(torch.from_numpy(many), Relevance.of(None, torch.float32), groups=ValueGroups(group, contiguous),
+                   depth=depth, hints=other)
+    assert recounted == [list(range(6))]
 
 
 @pytest.mark.parametrize("column", [0, 1_500, 2_002])  # in a strided group, and after the last full group
@@ -244,7 +248,6 @@ def test_count_only_rankings_against_numpy(monkeypatch, options, dtype, items, e
     from ignite_recsys._core import relevance as module
 
     counted_among = []
-    monkeypatch.setattr(module, "_MANY_RELEVANT", {})
     monkeypatch.setattr(module, "_count_in_candidates", _calls(module._count_in_candidates, counted_among))
     rng = np.random.default_rng(21)
     users, top_k = 7, [1, 5]

@@ -1,4 +1,5 @@
-"""The registry of the ranking metrics agrees with the classes, RankingMetrics and functional."""
+"""The registry of the ranking metrics is the one source: the classes, RankingMetrics, its
+arguments, the ranking step's needs and the functional API all agree with it."""
 
 import inspect
 
@@ -7,37 +8,37 @@ import pytest
 
 import ignite_recsys as R
 from ignite_recsys import functional as F
-from ignite_recsys._registry import ALL_METRICS, CUTOFF_METRICS, REGISTRY
-from ignite_recsys.metrics import ranking_metrics
+from ignite_recsys._registry import ALL_METRICS, CUTOFF_METRICS, DEFAULT_METRICS, REGISTRY, ranking_metrics_options
+from ignite_recsys.metrics._ranking import CutoffMetric
 
-from conftest import CUTOFF_CLASSES, random_batch, run_metric
+from conftest import CUTOFF_CLASSES, class_of, random_batch, run_metric
 
 NORMALIZED = [name for name, entry in REGISTRY.items() if entry.normalization is not None]
 
 
 def test_names_and_public_constants():
-    # the public names and their order, as documented
-    assert ranking_metrics.CUTOFF_METRICS == ("ndcg", "hit_rate", "recall", "precision", "map", "mrr", "f1")
-    assert ranking_metrics.ALL_METRICS == ranking_metrics.CUTOFF_METRICS + ("r_precision",)
-    assert (CUTOFF_METRICS, ALL_METRICS) == (ranking_metrics.CUTOFF_METRICS, ranking_metrics.ALL_METRICS)
-    assert F.MAP_NORMALIZATIONS == ("min_k_relevant", "relevant", "hits")
-    assert F.RECALL_NORMALIZATIONS == ("relevant", "min_k_relevant")
-    assert F.PRECISION_NORMALIZATIONS == ("k", "min_k_items")
-    assert list(CUTOFF_CLASSES) == list(CUTOFF_METRICS)
+    # the default metrics of RankingMetrics and their order, as documented
+    assert DEFAULT_METRICS == ("ndcg", "hit_rate", "recall", "precision", "map", "mrr", "f1")
+    assert set(DEFAULT_METRICS) <= set(CUTOFF_METRICS) and ALL_METRICS[-1] == "r_precision" not in CUTOFF_METRICS
+    assert REGISTRY["map"].normalization.values == ("min_k_relevant", "relevant", "hits")
+    assert REGISTRY["recall"].normalization.values == ("relevant", "min_k_relevant")
+    assert REGISTRY["precision"].normalization.values == ("k", "min_k_items")
+    assert list(CUTOFF_CLASSES) == list(DEFAULT_METRICS)
+    assert R.RankingMetrics(1).metrics == list(DEFAULT_METRICS)
 
 
-def test_every_metric_has_an_entry_a_class_and_a_formula():
+def test_every_metric_has_an_entry_a_class_a_function_and_a_formula():
     keys = R.RankingMetrics(1, metrics=list(ALL_METRICS))._names
-    assert [key.split("@")[0] for key in keys] == list(REGISTRY)
+    assert [key.split("@")[0] for key in keys] == [name for name in REGISTRY if REGISTRY[name].has_cutoff] + [
+        name for name in REGISTRY if not REGISTRY[name].has_cutoff]
     for name, entry in REGISTRY.items():
         assert entry.name == name
-        assert entry.cls is getattr(R, entry.class_name)
-        assert entry.description and "\n" not in entry.description
-        if entry.has_cutoff:
-            assert issubclass(entry.cls, R.metrics.ranking.CutoffMetric)
-            assert callable(entry.formula) and entry.formula.__module__ == "ignite_recsys.functional"
-        else:
-            assert entry.formula is None and not issubclass(entry.cls, R.metrics.ranking.CutoffMetric)
+        cls = class_of(entry)
+        assert cls.__name__ in R.__all__ and cls.entry is entry
+        assert entry.summary and "\n" not in entry.summary
+        assert callable(entry.formula) and entry.formula.__module__ == "ignite_recsys._core.formulas"
+        assert callable(getattr(F, name)) and name in F.__all__
+        assert issubclass(cls, CutoffMetric) == entry.has_cutoff
 
 
 @pytest.mark.parametrize("name", NORMALIZED)
@@ -45,7 +46,7 @@ def test_normalization_choices_and_defaults(name):
     option = REGISTRY[name].normalization
     assert option.default in option.values and len(set(option.values)) == len(option.values)
     assert all(choice.reproduces for choice in option.choices)
-    cls = REGISTRY[name].cls
+    cls = class_of(REGISTRY[name])
     for value in option.values:
         assert cls(1, normalization=value).normalization == value
     assert cls(1).normalization == option.default
@@ -61,9 +62,14 @@ def test_normalization_choices_and_defaults(name):
         cls(1, normalization="no such choice")
 
 
-def test_every_normalization_argument_is_in_the_registry():
-    arguments = {name for name in inspect.signature(R.RankingMetrics).parameters if name.endswith("_normalization")}
-    assert arguments == {REGISTRY[name].normalization.argument for name in NORMALIZED}
+def test_every_convention_argument_is_in_the_registry():
+    own = {"self", "top_k", "metrics", "ignore_zero_hits", "relevance_threshold", "output_transform", "device",
+           "skip_unrolling", "ties", "per_user", "num_groups", "num_items", "skip_users_without_relevant"}
+    arguments = set(inspect.signature(R.RankingMetrics).parameters) - own
+    assert arguments == set(ranking_metrics_options())
+    for name, entry in REGISTRY.items():  # each class's conventions are its entry's options
+        cls_arguments = set(inspect.signature(class_of(entry)).parameters) - own
+        assert cls_arguments == {option.name for option in entry.options}, name
 
 
 # what each metric needs from the ranking step: the ideal gains, and |R| (per normalization)
@@ -72,34 +78,48 @@ COUNTS_RELEVANT = {("recall", "relevant"), ("recall", "min_k_relevant"), ("map",
                    ("map", "relevant"), ("f1", None)}
 
 
-@pytest.mark.parametrize("name", list(CUTOFF_METRICS))
+@pytest.mark.parametrize("name", list(DEFAULT_METRICS))
 def test_ranking_step_needs_match_the_classes(name):
     entry = REGISTRY[name]
+    cls = class_of(entry)
     values = entry.normalization.values if entry.normalization else (None,)
     for value in values:
-        single = entry.cls(1) if value is None else entry.cls(1, normalization=value)
+        single = cls(1) if value is None else cls(1, normalization=value)
         kwargs = {} if value is None else {entry.normalization.argument: value}
         combined = R.RankingMetrics(1, metrics=[name], **kwargs)
         counts = (name, value) in COUNTS_RELEVANT
-        assert single._counts_relevant == combined._counts_relevant == entry.needs_relevant_count(value) == counts
-        assert (single._gain_function is not None) == combined._needs_ideal == entry.needs_ideal == (name in NEEDS_IDEAL)
-        if value is not None and not entry.normalization.choice(value).average_ties:
+        options = {} if value is None else {"normalization": value}
+        assert single._request.count_relevant == combined._request.count_relevant == counts
+        assert entry.needs_relevant_count(options) == counts
+        assert single._request.ideal == combined._request.ideal == entry.needs.ideal == (name in NEEDS_IDEAL)
+        assert (single._request.gain_function is not None) == entry.needs.gains == (name in NEEDS_IDEAL)
+        if value is not None and entry.refuses_average_ties(options):
             with pytest.raises(ValueError, match="ties='average'"):
-                entry.cls(1, normalization=value, ties="average")
-            with pytest.raises(ValueError, match="ties='average'"):
+                cls(1, normalization=value, ties="average")
+            with pytest.raises(ValueError, match="ties='average'.*" + entry.normalization.argument):
                 R.RankingMetrics(1, metrics=[name], ties="average", **kwargs)
         else:
-            entry.cls(1, ties="average", **({} if value is None else {"normalization": value}))
+            cls(1, ties="average", **options)
             R.RankingMetrics(1, metrics=[name], ties="average", **kwargs)
 
 
-@pytest.mark.parametrize("name", list(CUTOFF_METRICS))
-def test_combined_values_equal_the_class(rng, name):
+@pytest.mark.parametrize("name", list(DEFAULT_METRICS))
+def test_combined_values_equal_the_class_and_the_function(rng, name):
     entry = REGISTRY[name]
-    batch = random_batch(rng, 12, 9, graded=True, zero_users=2)
+    cls = class_of(entry)
+    scores, relevance = random_batch(rng, 12, 9, graded=True, zero_users=2)
     for value in entry.normalization.values if entry.normalization else (None,):
-        single = entry.cls([1, 4, 12]) if value is None else entry.cls([1, 4, 12], normalization=value)
+        options = {} if value is None else {"normalization": value}
+        single = cls([1, 4, 12], **options)
         kwargs = {} if value is None else {entry.normalization.argument: value}
         combined = R.RankingMetrics([1, 4, 12], metrics=[name], relevance_threshold=single.relevance_threshold, **kwargs)
-        got = run_metric(combined, [batch])
-        np.testing.assert_array_equal([got[f"{name}@{k}"] for k in (1, 4, 12)], run_metric(single, [batch]))
+        got = run_metric(combined, [(scores, relevance)])
+        expected = run_metric(single, [(scores, relevance)])
+        np.testing.assert_array_equal([got[f"{name}@{k}"] for k in (1, 4, 12)], expected)
+        # the function returns the per-user values the class sums (NaN: a user not counted)
+        per_user = getattr(F, name)(scores, relevance, [1, 4, 12], relevance_threshold=single.relevance_threshold,
+                                    **options)
+        np.testing.assert_allclose(np.nanmean(per_user.numpy(), 0), expected, rtol=1e-12, atol=0)
+        functional = F.ranking_metrics(scores, relevance, [1, 4, 12], [name],
+                                       relevance_threshold=single.relevance_threshold, **kwargs)
+        np.testing.assert_array_equal(np.stack([functional[f"{name}@{k}"] for k in (1, 4, 12)], 1), per_user.numpy())

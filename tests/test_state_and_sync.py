@@ -75,27 +75,27 @@ MISMATCHES = {
     "cut-offs": (
         lambda: R.NDCG([5, 10]),
         lambda: R.NDCG([5]),
-        r"'_sum' has shape \(2,\), this metric \(top_k=\[5\]\) expects \(1,\)",
+        r"another configuration: top_k=\[5, 10\] \(this metric: \[5\]\)",
     ),
     "metric names": (
         lambda: R.RankingMetrics([1, 3], metrics=["ndcg", "recall"]),
         lambda: R.RankingMetrics([1, 3], metrics=["ndcg"]),
-        r"'_sum' has shape \(4,\), this metric \(top_k=\[1, 3\], metrics=\['ndcg'\]\) expects \(2,\)",
+        r"another configuration: metrics=\['ndcg', 'recall'\] \(this metric: \['ndcg'\]\)",
     ),
     "popularity cut-offs": (
         lambda: R.AveragePopularity([1, 2], _POPULARITY),
         lambda: R.AveragePopularity([1], _POPULARITY),
-        r"'_sum' has shape \(2,\)",
+        r"another configuration: top_k=\[1, 2\] \(this metric: \[1\]\)",
     ),
     "auc resolution": (
         lambda: R.AUC(resolution_bits=12),
         lambda: R.AUC(resolution_bits=14),
-        r"'_histogram' has shape \(2, 4096\), this metric \(resolution_bits=14\) expects \(2, 16384\)",
+        r"another configuration: resolution_bits=12 \(this metric: 14\)",
     ),
     "catalog cut-offs": (
         lambda: R.ItemCoverage([1, 3, 5]),
         lambda: R.ItemCoverage([1, 3]),
-        r"'_counts' has shape \(3, 25\)",
+        r"another configuration: top_k=\[1, 3, 5\] \(this metric: \[1, 3\]\)",
     ),
     "catalog size given": (
         lambda: R.GiniIndex([1, 3], num_items=25),
@@ -109,12 +109,15 @@ MISMATCHES = {
         r"'_counts' has shape \(2, 25\)",
         30,
     ),
-    "another metric": (lambda: R.MAE(), lambda: R.AUC(), r"no '_histogram'"),
+    "another metric": (lambda: R.MAE(), lambda: R.AUC(), r"the state comes from a MAE, not an AUC"),
 }
 
 
 @pytest.mark.parametrize("case", sorted(MISMATCHES))
 def test_load_of_another_configuration_is_refused(rng, case):
+    """The state carries the configuration it was made under; another configuration is refused
+    with the difference named (where the configuration agrees, e.g. a catalog size taken from the
+    batches, by the states' shapes), and the metric is left as it was."""
     make_source, make_target, message, *width = MISMATCHES[case]
     source = make_source()
     source.update(_batches(rng, 1)[0])
@@ -302,3 +305,28 @@ def test_novelty_unseen_items_policy_checks():
         R.Novelty(2, with_unseen, unseen_items="count_as_zero")
     with pytest.raises(TypeError, match="unseen_items"):
         R.Novelty(2, with_unseen, unseen_items=None)
+
+
+@pytest.mark.parametrize("case", sorted(MISMATCHES))
+def test_a_state_without_its_configuration_is_still_checked_by_shape(rng, case):
+    """A state dict without the configuration (saved by an older release) is checked by the shapes
+    of its states, where they differ."""
+    make_source, make_target, _, *width = MISMATCHES[case]
+    source, target = make_source(), make_target()
+    source.update(_batches(rng, 1)[0])
+    target.update(random_batch(rng, 6, *width or [25], graded=True))
+    saved = {_KEY: source.state_dict()[_KEY]}
+    before = _live_state(target)
+    with pytest.raises(ValueError, match="has shape|the state has no"):
+        target.load_state_dict(saved)
+    _assert_same(before, _live_state(target))
+
+
+def test_the_configuration_names_every_difference():
+    source = R.RankingMetrics([5, 10], metrics=["ndcg"], gain_function="linear_rank", ties="average")
+    with pytest.raises(ValueError) as error:
+        R.RankingMetrics([5, 10], metrics=["ndcg"]).load_state_dict(source.state_dict())
+    assert "gain_function='linear_rank' (this metric: 'exp_rank')" in str(error.value)
+    assert "ties='average' (this metric: 'stable')" in str(error.value)
+    # the arguments that do not change the state's meaning may differ
+    R.NDCG([5]).load_state_dict(R.NDCG([5], device="cpu", output_transform=lambda x: x, per_user=True).state_dict())

@@ -10,8 +10,11 @@
 =============== ==============================================================================
 
 The catalog size comes from the first dense or sparse tensor (scores, then targets, then
-exclusion), else from the metric's ``num_items``; with ids alone it may stay unknown (ids are
-then only checked to be >= -1).
+exclusion), else from the metric's ``num_items``; with ids alone and no ``num_items`` it stays
+unknown (ids are then only checked to lie in [-1, 2**31)).
+
+Nothing here reads a tensor value on the host or makes a shape that depends on the values, so
+every form runs on any device (checked on the ``meta`` device, which refuses both).
 """
 
 from __future__ import annotations
@@ -21,8 +24,9 @@ from typing import Any, Optional
 
 import torch
 
-from .. import _validation as V
+from . import input_checks as checks
 from ..inputs import ItemIds, RankedItems, UserGroups, UserIds
+from .input_checks import RANKED_IDS_HINT, check_id_range
 from .item_sets import ItemTable, entries_bound, sorted_rows
 
 
@@ -38,7 +42,7 @@ class RankingInput:
     ranked_ids: Optional[torch.Tensor] = None  # (B, K) int64, -1 = no item
     labels: Optional[torch.Tensor] = None  # (B, N) dense relevance
     targets: Optional[ItemTable] = None  # sparse or id-list relevance
-    _excluded: Optional[torch.Tensor] = None  # (B, N) bool, for dense scores: see ``excluded``
+    _excluded: Optional[torch.Tensor] = None  # (B, N) bool: see ``excluded``
     # an exclusion given as a list: a sparse COO/CSR (B, N) tensor (an entry of value 0 excludes
     # nothing) or ItemIds' (B, E) id rows (-1 = none); read as ``excluded_table`` or, by the
     # selection on CPU, as ``excluded_rows``, each made on first use
@@ -53,8 +57,8 @@ class RankingInput:
 
     @property
     def excluded(self) -> Optional[torch.Tensor]:
-        """(B, N) bool, True = excluded, for dense scores (None without exclusion). An exclusion
-        given as a list is made dense only here, on first use."""
+        """(B, N) bool, True = excluded (None without exclusion): a dense mask as given, or, for
+        dense scores, an exclusion given as a list made dense here, on first use."""
         if self._excluded is None and self.excluded_list is not None and self.scores is not None:
             self._excluded = _dense_mask(self.excluded_table, self.num_users, self.num_items, self.device)
         return self._excluded
@@ -156,7 +160,9 @@ def _parse_ranking_input(output: Any, num_items: Optional[int] = None) -> Rankin
     y_pred, y = output[0], output[1]
     exclude = output[2] if len(output) == 3 else None
     if isinstance(y_pred, torch.Tensor) and isinstance(y, torch.Tensor) and not _is_sparse(y) and exclude is None:
-        scores, labels = V.check_scores_and_relevance((y_pred, y))
+        scores, labels = checks.check_scores_and_relevance((y_pred, y))
+        if num_items is not None and scores.shape[1] != num_items:
+            raise ValueError(f"y_pred must have num_items={num_items} columns (given), got {scores.shape[1]}")
         return RankingInput(scores.shape[0], scores.shape[1], scores.device, scores=scores, labels=labels)
 
     # The catalog size and batch size, from whatever holds them.
@@ -199,21 +205,22 @@ def _parse_ranking_input(output: Any, num_items: Optional[int] = None) -> Rankin
         result.ranked_ids = y_pred.ids
         _check_ids(result, "y_pred", y_pred.ids, per_row_unique=True)
     else:
-        V._check_dtype("y_pred", y_pred, V.SCORE_DTYPES, "floating-point scores")
+        hint = "" if y_pred.is_floating_point() or y_pred.dtype == torch.bool else f"; {RANKED_IDS_HINT}"
+        checks.check_dtype("y_pred", y_pred, checks.SCORE_DTYPES, "floating-point scores", hint)
         result.scores = y_pred.detach()
 
     if isinstance(y, ItemIds):
-        V._check_dtype("y grades", y.grades, V.LABEL_DTYPES, "bool, integer or floating-point relevance")
+        checks.check_dtype("y grades", y.grades, checks.LABEL_DTYPES, "bool, integer or floating-point relevance")
         _check_ids(result, "y", y.ids)
         result.targets = ItemTable.from_ids(y.ids, y.grades)
         result.invalid["y holds an item id twice for one user"] = result.targets.duplicated
     elif _is_sparse(y):
-        V._check_dtype("y", y, V.LABEL_DTYPES, "bool, integer or floating-point relevance")
+        checks.check_dtype("y", y, checks.LABEL_DTYPES, "bool, integer or floating-point relevance")
         result.targets = ItemTable.from_sparse(y.detach())
         result.invalid["y holds an item twice for one user"] = result.targets.duplicated
     else:
         y = _dense_or_error("y", y, "relevance (batch, num_items) (dense or sparse), or ItemIds")
-        V._check_dtype("y", y, V.LABEL_DTYPES, "bool, integer or floating-point relevance")
+        checks.check_dtype("y", y, checks.LABEL_DTYPES, "bool, integer or floating-point relevance")
         result.labels = y.detach()
 
     if exclude is not None:
@@ -222,24 +229,23 @@ def _parse_ranking_input(output: Any, num_items: Optional[int] = None) -> Rankin
             result.excluded_list = exclude.ids
         elif _is_sparse(exclude):
             exclude = exclude.detach()
-            if exclude.layout == torch.sparse_coo and not exclude.is_coalesced():
-                exclude = exclude.coalesce()  # duplicate entries summed (torch's meaning), once for every reader
+            if exclude.layout == torch.sparse_coo and not exclude.is_coalesced() and exclude.device.type == "cpu":
+                # duplicate entries summed (torch's meaning), once for every reader; elsewhere
+                # ItemTable merges them with static shapes (coalesce reads its size on the host)
+                exclude = exclude.coalesce()
             result.excluded_list = exclude
         else:
             exclude = _dense_or_error("exclude", exclude, "bool (batch, num_items) (dense or sparse), or ItemIds")
             if exclude.dtype != torch.bool:
                 raise TypeError(f"exclude must be a bool tensor (True = excluded), got dtype {exclude.dtype}")
-            if result.ranked_ids is not None:
-                result.excluded_list = exclude.detach().to_sparse()  # ranked ids look items up
-            else:
-                result.excluded = exclude.detach()
+            result.excluded = exclude.detach()  # ranked ids look their items up in it
     return result
 
 
 def _dense_or_error(name: str, value: Any, expected: str) -> torch.Tensor:
     if not isinstance(value, torch.Tensor):
         raise TypeError(f"{name} must be a torch.Tensor of {expected}, got {type(value).__name__}")
-    V._check_dense_tensor(name, value)
+    checks.check_dense_tensor(name, value)
     return value
 
 
@@ -249,12 +255,6 @@ def _batch_size(value: Any) -> int:
 
 def _device(value: Any) -> torch.device:
     return value.ids.device if isinstance(value, (ItemIds, RankedItems)) else value.device
-
-
-def check_id_range(name: str, ids: torch.Tensor, num_items: Optional[int]) -> dict:
-    """Value check of padded ids (run on the device): within [0, num_items) or -1."""
-    upper = num_items if num_items is not None else (1 << 31)
-    return {f"{name} holds item ids outside [0, {upper}) other than -1 (no item)": ((ids < -1) | (ids >= upper)).any()}
 
 
 def _check_ids(result: RankingInput, name: str, ids: torch.Tensor, per_row_unique: bool = False) -> None:

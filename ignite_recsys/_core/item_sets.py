@@ -48,15 +48,21 @@ class ItemTable:
     @classmethod
     def from_sparse(cls, matrix: torch.Tensor, drop_zeros: bool = False) -> "ItemTable":
         """From a sparse COO or CSR (users, items) tensor; stored entries only (an explicit zero
-        is an entry of value 0, or with ``drop_zeros`` no entry: its key becomes padding). An
-        uncoalesced COO tensor is coalesced first (its duplicate entries summed, as torch defines
-        it), which synchronises on CUDA."""
+        is an entry of value 0, or with ``drop_zeros`` no entry: its key becomes padding). The
+        duplicate entries of an uncoalesced COO tensor are summed, as torch defines it: on CPU by
+        ``coalesce``; elsewhere by ``_merged`` (the sum on the first entry of a key, 0 on the
+        others), which keeps the shapes static (``coalesce`` reads its output size on the host)."""
         num_users = matrix.shape[0]
-        users, items, values = _sparse_entries(matrix)
+        users, items, values, uncoalesced = _sparse_entries(matrix)
         keys = torch.add(items.to(torch.int64), users.to(torch.int64), alpha=1 << ITEM_BITS)
+        if uncoalesced:
+            keys, order = torch.sort(keys, stable=True)
+            values = _merged(keys, values.gather(0, order))
         if drop_zeros:
             padding = torch.full((), num_users << ITEM_BITS, dtype=torch.int64, device=keys.device)
             keys = torch.where(values != 0, keys, padding)
+        elif uncoalesced:  # summed, hence no duplicates (and no padding to sort past the users)
+            return cls(keys, values, num_users, torch.zeros((), dtype=torch.bool, device=keys.device))
         return cls._sorted(keys, values, num_users)
 
     @classmethod
@@ -153,22 +159,39 @@ class ItemTable:
 
 
 def _sparse_entries(matrix: torch.Tensor) -> tuple:
-    """(users, items, values) of the stored entries of a sparse COO or CSR (users, items) tensor,
-    user by user for CSR; an uncoalesced COO tensor is coalesced first (its duplicate entries
-    summed, as torch defines it; a synchronisation on CUDA)."""
+    """(users, items, values, uncoalesced) of the stored entries of a sparse COO or CSR (users,
+    items) tensor, user by user for CSR. An uncoalesced COO tensor is coalesced on CPU (its
+    duplicate entries summed, as torch defines it); elsewhere its entries come as they are, with
+    ``uncoalesced`` True (the caller merges them)."""
     if matrix.layout == torch.sparse_coo:
-        if not matrix.is_coalesced():
-            matrix = matrix.coalesce()
-        users, items = matrix.indices()
-    elif matrix.layout == torch.sparse_csr:
+        uncoalesced = not matrix.is_coalesced()
+        if uncoalesced and matrix.device.type == "cpu":
+            matrix, uncoalesced = matrix.coalesce(), False
+        users, items = matrix._indices() if uncoalesced else matrix.indices()
+        return users, items, matrix._values() if uncoalesced else matrix.values(), uncoalesced
+    if matrix.layout == torch.sparse_csr:
         rows = matrix.crow_indices()
         items = matrix.col_indices()
         users = torch.repeat_interleave(
             torch.arange(matrix.shape[0], device=rows.device), rows.diff(), output_size=items.numel()
         )
-    else:
-        raise TypeError(f"expected a sparse COO or CSR tensor, got layout {matrix.layout}")
-    return users, items, matrix.values()
+        return users, items, matrix.values(), False
+    raise TypeError(f"expected a sparse COO or CSR tensor, got layout {matrix.layout}")
+
+
+def _merged(keys: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
+    """The values of sorted ``keys`` with each run of equal keys summed onto its first entry and
+    0 on the others (torch's sum of duplicate COO entries, with static shapes; bool values are
+    summed as ints, so a True among them stays True)."""
+    if keys.numel() == 0:
+        return values
+    first = torch.ones(keys.shape, dtype=torch.bool, device=keys.device)
+    first[1:] = keys[1:] != keys[:-1]
+    run = first.cumsum(0) - 1
+    wide = torch.float64 if values.is_floating_point() else torch.int64
+    totals = torch.zeros(keys.shape, dtype=wide, device=keys.device).index_add_(0, run, values.to(wide))
+    summed = torch.where(first, totals.gather(0, run), 0)
+    return summed != 0 if values.dtype == torch.bool else summed.to(values.dtype)
 
 
 def _ascending_on_cpu(keys: torch.Tensor) -> bool:
@@ -190,7 +213,7 @@ def sorted_rows(exclusion) -> torch.Tensor:
         ids = exclusion.to(torch.int64)
         return torch.where(ids >= 0, ids, ROW_PADDING).sort(1).values
     num_users = exclusion.shape[0]
-    users, items, values = _sparse_entries(exclusion)
+    users, items, values, _ = _sparse_entries(exclusion)
     if not _ascending_on_cpu(users):  # a COO tensor flagged coalesced whose entries are not in order
         by_user = users.argsort(stable=True)
         users, items, values = users[by_user], items[by_user], values[by_user]

@@ -23,6 +23,7 @@ from .._validation import GainFunction
 from .adapters import RankingInput
 from .full_rows import hits_at_own_depth
 from .relevance import (
+    RankingHints,
     Relevance,
     any_nan,
     count_true,
@@ -69,21 +70,29 @@ class RankedBatch:
 _NAN_SCORES = "y_pred contains NaN scores (+inf and -inf are allowed)"
 
 
-def rank_input(
-    batch: RankingInput,
-    *,
-    depth: int,
-    relevance_threshold: Optional[float],
-    ties: str = "stable",
-    gain_function: Optional[GainFunction] = None,
-    ideal: bool = False,
-    count_relevant: bool = True,
-) -> RankedBatch:
-    """The shared ranking step for any input form (see the module docstring)."""
+@dataclass(frozen=True)
+class RankingRequest:
+    """What the metrics of one update need from the ranking step: the top ``depth`` positions, the
+    relevance rule, the tie rule, the gains (``gain_function``; None: none needed), the ideal
+    ranking's gains (``ideal``) and |R| itself (``count_relevant``; else only whether |R| > 0)."""
+
+    depth: int
+    relevance_threshold: Optional[float]
+    ties: str = "stable"
+    gain_function: Optional[GainFunction] = None
+    ideal: bool = False
+    count_relevant: bool = True
+
+
+def rank_input(batch: RankingInput, request: RankingRequest, hints: Optional[RankingHints] = None) -> RankedBatch:
+    """The shared ranking step for any input form (see the module docstring). ``hints``: the
+    calling metric's ``RankingHints`` (speed only)."""
+    depth, relevance_threshold, ties = request.depth, request.relevance_threshold, request.ties
+    gain_function, ideal, count_relevant = request.gain_function, request.ideal, request.count_relevant
     if batch.is_dense:
         ranked = _rank_dense(
             batch.scores, batch.labels, depth=depth, relevance_threshold=relevance_threshold, ties=ties,
-            gain_function=gain_function, ideal=ideal, count_relevant=count_relevant,
+            gain_function=gain_function, ideal=ideal, count_relevant=count_relevant, hints=hints,
         )
         ranked.invalid.update(batch.invalid)
         return ranked
@@ -111,7 +120,7 @@ def rank_input(
         # the ideal ranking's first selection step is taken in the same pass over the labels
         label_groups = pass_groups(labels, depth, select=ideal and ideal_needs_selection(labels, gain_function), count=True)
         num_relevant, has_relevant, label_nan, label_maxima, label_candidates = relevance_pass(
-            labels, relevance, groups=label_groups, depth=depth
+            labels, relevance, groups=label_groups, depth=depth, hints=hints
         )
         # ids outside the catalog are refused by a value check; clamped here so that the gather is safe
         safe = order.clamp(min=0, max=labels.shape[1] - 1)
@@ -128,7 +137,7 @@ def rank_input(
             ids = batch.ranked_ids
             flat, _ = table.find_in_rows(*_sorted_rows(batch))
             at_ids = torch.zeros(ids.numel() + 1, dtype=torch.float64, device=ids.device)
-            at_ids.index_put_((flat,), values)
+            at_ids.index_put_((flat,), values, accumulate=True)  # merged duplicates add 0
             top_labels = _compact(at_ids[:-1].view(ids.shape), column, 0.0)[:, :depth]
             if top_labels.shape[1] < depth:  # empty positions
                 top_labels = torch.nn.functional.pad(top_labels, (0, depth - top_labels.shape[1]))
@@ -180,6 +189,7 @@ def _rank_dense(
     gain_function: Optional[GainFunction] = None,
     ideal: bool = False,
     count_relevant: bool = True,
+    hints: Optional[RankingHints] = None,
 ) -> RankedBatch:
     """``rank_input`` for dense ``(scores, labels)``, every item a candidate: one selection over
     the scores and one pass over the labels."""
@@ -200,6 +210,7 @@ def _rank_dense(
         count=count,
         groups=pass_groups(labels, depth, selects_labels, count),
         depth=depth,
+        hints=hints,
     )
     top_labels = labels.gather(1, order).to(torch.float64)
     top_relevant = relevance.indicator(top_labels)
@@ -242,8 +253,11 @@ def _candidates(batch: RankingInput, depth: int):
     if batch.ranked_ids is not None:
         ids = batch.ranked_ids
         listed = ids >= 0
-        if batch.excluded_table is not None:
+        if batch.excluded_list is not None:
             listed = listed & ~_found_in_rows(batch, batch.excluded_table)
+        elif batch.excluded is not None:  # a dense mask: looked up at the ids (out-of-range ids are refused)
+            mask = batch.excluded
+            listed = listed & ~mask.gather(1, ids.clamp(min=0, max=mask.shape[1] - 1))
         column = _compact_columns(listed)
         order = _compact(ids, column, -1)[:, : min(depth, ids.shape[1])]
         return order, listed.sum(1, dtype=torch.float64), {}, column
@@ -335,7 +349,7 @@ def hits_within_own_depth(batch: RankingInput, relevance_threshold: Optional[flo
         invalid.update(batch.invalid)
         return hits, num_relevant, invalid
     width = batch.num_items if batch.scores is not None else batch.ranked_ids.shape[1]
-    ranked = rank_input(batch, depth=width, relevance_threshold=relevance_threshold, ties=ties)
+    ranked = rank_input(batch, RankingRequest(width, relevance_threshold, ties))
     cut = (ranked.num_relevant.to(torch.int64) - 1).clamp(min=0, max=ranked.depth - 1).unsqueeze(1)
     hits = ranked.hit.cumsum(1).gather(1, cut).squeeze(1)
     return torch.where(ranked.num_relevant > 0, hits, 0.0), ranked.num_relevant, ranked.invalid

@@ -64,7 +64,7 @@ def indicator(compare, x: torch.Tensor, value) -> torch.Tensor:
 
 def relevance_pass(
     labels: torch.Tensor, relevance: Relevance, count: bool = True, groups: Union[ValueGroups, int, None] = None,
-    depth: Optional[int] = None,
+    depth: Optional[int] = None, hints: Optional["RankingHints"] = None,
 ):
     """One pass over y. Returns: the per-user relevant count |R| (float64; None unless
     ``count``), whether each user has a relevant item (bool), whether y holds a NaN (0-dim bool;
@@ -76,9 +76,10 @@ def relevance_pass(
     Where no label needs a comparison, the pass is one max-reduction over the whole batch (the
     group maxima, or the row maxima): a user has a relevant item iff its largest label is
     relevant, and a NaN label makes its maximum NaN. On CPU, with the candidates taken, |R| is
-    counted among them (``_count_in_candidates``), unless most users of the previous such batch
-    had more relevant labels than the candidates hold (``_MANY_RELEVANT``); then, and wherever
-    |R| is asked for without candidates, every label is compared (``_counting_pass``)."""
+    counted among them (``_count_in_candidates``), unless ``hints`` say that most users of the
+    metric's previous such batch had more relevant labels than the candidates hold; then, and
+    wherever |R| is asked for without candidates, every label is compared (``_counting_pass``).
+    Which way a batch goes changes its speed, never its values."""
     num_rows, num_cols = labels.shape
     device = labels.device
     count_dtype = torch.float32 if num_cols < (1 << 24) else torch.float64  # float32 counts are exact below 2**24
@@ -89,7 +90,8 @@ def relevance_pass(
         count and groups is not None and depth is not None and labels.dtype != torch.bool
         and tuning.cpu_tuned(device)
     )
-    from_candidates = with_candidates and not _MANY_RELEVANT.get((num_cols, depth), False)
+    many_relevant = hints.many_relevant if hints is not None else {}
+    from_candidates = with_candidates and not many_relevant.get((num_cols, depth), False)
     counts = highest = maxima = None
     if count and not from_candidates:
         counts, highest, maxima = _counting_pass(labels, relevance, groups, count_dtype)
@@ -102,9 +104,8 @@ def relevance_pass(
         beyond = _users_beyond_candidates(maxima, depth, relevance)
         if from_candidates:
             counts = _count_in_candidates(labels, candidates, beyond, relevance, count_dtype)
-        if len(_MANY_RELEVANT) >= 256:  # a hint per catalog size and depth: keep it small
-            _MANY_RELEVANT.clear()
-        _MANY_RELEVANT[(num_cols, depth)] = 2 * beyond.numel() > num_rows
+        if hints is not None:
+            hints.note_many_relevant((num_cols, depth), 2 * beyond.numel() > num_rows)
     if highest is None and maxima is not None and labels.dtype != torch.bool:
         tail = labels[:, maxima.shape[1] * groups.size :]
         highest = maxima.amax(1) if tail.shape[1] == 0 else torch.maximum(maxima.amax(1), tail.amax(1))
@@ -158,11 +159,23 @@ def _counting_pass(labels: torch.Tensor, relevance: Relevance, groups: Optional[
     return counts, highest, maxima
 
 
-# Per (num_items, depth): whether most users of the last such batch had relevant labels in more
-# label groups than the ideal selection's candidates hold. The next batch then counts every
-# label as the pass reads it; otherwise it counts among the candidates and recounts those users.
-# Which way a batch goes changes its speed, never its values.
-_MANY_RELEVANT: dict = {}
+class RankingHints:
+    """What one metric's earlier batches tell its next batch about the cheaper exact path; held
+    by the metric (never shared between metrics), read by the label pass. Hints change the
+    speed of an update, never its values.
+
+    ``many_relevant``: per (num_items, depth), whether most users of the last such batch had
+    relevant labels in more label groups than the ideal selection's candidates hold; the next
+    batch then counts every label as the pass reads it instead of counting among the candidates
+    and recounting those users."""
+
+    def __init__(self) -> None:
+        self.many_relevant: dict = {}
+
+    def note_many_relevant(self, key: tuple, value: bool) -> None:
+        if len(self.many_relevant) >= 64:  # a hint per catalog size and depth: keep it small
+            self.many_relevant.clear()
+        self.many_relevant[key] = value
 
 
 def _users_beyond_candidates(maxima, depth, relevance) -> torch.Tensor:

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any, Iterator
+from typing import Any, Iterator, Optional
 
 import torch
 from ignite.metrics.metric import EpochWise, Metric, _is_list_of_tensors_or_numbers, _to_batched_tensor
@@ -47,7 +47,7 @@ def _attached_metrics(engine) -> Iterator[tuple[Metric, str]]:
 
 def _keys_of(metric: Metric, name: str) -> list[str]:
     """The keys of ``engine.state.metrics`` that ``metric`` attached as ``name`` writes."""
-    if isinstance(metric, ScalarResults):
+    if isinstance(metric, EngineIO):
         return [name] + metric._scalar_keys(name) + metric._group_keys(name)
     return [name]
 
@@ -73,22 +73,41 @@ def scalar_metric_names(engine) -> list[str]:
     """
     names: dict = {}
     for metric, name in _attached_metrics(engine):
-        keys = metric._scalar_keys(name) + metric._group_keys(name) if isinstance(metric, ScalarResults) else [name]
+        keys = (metric._scalar_keys(name) or [name]) + metric._group_keys(name) if isinstance(metric, EngineIO) else [name]
         names.update(dict.fromkeys(keys))
     return list(names)
 
 
-class ScalarResults:
-    """Mixin of metrics whose result holds several values: an attached Engine gets each value as
-    its own scalar (``_scalar_items``), and no key of another attached metric is overwritten."""
+class EngineIO:
+    """How a metric of this library meets an Engine: the optional keys it reads from a dict
+    output, and the keys it writes (``compute()``'s result under the attach name, and one scalar
+    per value when the result holds several), refusing a key another attached metric writes.
+
+    A metric names its values with ``_value_labels()``: None for a single value (the attach
+    name is its scalar), else one suffix per value in result order (``"@10"``, ``"/ndcg@10"``)."""
+
+    optional_output_keys: tuple = ()
+    num_groups = None  # user groups reported (metrics that average over users, num_groups=G)
+
+    def _value_labels(self) -> Optional[list[str]]:
+        return None
+
+    @staticmethod
+    def _result_values(result: Any) -> list:
+        """The values of a result in label order: a list or tuple as is, a dict's values."""
+        if isinstance(result, Mapping):
+            return list(result.values())
+        return list(result) if isinstance(result, (list, tuple)) else [result]
 
     def _scalar_keys(self, name: str) -> list[str]:
-        raise NotImplementedError
+        """The scalar keys of a result with several values (``[]`` for a single value)."""
+        labels = self._value_labels()
+        return [] if labels is None else [name + label for label in labels]
 
-    def _scalar_items(self, name: str, result: Any) -> list[tuple[str, float]]:
-        raise NotImplementedError
-
-    num_groups = None  # user groups reported (metrics that average over users, num_groups=G)
+    def _scalar_items(self, name: str, result: Any) -> list[tuple[str, Any]]:
+        """(key, value) of each value: the scalar keys, or ``(name, result)`` for a single value."""
+        keys = self._scalar_keys(name)
+        return list(zip(keys, self._result_values(result))) if keys else [(name, result)]
 
     def _group_keys(self, name: str) -> list[str]:
         """``"<scalar key>/group<g>"`` of every scalar key (``name`` for a single value) and group."""
@@ -113,27 +132,18 @@ class ScalarResults:
         if not isinstance(name, str):
             raise TypeError(f"name must be a str, got {type(name).__name__}")
         self._check_keys_are_free(engine, name)
-        super().attach(engine, name, usage)
+        super().attach(engine, name, usage)  # type: ignore[misc]
 
     def completed(self, engine, name: str) -> None:
         self._check_keys_are_free(engine, name)  # a clashing metric attached after this one
-        result = self.compute()
+        result = self.compute()  # type: ignore[attr-defined]
         engine.state.metrics[name] = result
-        for key, value in self._scalar_items(name, result):
-            engine.state.metrics[key] = value
-        if self.num_groups:
-            for key, value in self._group_scalar_items(name):
+        if self._scalar_keys(name):
+            for key, value in self._scalar_items(name, result):
                 engine.state.metrics[key] = value
-
-
-class OptionalOutputKeys:
-    """Mixin: when the (transformed) Engine output is a dict, pass ``required_output_keys`` and
-    then every key of ``optional_output_keys`` it holds to ``update``, in that order. A missing
-    optional key before a present one is passed as None; missing trailing ones are left out, so
-    ``{"y_pred", "y"}`` gives ``update((y_pred, y))`` and ``{"y_pred", "y", "mask"}`` gives
-    ``update((y_pred, y, mask))``."""
-
-    optional_output_keys: tuple = ()
+        if self.num_groups:
+            for key, value in self._group_scalar_items(name):  # type: ignore[attr-defined]
+                engine.state.metrics[key] = value
 
     def _tagged_output_keys(self) -> dict:
         """Further keys passed after the others, each wrapped in its class (e.g. "groups" as
@@ -141,7 +151,11 @@ class OptionalOutputKeys:
         return {}
 
     def _from_mapping(self, output: Mapping) -> tuple:
-        required = self.required_output_keys
+        """A dict output as ``update``'s tuple: ``required_output_keys``, then every key of
+        ``optional_output_keys`` it holds, in that order. A missing optional key before a present
+        one is passed as None; missing trailing ones are left out, so ``{"y_pred", "y"}`` gives
+        ``update((y_pred, y))`` and ``{"y_pred", "y", "mask"}`` gives ``update((y_pred, y, mask))``."""
+        required = self.required_output_keys  # type: ignore[attr-defined]
         if required is None:
             raise TypeError(
                 f"Transformed engine output for {type(self).__name__} metric should be a tuple/list, "
@@ -165,12 +179,12 @@ class OptionalOutputKeys:
 
     @torch.no_grad()
     def iteration_completed(self, engine) -> None:
-        output = self._output_transform(engine.state.output)
+        output = self._output_transform(engine.state.output)  # type: ignore[attr-defined]
         if isinstance(output, Mapping):
             output = self._from_mapping(output)
         # as ignite: a pair of lists of per-sample tensors is unrolled into one update per sample
         if (
-            not self._skip_unrolling
+            not self._skip_unrolling  # type: ignore[attr-defined]
             and isinstance(output, Sequence)
             and all(_is_list_of_tensors_or_numbers(o) for o in output)
         ):
@@ -181,29 +195,31 @@ class OptionalOutputKeys:
                 )
             for o1, o2 in zip(output[0], output[1]):
                 tensor_o1 = _to_batched_tensor(o1)
-                self.update((tensor_o1, _to_batched_tensor(o2, device=tensor_o1.device)))
+                self.update((tensor_o1, _to_batched_tensor(o2, device=tensor_o1.device)))  # type: ignore[attr-defined]
         else:
-            self.update(output)
+            self.update(output)  # type: ignore[attr-defined]
 
 
 _CAMEL_BOUNDARY = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
 
 
-class CutoffResults(ScalarResults, OptionalOutputKeys):
+def snake_case(class_name: str) -> str:
+    """``"HitRate"`` -> ``"hit_rate"``, ``"NDCG"`` -> ``"ndcg"``."""
+    return _CAMEL_BOUNDARY.sub("_", class_name).lower()
+
+
+class CutoffResults:
     """Results per cut-off ``top_k`` (ascending): ``compute()`` returns a list, ``compute_dict()``
     the same values labelled ``"<metric>@<k>"``, and an Engine gets ``"<name>@<k>"`` scalars."""
 
     top_k: list
 
-    def _scalar_keys(self, name: str) -> list[str]:
-        return [f"{name}@{k}" for k in self.top_k]
-
-    def _scalar_items(self, name, result):
-        return list(zip(self._scalar_keys(name), result))
+    def _value_labels(self) -> list[str]:
+        return [f"@{k}" for k in self.top_k]
 
     def compute_dict(self) -> dict[str, float]:
         """``compute()`` as a dict ``{"<metric>@<k>": value}`` in ascending k order, e.g.
         ``{"ndcg@1": ..., "ndcg@3": ...}`` for ``NDCG(top_k=[3, 1])``; ``<metric>`` is the class
         name in snake case (``"hit_rate"``, ``"item_coverage"``), as in :class:`RankingMetrics`."""
-        prefix = _CAMEL_BOUNDARY.sub("_", type(self).__name__).lower()
-        return dict(zip(self._scalar_keys(prefix), self.compute()))
+        prefix = snake_case(type(self).__name__)
+        return {prefix + label: value for label, value in zip(self._value_labels(), self.compute())}  # type: ignore[attr-defined]

@@ -35,19 +35,14 @@ from ignite.exceptions import NotComputableError
 from ignite.metrics.metric import reinit__is_reduced
 
 from .. import _validation as V
-from .._core.adapters import RankingInput, check_id_range, parse_ranking_input
+from .._core.adapters import RankingInput, parse_ranking_input
+from .._core.input_checks import check_id_range
 from .._core.ranking import ranked_candidates
 from .._core.selection import stable_topk
 from .._core.tuning import device_constant
-from ._base import (
-    CutoffResults,
-    StatefulMetric,
-    StreamingMean,
-    UserStatistics,
-    _identity,
-    raise_for_invalid_updates,
-    screen,
-)
+from ._engine import CutoffResults
+from ._state import StatefulMetric, _identity, raise_for_invalid_updates, screen
+from ._users import UserMean, UserRows
 
 _NAN_SCORES = "y_pred contains NaN scores (+inf and -inf are allowed)"
 
@@ -84,9 +79,9 @@ class CatalogCounts(CutoffResults, StatefulMetric):
     num_items) float64 state (exact integer counts), taken from the first batch unless
     ``num_items`` is given, and summed across processes."""
 
-    _state_dict_all_req_keys = ("_counts", "_num_invalid_updates")
     optional_output_keys = ("exclude",)  # a dict output {"y_pred", "y", "exclude"} passes its exclusion
     _parameter_constraints = {"top_k": V.TOP_K, "num_items": V.positive_int(optional=True)}
+    _checked_by_shape = ("num_items",)  # a state whose size came from the batches loads under a given size
 
     def __init__(
         self,
@@ -101,34 +96,38 @@ class CatalogCounts(CutoffResults, StatefulMetric):
         self.num_items = num_items
         self.convention = convention
         self._buckets_by_depth: dict = {}
+        # 0 items until the first batch fixes the catalog size; a saved state of any size loads
+        # when num_items is not given
+        self.add_state("_counts", lambda: (len(self.top_k), self.num_items or 0),
+                       load_shape=lambda: (len(self.top_k), self.num_items))
         super().__init__(output_transform, device=device, skip_unrolling=skip_unrolling)
 
-    @reinit__is_reduced
-    def reset(self) -> None:
-        width = self.num_items or 0  # 0 until the first batch fixes the catalog size
-        self._counts = torch.zeros(len(self.top_k), width, dtype=torch.float64, device=self._device)
-        self._num_invalid_updates = torch.zeros((), dtype=torch.float64, device=self._device)
-
-    @reinit__is_reduced
-    def update(self, output: Sequence[torch.Tensor]) -> None:
+    def _parse(self, output):
         expected = self._counts.shape[1] or self.num_items
         batch = _parse_lists(output, expected, type(self).__name__)
-        num_items = batch.num_items
-        if expected and num_items != expected:
+        if expected and batch.num_items != expected:
             source = "given" if self.num_items else "taken from the first batch"
-            raise ValueError(f"y_pred must have num_items={expected} columns ({source}), got {num_items}")
+            raise ValueError(f"y_pred must have num_items={expected} columns ({source}), got {batch.num_items}")
+        return batch
+
+    @reinit__is_reduced
+    def update(self, output) -> None:
+        batch = self._parse(output)
+        num_items = batch.num_items
         order, invalid = _top_items(batch, self.top_k)
-        bad = screen(invalid, on_cpu=batch.device.type == "cpu")
+        bad = screen(invalid, batch.device)
         if self._counts.shape[1] == 0:
             self._counts = torch.zeros(len(self.top_k), num_items, dtype=torch.float64, device=self._device)
         # cumulative sums over the buckets in compute give the counts at each k; only listed
-        # candidates count (-1 marks a position past a user's candidates)
+        # candidates count (-1 marks a position past a user's candidates); added in place, not
+        # through a (len(top_k), num_items) total of the batch
         bucket = self._bucket_of_position(order.shape[1], order.device)
         listed = (order >= 0) & (order < num_items)
+        if bad is not None:
+            listed = listed & ~bad
+            self._num_invalid_updates += bad.to(self._device, torch.float64)
         flat_index = (bucket * num_items + order.clamp(min=0, max=num_items - 1)).flatten().to(self._device)
-        weight = (listed & ~bad).to(torch.float64).flatten().to(self._device)
-        self._counts.view(-1).index_add_(0, flat_index, weight)
-        self._num_invalid_updates += bad.to(torch.float64).to(self._device)
+        self._counts.view(-1).index_add_(0, flat_index, listed.to(torch.float64).flatten().to(self._device))
 
     def _bucket_of_position(self, depth: int, device: torch.device) -> torch.Tensor:
         """(depth,) int64: list position p (0-based) counts towards every k > p and is added to the
@@ -139,10 +138,6 @@ class CatalogCounts(CutoffResults, StatefulMetric):
             cutoffs = device_constant(self.top_k, torch.int64, device)
             self._buckets_by_depth[key] = torch.searchsorted(cutoffs, positions, right=True)
         return self._buckets_by_depth[key]
-
-    def _state_shapes(self) -> dict:
-        # without num_items the catalog size is whatever the checkpointed metric saw
-        return {"_counts": (len(self.top_k), self.num_items), "_num_invalid_updates": ()}
 
     def compute(self) -> list:
         counts, num_invalid = self._synced_state()
@@ -202,7 +197,7 @@ class ItemCoverage(CatalogCounts):
     {'item_coverage@1': 0.2, 'item_coverage@2': 0.6}
     """
 
-    _parameter_constraints = {"convention": V.one_of(("recbole", "elliot"))}
+    _parameter_constraints = {"convention": V.Options(("recbole", "elliot"))}
 
     def _from_counts(self, counts):
         distinct = (counts > 0).sum(1, dtype=torch.float64)
@@ -231,7 +226,7 @@ class GiniIndex(CatalogCounts):
     [0.5333]
     """
 
-    _parameter_constraints = {"convention": V.one_of(("recbole", "elliot"))}
+    _parameter_constraints = {"convention": V.Options(("recbole", "elliot"))}
 
     def _from_counts(self, counts):
         n = counts.shape[1]
@@ -270,7 +265,7 @@ class ShannonEntropy(CatalogCounts):
     [1.4591]
     """
 
-    _parameter_constraints = {"convention": V.one_of(("recbole", "log2"))}
+    _parameter_constraints = {"convention": V.Options(("recbole", "log2"))}
 
     def _from_counts(self, counts):
         share = counts / counts.sum(1, keepdim=True)
@@ -281,11 +276,12 @@ class ShannonEntropy(CatalogCounts):
         return entropy / math.log(2)
 
 
-class ItemValueMean(CutoffResults, UserStatistics, StreamingMean):
+class ItemValueMean(CutoffResults, UserMean):
     """Mean over users of a per-item value averaged over each top-k list (length min(k, n))."""
 
     _counted = "user"
     _parameter_constraints = {"top_k": V.TOP_K, "item_popularity": V.ITEM_VECTOR}
+    optional_output_keys = ("exclude",)
 
     def __init__(
         self,
@@ -298,20 +294,17 @@ class ItemValueMean(CutoffResults, UserStatistics, StreamingMean):
         per_user: bool = False,
         num_groups: Optional[int] = None,
     ):
-        self._keep_per_user(per_user, num_groups)
         self.top_k = list(top_k)
         self.item_popularity = item_popularity  # a float64 copy (see V.ITEM_VECTOR)
         self._item_values = self._values_of_items(self.item_popularity)
         self._item_values_by_device: dict = {}
-        super().__init__(output_transform, device, skip_unrolling)
+        super().__init__(output_transform, device, skip_unrolling, per_user=per_user, num_groups=num_groups)
 
     def _values_of_items(self, popularity: torch.Tensor) -> torch.Tensor:
         raise NotImplementedError
 
     def _num_values(self) -> int:
         return len(self.top_k)
-
-    optional_output_keys = ("exclude",)
 
     def _parse(self, output):
         num_items = self._item_values.numel()
@@ -320,7 +313,7 @@ class ItemValueMean(CutoffResults, UserStatistics, StreamingMean):
             raise ValueError(
                 f"y_pred must have one column per entry of item_popularity ({num_items}), got {batch.num_items}"
             )
-        return (batch,)
+        return batch
 
     def _user_rows(self, batch):
         """Each user's mean item value over the listed items of its top k (all min(k, num_items)
@@ -334,7 +327,7 @@ class ItemValueMean(CutoffResults, UserStatistics, StreamingMean):
         lengths = listed.cumsum(1).index_select(1, last)
         has_list = listed[:, 0]
         per_user = torch.where(lengths > 0, sums / lengths.clamp(min=1), 0.0)
-        return per_user, has_list, invalid, None
+        return UserRows(per_user, has_list, invalid, groups=batch.groups, users=batch.users)
 
     def _values_on(self, device: torch.device) -> torch.Tensor:
         if device not in self._item_values_by_device:
@@ -391,7 +384,7 @@ class TailPercentage(ItemValueMean):
     [0.1667]
     """
 
-    _parameter_constraints = {"tail_ratio": V.positive_real(), "unseen_items_are_tail": V.boolean()}
+    _parameter_constraints = {"tail_ratio": V.positive_real(), "unseen_items_are_tail": V.BOOLEAN}
 
     def __init__(
         self,
@@ -468,7 +461,7 @@ class Novelty(ItemValueMean):
     [2.4265]
     """
 
-    _parameter_constraints = {"unseen_items": V.one_of(("error", "rarest_seen"))}
+    _parameter_constraints = {"unseen_items": V.Options(("error", "rarest_seen"))}
 
     def __init__(
         self,

@@ -1,17 +1,8 @@
-"""The ranking metrics at cut-offs k: thin classes over one shared ranking step.
+"""The ranking metrics: thin classes over one shared ranking step, one per registry entry.
 
-Common arguments (ignite's ``NDCG`` signature):
-
-- ``top_k``: an int or a sequence of distinct positive ints; results come in ascending k order.
-  A k beyond the number of items reads the whole, shorter list (Precision still divides by k).
-- ``ignore_zero_hits``: users without a relevant item are skipped (True) or count as 0 (False).
-- ``relevance_threshold``: an item is relevant when ``y >= relevance_threshold``, in every metric,
-  compared in y's own dtype as torch compares (a float32 label 0.7 meets the threshold 0.7);
-  ``None``: every positive label is relevant (``y > 0``). Negative labels are never relevant.
-- ``ties``: ``"stable"`` ranks equal scores by item index, lower first (as a stable descending
-  argsort; identical on CPU and CUDA); ``"average"`` gives the expected value over all orders of
-  tied scores (McSherry & Najork, ECIR 2008), as torchmetrics and scikit-learn report NDCG.
-- ``output_transform``, ``device``, ``skip_unrolling``: as in :class:`ignite.metrics.Metric`.
+Each class names its entry of :mod:`ignite_recsys._registry` (formula, conventions, needs) and
+carries its documentation; the common arguments are described in
+:mod:`ignite_recsys.metrics._ranking`.
 """
 
 from __future__ import annotations
@@ -22,11 +13,9 @@ from typing import Any, Callable, Optional, Sequence, Union
 import torch
 
 from .. import _validation as V
-from .. import functional as F
-from .._core.ranking import hits_within_own_depth
 from .._registry import REGISTRY
-from ._base import CutoffMetric, MeanOverUsers, _identity
-from ._engine import ScalarResults
+from ._ranking import CutoffMetric, RankingMetricBase
+from ._state import _identity
 
 
 class _IgniteDropIn:
@@ -81,7 +70,7 @@ class _IgniteDropIn:
             raise ValueError(
                 f"{name}: the ignite state dict's {self._ignite_count_key!r} must be a count >= 0, got {count!r}"
             )
-        state = dict(self._state_dict_per_rank())  # this class's format, with every key it needs
+        state = dict(self._state_dict_per_rank())  # this class's format, with every key it needs (no configuration)
         state["_sum"] = sums.detach().to(device=self._device, dtype=torch.float64, copy=True)
         state["_count"] = torch.tensor(float(count), dtype=torch.float64, device=self._device)
         state["_num_invalid_updates"] = torch.zeros((), dtype=torch.float64, device=self._device)
@@ -103,11 +92,12 @@ class NDCG(_IgniteDropIn, CutoffMetric):
     gain of :class:`ignite.metrics.rec_sys.NDCG`.
 
     Args:
-        gain_function: ``"exp_rank"`` :math:`2^{rel}-1` (ignite, ranx ``ndcg_burges``; default),
-            ``"linear_rank"`` :math:`rel` (trec_eval, ranx ``ndcg``, torchmetrics, scikit-learn),
-            ``"binary"`` 1 per relevant item (RecBole, Elliot ``nDCGRendle2020``),
-            ``"exp_rank_shifted"`` :math:`2^{rel - t + 1}-1` with t = ``relevance_threshold``
-            (Elliot ``nDCG``), or a callable mapping a float64 relevance tensor to gains.
+        gain_function: ``"exp_rank"`` (also spelled ``"exponential"``) :math:`2^{rel}-1` (ignite,
+            ranx ``ndcg_burges``; default), ``"linear_rank"`` (``"linear"``) :math:`rel`
+            (trec_eval, ranx ``ndcg``, torchmetrics, scikit-learn), ``"binary"`` 1 per relevant
+            item (RecBole, Elliot ``nDCGRendle2020``), ``"exp_rank_shifted"``
+            :math:`2^{rel - t + 1}-1` with t = ``relevance_threshold`` (Elliot ``nDCG``), or a
+            callable mapping a float64 relevance tensor to gains.
 
     ``compute()`` returns a list in ascending k order whatever the order of ``top_k``, as ignite:
     ``NDCG(top_k=[3, 1]).compute()`` is ``[NDCG@1, NDCG@3]``; ``compute_dict()`` labels the values:
@@ -126,11 +116,14 @@ class NDCG(_IgniteDropIn, CutoffMetric):
     {'ndcg@1': 0.0, 'ndcg@2': 0.3869, 'ndcg@3': 0.3869, 'ndcg@4': 0.6509}
     """
 
+    entry = REGISTRY["ndcg"]
+    _ignite_sums_key = "_sum_ndcg_per_k"
+
     def __init__(
         self,
         top_k: Union[int, Sequence[int]],
         ignore_zero_hits: bool = True,
-        relevance_threshold: float = 1.0,
+        relevance_threshold: Optional[float] = 1.0,
         gain_function: V.GainFunction = "exp_rank",
         output_transform: Callable = _identity,
         device: Union[str, torch.device] = torch.device("cpu"),
@@ -139,18 +132,14 @@ class NDCG(_IgniteDropIn, CutoffMetric):
         ties: str = "stable",
         per_user: bool = False,
         num_groups: Optional[int] = None,
+        num_items: Optional[int] = None,
+        skip_users_without_relevant: Optional[bool] = None,
     ):
-        self.gain_function = self._gain_function = gain_function
         super().__init__(
             top_k, ignore_zero_hits, relevance_threshold, output_transform, device, skip_unrolling,
-            ties=ties, per_user=per_user, num_groups=num_groups,
+            ties=ties, per_user=per_user, num_groups=num_groups, num_items=num_items,
+            skip_users_without_relevant=skip_users_without_relevant, gain_function=gain_function,
         )
-
-    _ignite_sums_key = "_sum_ndcg_per_k"
-    _parameter_constraints = {"gain_function": V.GAIN_FUNCTION}
-
-    def _values(self, ranked):
-        return F.ndcg(ranked, self.top_k)
 
 
 class HitRate(_IgniteDropIn, CutoffMetric):
@@ -177,6 +166,7 @@ class HitRate(_IgniteDropIn, CutoffMetric):
     [0.0, 1.0]
     """
 
+    entry = REGISTRY["hit_rate"]
     _ignite_sums_key = "_hits_per_k"
 
     def __init__(
@@ -191,42 +181,17 @@ class HitRate(_IgniteDropIn, CutoffMetric):
         ties: str = "stable",
         per_user: bool = False,
         num_groups: Optional[int] = None,
+        num_items: Optional[int] = None,
+        skip_users_without_relevant: Optional[bool] = None,
     ):
         super().__init__(
             top_k, ignore_zero_hits, relevance_threshold, output_transform, device, skip_unrolling,
-            ties=ties, per_user=per_user, num_groups=num_groups,
-        )
-
-    def _values(self, ranked):
-        return F.hit_rate(ranked, self.top_k)
-
-
-class _NormalizedCutoffMetric(CutoffMetric):
-    """A cut-off metric with a ``normalization`` option; each subclass declares its registry
-    entry's choices in ``_parameter_constraints``."""
-
-    def __init__(
-        self,
-        top_k: Union[int, Sequence[int]],
-        ignore_zero_hits: bool = True,
-        relevance_threshold: float = 1.0,
-        output_transform: Callable = _identity,
-        device: Union[str, torch.device] = torch.device("cpu"),
-        skip_unrolling: bool = False,
-        *,
-        normalization: str = None,
-        ties: str = "stable",
-        per_user: bool = False,
-        num_groups: Optional[int] = None,
-    ):
-        self.normalization = normalization
-        super().__init__(
-            top_k, ignore_zero_hits, relevance_threshold, output_transform, device, skip_unrolling,
-            ties=ties, per_user=per_user, num_groups=num_groups,
+            ties=ties, per_user=per_user, num_groups=num_groups, num_items=num_items,
+            skip_users_without_relevant=skip_users_without_relevant,
         )
 
 
-class Recall(_NormalizedCutoffMetric):
+class Recall(CutoffMetric):
     r"""Recall at k: the share of a user's relevant items found in the top k.
 
     .. math:: \mathrm{Recall@k} = \frac{|\hat R_k(u) \cap R(u)|}{Z}
@@ -251,14 +216,10 @@ class Recall(_NormalizedCutoffMetric):
     [0.5]
     """
 
-    _parameter_constraints = {"normalization": REGISTRY["recall"].normalization.param(default_when_none=True)}
-    _counts_relevant = REGISTRY["recall"].counts_relevant
-
-    def _values(self, ranked):
-        return F.recall(ranked, self.top_k, self.normalization)
+    entry = REGISTRY["recall"]
 
 
-class Precision(_NormalizedCutoffMetric):
+class Precision(CutoffMetric):
     r"""Precision at k: the share of the top k that is relevant.
 
     .. math:: \mathrm{P@k} = \frac{|\hat R_k(u) \cap R(u)|}{Z}
@@ -278,13 +239,10 @@ class Precision(_NormalizedCutoffMetric):
     [0.3333, 0.2]
     """
 
-    _parameter_constraints = {"normalization": REGISTRY["precision"].normalization.param(default_when_none=True)}
-
-    def _values(self, ranked):
-        return F.precision(ranked, self.top_k, self.normalization)
+    entry = REGISTRY["precision"]
 
 
-class MAP(_NormalizedCutoffMetric):
+class MAP(CutoffMetric):
     r"""Mean Average Precision at k.
 
     .. math:: \mathrm{AP@k} = \frac{1}{Z} \sum_{i=1}^{k} \mathbb{1}[rel_i \ge t]\; \mathrm{P@i}
@@ -310,19 +268,7 @@ class MAP(_NormalizedCutoffMetric):
     hits [1.0]
     """
 
-    _parameter_constraints = {"normalization": REGISTRY["map"].normalization.param(default_when_none=True)}
-
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        if self.ties == "average" and self.normalization == "hits":
-            raise ValueError(
-                "MAP: ties='average' is not available with normalization='hits' (the expectation of a "
-                "ratio of random counts); use ties='stable' or another normalization"
-            )
-        self._counts_relevant = REGISTRY["map"].needs_relevant_count(self.normalization)
-
-    def _values(self, ranked):
-        return F.average_precision(ranked, self.top_k, self.normalization)
+    entry = REGISTRY["map"]
 
 
 class MRR(CutoffMetric):
@@ -345,8 +291,7 @@ class MRR(CutoffMetric):
     [0.0, 0.3333]
     """
 
-    def _values(self, ranked):
-        return F.reciprocal_rank(ranked, self.top_k)
+    entry = REGISTRY["mrr"]
 
 
 class F1(CutoffMetric):
@@ -367,13 +312,10 @@ class F1(CutoffMetric):
     [0.4]
     """
 
-    _counts_relevant = REGISTRY["f1"].counts_relevant
-
-    def _values(self, ranked):
-        return F.f1(ranked, self.top_k)
+    entry = REGISTRY["f1"]
 
 
-class RPrecision(ScalarResults, MeanOverUsers):
+class RPrecision(RankingMetricBase):
     r"""R-Precision: precision at rank \|R\|, the user's own number of relevant items.
 
     .. math:: \mathrm{RPrec} = \frac{|\hat R_{|R|}(u) \cap R(u)|}{|R(u)|}
@@ -390,19 +332,30 @@ class RPrecision(ScalarResults, MeanOverUsers):
     0.75
     """
 
-    def _num_values(self) -> int:
-        return 1
+    entry = REGISTRY["r_precision"]
 
-    def _per_user(self, batch):
-        hits, num_relevant, invalid = hits_within_own_depth(batch, self.relevance_threshold, self.ties)
-        return F._ratio(hits, num_relevant).unsqueeze(1), num_relevant > 0, invalid
+    def __init__(
+        self,
+        ignore_zero_hits: bool = True,
+        relevance_threshold: Optional[float] = 1.0,
+        output_transform: Callable = _identity,
+        device: Union[str, torch.device] = torch.device("cpu"),
+        skip_unrolling: bool = False,
+        ties: str = "stable",
+        *,
+        per_user: bool = False,
+        num_groups: Optional[int] = None,
+        num_items: Optional[int] = None,
+        skip_users_without_relevant: Optional[bool] = None,
+    ):
+        super().__init__(
+            (self.entry,), {}, ignore_zero_hits, relevance_threshold, output_transform, device, skip_unrolling,
+            ties=ties, per_user=per_user, num_groups=num_groups, num_items=num_items,
+            skip_users_without_relevant=skip_users_without_relevant,
+        )
 
     def _result(self, means):
         return means[0]
 
-    def _scalar_keys(self, name):  # one value: its scalar is the attach name itself
-        return [name]
 
-    def _scalar_items(self, name, result):
-        return [(name, result)]
-
+__all__ = [entry.class_name for entry in REGISTRY.values()]

@@ -2,19 +2,31 @@
 
 from __future__ import annotations
 
-from typing import Callable, Optional, Sequence, Union
+from typing import Any, Callable, Optional, Sequence, Union
 
 import torch
 
 from .. import _validation as V
-from .. import functional as F
-from .._core.ranking import hits_within_own_depth, rank_input
-from .._registry import ALL_METRICS, CUTOFF_METRICS, REGISTRY
-from ._base import BoundaryTies, MeanOverUsers, _identity
-from ._engine import ScalarResults
+from .._registry import ALL_METRICS, DEFAULT_METRICS, REGISTRY, ranking_metrics_options
+from ._ranking import RankingMetricBase, option_parameters, with_parameters
+from ._state import _identity
 
 
-class RankingMetrics(BoundaryTies, ScalarResults, MeanOverUsers):
+def _check_metrics(name: str, metrics: Any, arguments: Any) -> list:
+    if metrics is None:
+        return list(DEFAULT_METRICS)
+    if isinstance(metrics, str) or not isinstance(metrics, Sequence):
+        raise TypeError(f"metrics must be a sequence of metric names or None, got {type(metrics).__name__}")
+    if len(metrics) == 0:
+        raise ValueError("metrics must name at least one metric (or be None for all)")
+    for metric in metrics:
+        V.check_choice("metrics", metric, ALL_METRICS)
+    if len(set(metrics)) != len(metrics):
+        raise ValueError(f"metrics must not contain duplicates, got {list(metrics)}")
+    return list(metrics)
+
+
+class RankingMetrics(RankingMetricBase):
     r"""Any subset of the ranking metrics at every cut-off, from a single shared ranking step.
 
     Each value equals that of the individual class (:class:`NDCG`, :class:`HitRate`,
@@ -56,13 +68,13 @@ class RankingMetrics(BoundaryTies, ScalarResults, MeanOverUsers):
     {'ndcg@1': 0.0, 'ndcg@3': 0.3066, 'recall@1': 0.0, 'recall@3': 0.5, 'mrr@1': 0.0, 'mrr@3': 0.3333}
     """
 
+    _option_keyword = "argument"
     _parameter_constraints = {
         "top_k": V.TOP_K,
-        "metrics": V.Param("a sequence of distinct metric names, or None for every cut-off metric",
-                           lambda name, value, arguments: RankingMetrics._check_metrics(value)),
-        "gain_function": V.GAIN_FUNCTION,
-        # map_normalization, recall_normalization, precision_normalization: the registry's options
-        **{entry.normalization.argument: entry.normalization.param() for entry in REGISTRY.values() if entry.normalization},
+        "metrics": V.Custom("a sequence of distinct metric names, or None for the default metrics", _check_metrics,
+                            ("ndcg", [], ["ndcg", "ndcg"], ["no such metric"], 3)),
+        # gain_function, map_normalization, recall_normalization, ...: the registry's options
+        **{argument: option.checked_by for argument, option in ranking_metrics_options().items()},
     }
 
     def __init__(
@@ -70,105 +82,48 @@ class RankingMetrics(BoundaryTies, ScalarResults, MeanOverUsers):
         top_k: Union[int, Sequence[int]],
         metrics: Optional[Sequence[str]] = None,
         ignore_zero_hits: bool = True,
-        relevance_threshold: float = 1.0,
+        relevance_threshold: Optional[float] = 1.0,
         gain_function: V.GainFunction = "exp_rank",
         output_transform: Callable = _identity,
         device: Union[str, torch.device] = torch.device("cpu"),
         skip_unrolling: bool = False,
         *,
         ties: str = "stable",
-        map_normalization: str = "min_k_relevant",
-        recall_normalization: str = "relevant",
-        precision_normalization: str = "k",
         per_user: bool = False,
         num_groups: Optional[int] = None,
+        num_items: Optional[int] = None,
+        skip_users_without_relevant: Optional[bool] = None,
+        **conventions: Any,
     ):
         self.top_k = list(top_k)
         self.metrics = metrics
         self.gain_function = gain_function
-        chosen = {
-            "map_normalization": map_normalization,
-            "recall_normalization": recall_normalization,
-            "precision_normalization": precision_normalization,
-        }
-        options = {entry.normalization.argument: entry for entry in REGISTRY.values() if entry.normalization}
-        # {metric name: its normalization}, checked against the registry's choices
-        self._normalization = {}
-        for argument, value in chosen.items():
-            entry = options[argument]
-            setattr(self, argument, value)
-            self._normalization[entry.name] = value
-        for name in self.metrics:
-            value = self._normalization.get(name)
-            if ties == "average" and value is not None and not REGISTRY[name].normalization.choice(value).average_ties:
-                raise ValueError(
-                    f"RankingMetrics: ties='average' is not available with "
-                    f"{REGISTRY[name].normalization.argument}={value!r}"
-                )
-        self._cutoff_metrics = [name for name in self.metrics if REGISTRY[name].has_cutoff]
-        # |R| itself (not only |R| > 0) is needed by some; counting it costs a pass on CPU
-        self._counts_relevant = any(
-            REGISTRY[name].needs_relevant_count(self._normalization.get(name)) for name in self._cutoff_metrics
-        )
-        self._needs_ideal = any(REGISTRY[name].needs_ideal for name in self._cutoff_metrics)
-        self._names = [f"{name}@{k}" for name in self._cutoff_metrics for k in self.top_k]
-        if "r_precision" in self.metrics:
-            self._names.append("r_precision")
+        # each metric's options, by the metric's own option names, from RankingMetrics' arguments
+        arguments = {**conventions, "gain_function": gain_function}
+        for argument, option in ranking_metrics_options().items():
+            setattr(self, argument, arguments.get(argument, option.default))
+        entries = [REGISTRY[name] for name in self.metrics]
+        options = {entry.name: {option.name: getattr(self, option.argument) for option in entry.options}
+                   for entry in entries}
+        self._names = [f"{entry.name}@{k}" for entry in entries if entry.has_cutoff for k in self.top_k]
+        self._names += [entry.name for entry in entries if not entry.has_cutoff]
         super().__init__(
-            ignore_zero_hits, relevance_threshold, output_transform, device, skip_unrolling, ties,
-            per_user=per_user, num_groups=num_groups,
+            [entry for entry in entries if entry.has_cutoff] + [entry for entry in entries if not entry.has_cutoff],
+            options, ignore_zero_hits, relevance_threshold, output_transform, device, skip_unrolling,
+            ties=ties, per_user=per_user, num_groups=num_groups, num_items=num_items,
+            skip_users_without_relevant=skip_users_without_relevant,
         )
-
-    @staticmethod
-    def _check_metrics(metrics) -> list:
-        if metrics is None:
-            return list(CUTOFF_METRICS)
-        if isinstance(metrics, str) or not isinstance(metrics, Sequence):
-            raise TypeError(f"metrics must be a sequence of metric names or None, got {type(metrics).__name__}")
-        if len(metrics) == 0:
-            raise ValueError("metrics must name at least one metric (or be None for all)")
-        for name in metrics:
-            V.check_choice("metrics", name, ALL_METRICS)
-        if len(set(metrics)) != len(metrics):
-            raise ValueError(f"metrics must not contain duplicates, got {list(metrics)}")
-        return list(metrics)
 
     def _num_values(self) -> int:
         return len(self._names)
 
-    def _per_user(self, batch):
-        columns = []
-        invalid = None
-        has_relevant = None
-        if self._cutoff_metrics:
-            ranked = rank_input(
-                batch,
-                depth=self.top_k[-1],
-                relevance_threshold=self.relevance_threshold,
-                ties=self.ties,
-                gain_function=self.gain_function if self._needs_ideal else None,
-                ideal=self._needs_ideal,
-                count_relevant=self._counts_relevant,
-            )
-            invalid, has_relevant = ranked.invalid, ranked.has_relevant
-            columns = [
-                REGISTRY[name].values(ranked, self.top_k, self._normalization.get(name))
-                for name in self._cutoff_metrics
-            ]
-        if "r_precision" in self.metrics:
-            hits, num_relevant, r_invalid = hits_within_own_depth(batch, self.relevance_threshold, self.ties)
-            columns.append(F._ratio(hits, num_relevant).unsqueeze(1))
-            invalid = invalid if invalid is not None else r_invalid
-            has_relevant = num_relevant > 0
-        if not self._cutoff_metrics:
-            return torch.cat(columns, 1), has_relevant, invalid
-        return torch.cat(columns, 1), has_relevant, invalid, self._boundary_tie_columns(ranked)
-
     def _result(self, means):
         return dict(zip(self._names, means))
 
-    def _scalar_keys(self, name):
-        return [f"{name}/{key}" for key in self._names]
+    def _value_labels(self):
+        return [f"/{key}" for key in self._names]
 
-    def _scalar_items(self, name, result):
-        return [(f"{name}/{key}", value) for key, value in result.items()]
+
+RankingMetrics.__signature__ = with_parameters(  # type: ignore[attr-defined]
+    RankingMetrics.__init__, option_parameters(list(REGISTRY.values()), "argument", skip=("gain_function",))
+)

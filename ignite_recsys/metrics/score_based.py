@@ -24,9 +24,10 @@ from ignite.metrics.metric import reinit__is_reduced
 from .. import _validation as V
 from .._core import tuning
 from .._core.full_rows import per_user_auc
+from .._core.input_checks import check_pointwise, check_scores_and_relevance
 from .._core.relevance import Relevance
 from .._core.selection import ordered_int32
-from ._base import OptionalOutputKeys, StatefulMetric, StreamingMean, _identity, raise_for_invalid_updates, screen
+from ._state import BatchTotals, StatefulMetric, StreamingMean, _identity, screen
 
 GAUC_WEIGHTINGS = ("positives", "uniform")
 
@@ -91,7 +92,7 @@ class GAUC(StreamingMean):
     """
 
     _counted = "user with both a positive and a negative item"
-    _parameter_constraints = {"relevance_threshold": V.positive_real(), "weighting": V.one_of(GAUC_WEIGHTINGS)}
+    _parameter_constraints = {"relevance_threshold": V.positive_real(), "weighting": V.Options(GAUC_WEIGHTINGS)}
 
     def __init__(
         self,
@@ -105,18 +106,24 @@ class GAUC(StreamingMean):
         self.weighting = weighting
         super().__init__(output_transform, device, skip_unrolling)
 
-    def _batch_totals(self, y_pred, y):
-        auc, positives, defined, invalid = per_user_auc(y_pred, y, self.relevance_threshold)
+    def _parse(self, output):
+        return check_scores_and_relevance(output)
+
+    def _inputs_device(self, inputs):
+        return inputs[0].device
+
+    def _batch_totals(self, inputs) -> BatchTotals:
+        auc, positives, defined, invalid = per_user_auc(*inputs, self.relevance_threshold)
         weight = defined.to(torch.float64)
         if self.weighting == "positives":
             weight = weight * positives
-        return (auc * weight).sum().reshape(1), weight.sum(), invalid
+        return BatchTotals({"_sum": (auc * weight).sum().reshape(1), "_count": weight.sum()}, invalid)
 
     def _result(self, means):
         return means[0]
 
 
-class AUC(OptionalOutputKeys, StatefulMetric):
+class AUC(StatefulMetric):
     r"""Global ROC AUC over all (user, item) entries pooled together (RecBole ``AUC``,
     Recommenders ``auc``): the probability that a positive entry (``y >= relevance_threshold``)
     scores above a negative one, ties counting one half.
@@ -144,9 +151,8 @@ class AUC(OptionalOutputKeys, StatefulMetric):
     (0.5, 0.0)
     """
 
-    _state_dict_all_req_keys = ("_histogram", "_lowest", "_highest", "_num_invalid_updates")
     optional_output_keys = ("mask",)  # a dict output {"y_pred", "y", "mask"} passes its mask
-    _parameter_constraints = {"relevance_threshold": V.positive_real(), "resolution_bits": V.int_between(10, 24)}
+    _parameter_constraints = {"relevance_threshold": V.positive_real(), "resolution_bits": V.Interval(int, 10, 24)}
 
     def __init__(
         self,
@@ -158,21 +164,17 @@ class AUC(OptionalOutputKeys, StatefulMetric):
     ):
         self.relevance_threshold = relevance_threshold
         self.resolution_bits = resolution_bits
+        num_buckets = 1 << resolution_bits
+        # row 0: positives per bucket, row 1: negatives per bucket (ascending scores)
+        self.add_state("_histogram", (2, num_buckets))
+        # lowest and highest score seen in each bucket: a bucket with one distinct score is exact
+        self.add_state("_lowest", (num_buckets,), reduce="MIN", fill=math.inf)
+        self.add_state("_highest", (num_buckets,), reduce="MAX", fill=-math.inf)
         super().__init__(output_transform, device=device, skip_unrolling=skip_unrolling)
 
     @reinit__is_reduced
-    def reset(self) -> None:
-        # row 0: positives per bucket, row 1: negatives per bucket (ascending scores)
-        num_buckets = 1 << self.resolution_bits
-        self._histogram = torch.zeros(2, num_buckets, dtype=torch.float64, device=self._device)
-        # lowest and highest score seen in each bucket: a bucket with one distinct score is exact
-        self._lowest = torch.full((num_buckets,), math.inf, dtype=torch.float64, device=self._device)
-        self._highest = torch.full((num_buckets,), -math.inf, dtype=torch.float64, device=self._device)
-        self._num_invalid_updates = torch.zeros((), dtype=torch.float64, device=self._device)
-
-    @reinit__is_reduced
     def update(self, output) -> None:
-        inputs = V.check_pointwise(output)
+        inputs = check_pointwise(output)
         y_pred, y = inputs[0], inputs[1]
         relevance = Relevance.of(self.relevance_threshold, y.dtype)
         everything = torch.ones((), dtype=torch.bool, device=y_pred.device)
@@ -187,7 +189,9 @@ class AUC(OptionalOutputKeys, StatefulMetric):
             "y_pred contains NaN scores (+inf and -inf are allowed)": nan_score,
             "y contains NaN targets (negative targets, -inf included, are allowed: they are negatives)": bad_target,
         }
-        bad = screen(invalid, on_cpu=y_pred.device.type == "cpu")
+        bad = screen(invalid, y_pred.device)
+        if bad is None:
+            bad = torch.zeros((), dtype=torch.bool, device=y_pred.device)
         for scores, targets, observed in _entry_chunks(inputs, 64):
             self._add_entries(scores, targets, everything if observed is None else observed, bad, relevance)
         self._num_invalid_updates += bad.to(torch.float64).to(self._device)
@@ -211,9 +215,8 @@ class AUC(OptionalOutputKeys, StatefulMetric):
         self._lowest.scatter_reduce_(0, bucket, torch.where(counted, scores, math.inf), "amin")
         self._highest.scatter_reduce_(0, bucket, torch.where(counted, scores, -math.inf), "amax")
 
-    def _totals(self, histogram, num_invalid):
+    def _totals(self, histogram):
         """From the state reduced over processes: positives and negatives per bucket, #pairs."""
-        raise_for_invalid_updates(self, num_invalid)
         positives, negatives = histogram[0], histogram[1]
         num_positive, num_negative = positives.sum(), negatives.sum()
         if num_positive == 0 or num_negative == 0:
@@ -224,16 +227,14 @@ class AUC(OptionalOutputKeys, StatefulMetric):
         return positives, negatives, num_positive * num_negative
 
     def compute(self) -> float:
-        positives, negatives, pairs = self._totals(*self._reduced("_histogram", "_num_invalid_updates"))
+        positives, negatives, pairs = self._totals(*self._checked("_histogram"))
         negatives_below = negatives.cumsum(0) - negatives
         return float((positives * (negatives_below + 0.5 * negatives)).sum() / pairs)
 
     def error_bound(self) -> float:
         """The largest possible difference between ``compute()`` and the exact AUC (0: exact)."""
-        histogram, lowest, highest, num_invalid = self._reduced(
-            "_histogram", "_lowest:MIN", "_highest:MAX", "_num_invalid_updates"
-        )
-        positives, negatives, pairs = self._totals(histogram, num_invalid)
+        histogram, lowest, highest = self._checked("_histogram", "_lowest", "_highest")
+        positives, negatives, pairs = self._totals(histogram)
         mixed = lowest < highest
         return float(0.5 * torch.where(mixed, positives * negatives, 0.0).sum() / pairs)
 
@@ -245,7 +246,10 @@ class PointwiseMean(StreamingMean):
     optional_output_keys = ("mask",)  # a dict output {"y_pred", "y", "mask"} passes its mask
 
     def _parse(self, output):
-        return V.check_pointwise(output)
+        return check_pointwise(output)
+
+    def _inputs_device(self, inputs):
+        return inputs[0].device
 
     def _loss(self, y_pred: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         raise NotImplementedError
@@ -257,7 +261,8 @@ class PointwiseMean(StreamingMean):
             "y contains NaN or infinite values": (~torch.isfinite(y) & observed).any(),
         }
 
-    def _batch_totals(self, y_pred, y, mask):
+    def _batch_totals(self, inputs) -> BatchTotals:
+        y_pred, y, mask = inputs
         device = y_pred.device
         total = torch.zeros(1, dtype=torch.float64, device=device)
         count = torch.zeros((), dtype=torch.float64, device=device)
@@ -275,7 +280,7 @@ class PointwiseMean(StreamingMean):
                 count += observed.sum(dtype=torch.float64)
             for message, flag in self._invalid(scores, targets, observed).items():
                 invalid[message] = flag | invalid[message] if message in invalid else flag
-        return total, count, invalid
+        return BatchTotals({"_sum": total, "_count": count}, invalid)
 
     def _result(self, means):
         return means[0]
@@ -337,7 +342,8 @@ class LogLoss(PointwiseMean):
     0.4149
     """
 
-    _parameter_constraints = {"eps": V.positive_real_below(0.5), "from_logits": V.boolean()}
+    _parameter_constraints = {"eps": V.Interval(float, 0, 0.5, low_included=False, high_included=False),
+                              "from_logits": V.BOOLEAN}
 
     def __init__(
         self,

@@ -1,0 +1,363 @@
+"""The state every metric here keeps: declared once, reset, accumulated, checkpointed, reduced.
+
+A metric declares each state tensor once, in its constructor, with :meth:`StatefulMetric.add_state`
+(name, shape, cross-process reduction, fill value), as torchmetrics' ``add_state``. That one
+declaration drives ``reset``, the keys of ``state_dict``, the checks of ``load_state_dict`` and the
+reduction across processes in ``compute``. State is float64 on the metric's ``device``.
+
+An update turns its inputs into one :class:`BatchTotals` (the batch's total for some states, its
+value checks) and adds them with one operation. Value checks (NaN scores, negative ids, ...) are
+read at once for CPU inputs: ``update`` raises before any state changes. For other devices they
+stay on the device, so that ``update`` never waits for it: a bad batch adds nothing and
+``compute`` raises.
+
+``state_dict()`` is a snapshot that carries the configuration the state was made under (cut-offs,
+metric names, conventions, number of groups, ...); ``load_state_dict`` refuses a state of another
+configuration with a ValueError that names the difference, before anything changes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Callable, Optional, Union
+
+import ignite.distributed as idist
+import torch
+from ignite.engine import Events
+from ignite.exceptions import NotComputableError
+from ignite.metrics.metric import Metric, reinit__is_reduced
+
+from .. import _validation as V
+from .._core.input_checks import any_flag, raise_if_invalid
+from ._engine import EngineIO
+
+
+def _identity(output: Any) -> Any:
+    return output
+
+
+def values_checked_on_host(device: torch.device) -> bool:
+    """Whether the value checks of inputs on ``device`` are read at once (CPU: ``update`` raises)
+    or deferred to ``compute`` (every other device: no synchronisation in ``update``)."""
+    return torch.device(device).type == "cpu"
+
+
+def screen(invalid: dict, device: torch.device) -> Optional[torch.Tensor]:
+    """Raise now for inputs checked on the host and return None (nothing to leave out); otherwise
+    a 0-d bool tensor, True when the batch must add nothing."""
+    if values_checked_on_host(device):
+        raise_if_invalid(invalid)
+        return None
+    return any_flag(invalid) if invalid else None
+
+
+@dataclass(frozen=True)
+class StateSpec:
+    """One declared state tensor: its shape at reset (a tuple, or a callable giving it), the
+    shape ``load_state_dict`` accepts (None in a dimension: any size), its reduction across
+    processes ("SUM", "MIN" or "MAX") and its fill value at reset."""
+
+    name: str
+    shape: Union[tuple, Callable[[], tuple]]
+    reduce: str = "SUM"
+    fill: float = 0.0
+    load_shape: Union[tuple, Callable[[], tuple], None] = None
+
+    def current_shape(self) -> tuple:
+        return tuple(self.shape() if callable(self.shape) else self.shape)
+
+    def accepted_shape(self) -> tuple:
+        shape = self.load_shape if self.load_shape is not None else self.shape
+        return tuple(shape() if callable(shape) else shape)
+
+
+@dataclass
+class BatchTotals:
+    """What one batch adds: ``sums`` (state name -> the batch's total, added to that state), the
+    value checks ``invalid`` (message -> 0-d bool flag) and, for metrics that keep per-user values,
+    the batch's ``rows`` (batch, num_values) (NaN: a user not counted) and user ids."""
+
+    sums: dict
+    invalid: dict = field(default_factory=dict)
+    rows: Optional[torch.Tensor] = None
+    users: Optional[torch.Tensor] = None
+
+
+_PER_RANK = "__metric_state_per_rank"  # the one key of ignite's ``Metric.state_dict()``
+_CONFIGURATION = "configuration"  # the configuration a state was made under, beside ignite's key
+# constructor arguments that do not change what the state means
+_NOT_CONFIGURATION = ("output_transform", "device", "skip_unrolling", "per_user")
+
+
+def raise_for_invalid_updates(metric: Metric, num_invalid_updates: torch.Tensor) -> None:
+    if num_invalid_updates > 0:
+        raise ValueError(
+            f"{type(metric).__name__}: {int(num_invalid_updates)} update(s) since the last reset held invalid "
+            "values (checked on the device, so reported here); they were left out. Fix the inputs and "
+            "reset the metric."
+        )
+
+
+class StatefulMetric(EngineIO, Metric):
+    """What every metric here shares about its arguments and its state:
+
+    - Constructor arguments are declared in ``_parameter_constraints`` (merged along the class
+      hierarchy) and checked before the constructor body runs (``_validation.validated_init``).
+    - State tensors are declared with :meth:`add_state`; ``reset`` makes them, ``compute`` reduces
+      copies of them across processes (:meth:`_reduced`: the local state is unchanged, whether
+      ``compute`` returns or raises).
+    - ``state_dict()`` is a snapshot (copies) that records the configuration; ``load_state_dict``
+      copies in, refusing a state of another configuration or shape, before anything changes.
+    - A metric loaded from a checkpoint and attached to an Engine that resumes mid-epoch keeps the
+      loaded state at that epoch's ``EPOCH_STARTED`` instead of resetting it.
+    """
+
+    _resume_pending = False  # set by load_state_dict, consumed by the next ``started``
+    _parameter_constraints: dict = {"output_transform": V.CALLABLE}
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if "__init__" in vars(cls):
+            cls.__init__ = V.validated_init(vars(cls)["__init__"])  # type: ignore[method-assign]
+
+    def __init__(
+        self,
+        output_transform: Callable = _identity,
+        device: Union[str, torch.device] = torch.device("cpu"),
+        skip_unrolling: bool = False,
+    ):
+        self.add_state("_num_invalid_updates", ())  # batches whose deferred value checks failed
+        super().__init__(output_transform, device=device, skip_unrolling=skip_unrolling)
+
+    # Declared state ----------------------------------------------------------------------------
+    def add_state(
+        self,
+        name: str,
+        shape: Union[tuple, Callable[[], tuple]],
+        reduce: str = "SUM",
+        fill: float = 0.0,
+        load_shape: Union[tuple, Callable[[], tuple], None] = None,
+    ) -> None:
+        """Declare a float64 state tensor (call it in the constructor, before ``super().__init__``)."""
+        if reduce not in ("SUM", "MIN", "MAX"):
+            raise ValueError(f"reduce must be 'SUM', 'MIN' or 'MAX', got {reduce!r}")
+        states = self.__dict__.setdefault("_states", {})
+        states[name] = StateSpec(name, shape, reduce, fill, load_shape)
+
+    @property
+    def _state_dict_all_req_keys(self) -> tuple:  # type: ignore[override]
+        return tuple(self.__dict__.get("_states", {}))
+
+    @reinit__is_reduced
+    def reset(self) -> None:
+        for spec in self._states.values():
+            setattr(self, spec.name, self._new_state(spec))
+        self._inputs_looked_at = False
+
+    def _new_state(self, spec: StateSpec) -> torch.Tensor:
+        return torch.full(spec.current_shape(), spec.fill, dtype=torch.float64, device=self._device)
+
+    # Updates -----------------------------------------------------------------------------------
+    def _parse(self, output: Any) -> Any:
+        """The checked inputs of ``update`` (what ``_batch_totals`` takes)."""
+        raise NotImplementedError
+
+    def _batch_totals(self, inputs: Any) -> BatchTotals:
+        raise NotImplementedError
+
+    def _inputs_device(self, inputs: Any) -> torch.device:
+        return inputs.device
+
+    @reinit__is_reduced
+    def update(self, output: Any) -> None:
+        inputs = self._parse(output)
+        totals = self._batch_totals(inputs)
+        bad = screen(totals.invalid, self._inputs_device(inputs))
+        self._add(totals.sums, bad)
+        self._keep(totals, bad)
+
+    def _add(self, sums: dict, bad: Optional[torch.Tensor]) -> None:
+        """Add each batch total to its state (one operation for all; nothing from a bad batch) and
+        count a bad batch."""
+        if bad is not None:
+            sums = {name: torch.where(bad, 0.0, total) for name, total in sums.items()}
+            sums["_num_invalid_updates"] = bad.to(torch.float64)
+        names = list(sums)
+        totals = [total if total.device == self._device else total.to(self._device) for total in sums.values()]
+        torch._foreach_add_([getattr(self, name) for name in names], totals)
+
+    def _keep(self, totals: BatchTotals, bad: Optional[torch.Tensor]) -> None:
+        """Keep what grows with the users (per-user values), for metrics that do."""
+
+    # Results -----------------------------------------------------------------------------------
+    def _reduced(self, *names: str) -> list:
+        """The state tensors ``names`` reduced over processes by their declared reduction, as
+        copies: the state itself never changes. In a single process the state tensors themselves
+        (callers must not modify them)."""
+        values = []
+        for name in names:
+            value = getattr(self, name)
+            if idist.get_world_size() > 1:
+                value = idist.all_reduce(value.clone(), op=self._states[name].reduce)
+            values.append(value)
+        return values
+
+    def _checked(self, *names: str) -> list:
+        """``_reduced(*names)``, after raising for updates whose deferred value checks failed."""
+        num_invalid, *values = self._reduced("_num_invalid_updates", *names)
+        raise_for_invalid_updates(self, num_invalid)
+        return values
+
+    # Checkpoints -------------------------------------------------------------------------------
+    # arguments of this class whose agreement the states' shapes check (e.g. a catalog size that
+    # may also come from the batches)
+    _checked_by_shape: tuple = ()
+
+    def _configuration(self) -> dict:
+        """The configuration a state is made under: the metric's class and every checked
+        constructor argument that changes what the state means, as text (a tensor argument by a
+        digest of its values)."""
+        arguments = self.__dict__.get("_arguments", {})
+        skipped = _NOT_CONFIGURATION + self._checked_by_shape
+        described = {name: _describe(value) for name, value in arguments.items() if name not in skipped}
+        return {"metric": type(self).__name__, **described}
+
+    def state_dict(self):
+        """ignite's state dict (``{"__metric_state_per_rank": [one dict of tensors per process]}``,
+        copies) with the configuration it was made under, ``"configuration"``: {argument: text}."""
+        state = super().state_dict()
+        state[_PER_RANK] = [
+            {key: value.clone() if isinstance(value, torch.Tensor) else value for key, value in per_rank.items()}
+            for per_rank in state[_PER_RANK]
+        ]
+        state[_CONFIGURATION] = self._configuration()
+        return state
+
+    def _check_configuration(self, saved: Any) -> None:
+        """Refuse a state saved under another configuration, naming each difference."""
+        if isinstance(saved, Mapping):
+            mine = self._configuration()
+            if saved.get("metric") != mine["metric"]:
+                article = "an" if mine["metric"][:1] in "AEIOU" else "a"
+                raise ValueError(
+                    f"{mine['metric']}.load_state_dict: the state comes from a {saved.get('metric')}, not "
+                    f"{article} {mine['metric']}"
+                )
+            differences = [
+                f"{key}={saved.get(key, '(not set)')} (this metric: {mine.get(key, '(not set)')})"
+                for key in sorted(set(saved) | set(mine))
+                if saved.get(key) != mine.get(key)
+            ]
+            if differences:
+                raise ValueError(
+                    f"{type(self).__name__}.load_state_dict: the state was saved under another configuration: "
+                    f"{'; '.join(differences)}. Build the metric with the arguments it was saved with."
+                )
+
+    def _check_state(self, state: Any) -> None:
+        name = type(self).__name__
+        if not isinstance(state, Mapping):
+            raise TypeError(f"{name}.load_state_dict: the state must be a mapping, got {type(state).__name__}")
+        for spec in self._states.values():
+            key, expected = spec.name, spec.accepted_shape()
+            if key not in state:
+                raise ValueError(f"{name}.load_state_dict: the state has no {key!r} (keys: {sorted(state)})")
+            value = state[key]
+            if not isinstance(value, torch.Tensor) or value.is_complex():
+                raise TypeError(f"{name}.load_state_dict: {key!r} must be a real tensor, got {value!r:.60}")
+            shape = tuple(value.shape)
+            if len(shape) != len(expected) or any(e is not None and e != s for e, s in zip(expected, shape)):
+                wanted = tuple("any" if e is None else e for e in expected)
+                raise ValueError(
+                    f"{name}.load_state_dict: {key!r} has shape {shape}, this metric ({self._described()}) "
+                    f"expects {wanted}; the state comes from a metric with another configuration"
+                )
+
+    def _described(self) -> str:
+        names = ("top_k", "metrics", "num_items", "resolution_bits", "num_groups")
+        # self.__dict__, not getattr: ignite's Metric answers any unknown attribute with a function
+        return ", ".join(f"{n}={self.__dict__[n]!r}" for n in names if self.__dict__.get(n) is not None)
+
+    def load_state_dict(self, state_dict: Mapping) -> None:
+        rank = idist.get_rank()
+        if isinstance(state_dict, Mapping) and _CONFIGURATION in state_dict:
+            self._check_configuration(state_dict[_CONFIGURATION])
+            state_dict = {key: value for key, value in state_dict.items() if key != _CONFIGURATION}
+        if (
+            isinstance(state_dict, Mapping)
+            and list(state_dict) == [_PER_RANK]
+            and isinstance(state_dict[_PER_RANK], Sequence)
+            and len(state_dict[_PER_RANK]) == idist.get_world_size()
+        ):  # otherwise ignite raises its own error below
+            per_rank = list(state_dict[_PER_RANK])
+            self._check_state(per_rank[rank])
+            current = {key: getattr(self, key) for key in self._state_dict_all_req_keys}
+            per_rank[rank] = {
+                key: value.detach().to(current[key].device, current[key].dtype, copy=True)
+                for key, value in per_rank[rank].items()
+                if key in current
+            }
+            state_dict = {_PER_RANK: per_rank}
+        super().load_state_dict(state_dict)
+        self._resume_pending = True
+
+    def started(self, engine) -> None:
+        """Reset at the start of each epoch, except when the Engine resumes mid-epoch from a
+        checkpoint this metric was loaded from: the state then holds that epoch's first batches."""
+        resuming, self._resume_pending = self._resume_pending, False
+        state = engine.state
+        if (
+            resuming
+            and engine.last_event_name == Events.EPOCH_STARTED
+            and state.epoch_length
+            and state.iteration % state.epoch_length != 0
+        ):
+            return
+        self.reset()
+
+
+def _describe(value: Any) -> str:
+    """A configuration value as text: a tensor by shape and a digest of its values, a function by
+    its qualified name, a metric by its class and configuration."""
+    if isinstance(value, torch.Tensor):
+        data = value.detach().to("cpu", torch.float64).contiguous().numpy().tobytes()
+        return f"tensor{tuple(value.shape)}:{hashlib.sha1(data).hexdigest()[:12]}"
+    if isinstance(value, StatefulMetric):
+        return f"{type(value).__name__}({', '.join(f'{k}={v}' for k, v in value._configuration().items())})"
+    if callable(value):
+        return f"{getattr(value, '__module__', '')}.{getattr(value, '__qualname__', type(value).__name__)}"
+    return repr(value)
+
+
+class StreamingMean(StatefulMetric):
+    """``compute`` returns the mean ``sums / count`` of ``num_values`` values (through ``_result``):
+    float64 states ``_sum`` (num_values,) and ``_count``, summed across processes."""
+
+    _counted = "counted user"  # what ``count`` counts, for the NotComputableError message
+
+    def __init__(
+        self,
+        output_transform: Callable = _identity,
+        device: Union[str, torch.device] = torch.device("cpu"),
+        skip_unrolling: bool = False,
+    ):
+        self.add_state("_sum", lambda: (self._num_values(),))
+        self.add_state("_count", ())
+        super().__init__(output_transform, device, skip_unrolling)
+
+    def _num_values(self) -> int:
+        return 1
+
+    def _result(self, means: list) -> Any:
+        return means
+
+    def _empty_message(self) -> str:
+        return f"{type(self).__name__} must have at least one {self._counted} before compute()."
+
+    def compute(self) -> Any:
+        total, count = self._checked("_sum", "_count")
+        if count == 0:
+            raise NotComputableError(self._empty_message())
+        return self._result((total / count).tolist())

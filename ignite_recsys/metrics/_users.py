@@ -1,0 +1,297 @@
+"""Means over users, with what a paper reports next to them: per-user values, confidence
+intervals and results per user group.
+
+A :class:`UserMean` turns each batch into per-user values (:class:`UserRows`: a (batch,
+num_values) float64 tensor and whether each user counts) and keeps, per value, the sum over the
+counted users, their sum of squares (for :meth:`UserMean.confidence_interval`) and their count,
+summed across processes. ``per_user=True`` also keeps each batch's values on the metric's device
+(the one state that grows with the users; off by default, not part of ``state_dict()``), and
+``num_groups=G`` the same sums per user group.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Optional, Union
+
+import ignite.distributed as idist
+import torch
+from ignite.exceptions import NotComputableError
+
+from .. import _validation as V
+from .._tdist import t_intervals
+from ..inputs import UserGroups, UserIds
+from ._state import BatchTotals, StreamingMean, _identity
+
+
+@dataclass
+class UserRows:
+    """One batch's per-user values: ``values`` (batch, num_values) float64, ``weight`` (batch,)
+    float64 (1: the user counts, 0: it does not), the value checks ``invalid``, further batch
+    totals ``extra`` (state name -> total) and the users' ``groups`` / ``users`` ids, if given."""
+
+    values: torch.Tensor
+    weight: torch.Tensor
+    invalid: dict = field(default_factory=dict)
+    extra: dict = field(default_factory=dict)
+    groups: Optional[torch.Tensor] = None
+    users: Optional[torch.Tensor] = None
+
+
+def check_group_ids(groups: torch.Tensor, num_groups: int) -> dict:
+    """Value check of an update's group ids (run on the device): within [0, num_groups)."""
+    outside = (groups < 0) | (groups >= num_groups)
+    return {f"UserGroups ids must lie in [0, {num_groups}) (num_groups={num_groups})": outside.any()}
+
+
+class UserMean(StreamingMean):
+    """The mean over counted users of per-user values (``_user_rows``), with
+
+    - state ``_sum_squares`` (num_values,): the counted users' sum of squared values, read by
+      :meth:`confidence_interval`;
+    - ``per_user=True``: each batch's values kept on the metric's device, returned by
+      :meth:`per_user` (in user-id order when the updates carry :class:`~ignite_recsys.UserIds`);
+    - ``num_groups=G``: states ``_group_sum`` (G, num_values), ``_group_count`` (G,) and
+      ``_group_sum_squares`` (G, num_values), accumulated by one ``index_add`` each, read by
+      :meth:`compute_groups` and :meth:`confidence_interval_groups`.
+    """
+
+    _parameter_constraints = {"per_user": V.BOOLEAN, "num_groups": V.positive_int(optional=True)}
+
+    def __init__(
+        self,
+        output_transform: Callable = _identity,
+        device: Union[str, torch.device] = torch.device("cpu"),
+        skip_unrolling: bool = False,
+        *,
+        per_user: bool = False,
+        num_groups: Optional[int] = None,
+    ):
+        self.keeps_per_user = per_user
+        self.num_groups = num_groups
+        self.add_state("_sum_squares", lambda: (self._num_values(),))
+        if num_groups is not None:
+            self.add_state("_group_sum", lambda: (num_groups, self._num_values()))
+            self.add_state("_group_count", (num_groups,))
+            self.add_state("_group_sum_squares", lambda: (num_groups, self._num_values()))
+        super().__init__(output_transform, device, skip_unrolling)
+
+    def reset(self) -> None:
+        super().reset()
+        self._per_user_rows: list = []
+        self._per_user_ids: list = []
+
+    # What subclasses define --------------------------------------------------------------------
+    def _user_rows(self, inputs: Any) -> UserRows:
+        raise NotImplementedError
+
+    def _tagged_output_keys(self) -> dict:
+        """The keys of a dict output read as user tags: "groups" with num_groups, "users" with
+        per_user=True (a metric built without them ignores these keys of a shared output)."""
+        keys: dict = {}
+        if self.num_groups is not None:
+            keys["groups"] = UserGroups
+        if self.keeps_per_user:
+            keys["users"] = UserIds
+        return keys
+
+    # Accumulation ------------------------------------------------------------------------------
+    def _batch_totals(self, inputs: Any) -> BatchTotals:
+        return self._totals_of_rows(self._user_rows(inputs))
+
+    def _totals_of_rows(self, rows: UserRows) -> BatchTotals:
+        self._check_user_tags(rows.groups, rows.users)
+        values, weight = rows.values, rows.weight
+        weights = weight.unsqueeze(1)
+        # Reduce each value over users as its own contiguous row: the summation order then does not
+        # depend on how many values are combined (RankingMetrics equals the single classes bit for bit).
+        weighted = values * weights
+        sums, squares = torch.stack([weighted, values * weighted]).transpose(1, 2).contiguous().sum(2).unbind(0)
+        totals = {"_sum": sums, "_count": weight.sum(), "_sum_squares": squares, **rows.extra}
+        invalid = rows.invalid
+        if self.num_groups is not None:
+            invalid = {**invalid, **check_group_ids(rows.groups, self.num_groups)}
+            totals.update(_group_totals(rows.groups.clamp(0, self.num_groups - 1), self.num_groups, values, weight))
+        kept = torch.where(weights > 0, values, torch.nan) if self.keeps_per_user else None
+        return BatchTotals(totals, invalid, kept, rows.users)
+
+    def _check_user_tags(self, groups, users) -> None:
+        name = type(self).__name__
+        if groups is not None and self.num_groups is None:
+            raise ValueError(
+                f"{name} got UserGroups but was built without num_groups: pass num_groups=<number of groups> "
+                "to its constructor to report each group"
+            )
+        if groups is None and self.num_groups is not None:
+            raise ValueError(
+                f"{name} was built with num_groups={self.num_groups}: every update needs the users' groups, "
+                "update((y_pred, y, UserGroups(ids))) or the key 'groups' of a dict output"
+            )
+        if users is not None and not self.keeps_per_user:
+            raise ValueError(f"{name} got UserIds, which order the per-user values: build it with per_user=True")
+        if self._per_user_rows and (users is not None) != bool(self._per_user_ids):
+            raise ValueError(
+                f"{name}: UserIds must come with every update since the last reset or with none "
+                f"({'some' if self._per_user_ids else 'no'} earlier update had them)"
+            )
+
+    def _keep(self, totals: BatchTotals, bad: Optional[torch.Tensor]) -> None:
+        # CPU inputs never get here with bad values (update raised); a bad batch on another device
+        # keeps NaN rows, and per_user() raises as compute() does.
+        if totals.rows is None:
+            return
+        rows = totals.rows if bad is None else torch.where(bad, torch.nan, totals.rows)
+        self._per_user_rows.append(rows.to(self._device))
+        if totals.users is not None:
+            self._per_user_ids.append(totals.users.to(self._device))
+
+    # Per-user values ---------------------------------------------------------------------------
+    def _per_user_table(self) -> tuple:
+        """(rows (users, num_values), ids (users,) or None) of every process, in the documented order."""
+        name = type(self).__name__
+        if not self.keeps_per_user:
+            raise RuntimeError(f"{name}.per_user() needs the metric to be built with per_user=True")
+        self._checked()
+        if self._per_user_rows:
+            rows = torch.cat(self._per_user_rows)
+        else:
+            rows = torch.zeros(0, self._num_values(), dtype=torch.float64, device=self._device)
+        kept = int((~rows[:, 0].isnan()).sum())
+        if kept != int(self._count):
+            raise RuntimeError(
+                f"{name}.per_user(): the per-user values do not match the state ({int(self._count)} counted "
+                f"users, {kept} kept); they are not part of state_dict(), so a loaded state has none: update "
+                "again from a reset"
+            )
+        # 0: no rows here, 1: rows with user ids, 2: rows without; every process must agree
+        local = 0 if not self._per_user_rows else 1 if self._per_user_ids else 2
+        kinds = set(_gathered_rows(torch.tensor([[local]], dtype=torch.int64, device=rows.device))[:, 0].tolist())
+        if kinds >= {1, 2}:
+            raise ValueError(f"{name}.per_user(): some processes gave UserIds with their updates and others did not")
+        rows = _gathered_rows(rows)
+        if 1 not in kinds:
+            return rows, None
+        ids = torch.cat(self._per_user_ids) if self._per_user_ids else torch.zeros(0, dtype=torch.int64, device=rows.device)
+        ids, order = torch.sort(_gathered_rows(ids.unsqueeze(1))[:, 0], stable=True)
+        repeated = ids[1:][ids[1:] == ids[:-1]].unique()
+        if repeated.numel():
+            raise ValueError(
+                f"{name}.per_user(): user ids must be distinct, got {repeated.numel()} id(s) more than once "
+                f"(e.g. {repeated[:5].tolist()}); give each user one row in the evaluation"
+            )
+        return rows[order], ids
+
+    def per_user(self) -> Any:
+        """The value of every user seen since the last reset, float64 on the metric's device (needs
+        ``per_user=True``): a (users, len(top_k)) tensor for a metric with cut-offs (columns in
+        ascending k), a (users,) tensor for a metric of one value (:class:`RPrecision`), a dict
+        ``{"ndcg@10": (users,) tensor, ...}`` for :class:`RankingMetrics`. A user the metric does
+        not count (no relevant item under ``ignore_zero_hits=True``; for the popularity metrics,
+        an empty top-k list) has a row of NaN. A user with relevant items but no candidate is
+        counted, with 0.
+
+        Order: with :class:`~ignite_recsys.UserIds` in every update, ascending user id, across
+        processes too (:meth:`per_user_ids` gives the ids; a user id seen twice raises a
+        ValueError). Without them, update order; across processes the rows are gathered in rank
+        order: rank 0's users first, then rank 1's, each in update order."""
+        rows, _ = self._per_user_table()
+        result = self._result(list(rows.unbind(1)))
+        return torch.stack(result, 1) if isinstance(result, list) else result
+
+    def per_user_ids(self) -> torch.Tensor:
+        """The user ids (int64, ascending) of the rows of :meth:`per_user`, when every update came
+        with :class:`~ignite_recsys.UserIds`."""
+        _, ids = self._per_user_table()
+        if ids is None:
+            raise RuntimeError(
+                f"{type(self).__name__}.per_user_ids() needs user ids with the updates: "
+                "update((y_pred, y, UserIds(ids))) or the key 'users' of a dict output"
+            )
+        return ids
+
+    # Intervals ---------------------------------------------------------------------------------
+    def confidence_interval(self, level: float = 0.95) -> Any:
+        r"""Student-t confidence interval of the mean over counted users, per value, from the
+        streamed sums (no per-user values needed):
+
+        .. math:: \bar x \pm t_{(1+\text{level})/2,\; n-1}\, \frac{s}{\sqrt n},\qquad
+                  s^2 = \frac{\sum x^2 - n \bar x^2}{n - 1}
+
+        with n the counted users (of all processes), as ``scipy.stats.t.interval(level, n - 1,
+        mean, sem)``. Returns what ``compute()`` returns with a ``(low, high)`` tuple per value: a
+        list per k, a single tuple for :class:`RPrecision`, a dict for :class:`RankingMetrics`.
+        Raises NotComputableError with fewer than two counted users (no variance estimate). The
+        variance comes from the sums of squares: when the spread of the values is below about
+        1e-6 of their magnitude, the interval width loses relative precision."""
+        level = V.check_level(level)
+        total, squares, count = self._checked("_sum", "_sum_squares", "_count")
+        name = type(self).__name__
+        if count < 2:
+            raise NotComputableError(
+                f"{name}.confidence_interval() needs at least two {self._counted}s, got {int(count)}"
+            )
+        if bool(torch.isnan(squares).any()):
+            raise NotComputableError(
+                f"{name}.confidence_interval(): the state has no sums of squares (it was loaded from a "
+                "state dict without them); update from a reset"
+            )
+        low, high = t_intervals(total, squares, count, level)
+        return self._result(list(zip(low.tolist(), high.tolist())))
+
+    # User groups -------------------------------------------------------------------------------
+    def _group_state(self, method: str) -> tuple:
+        if self.num_groups is None:
+            raise RuntimeError(f"{type(self).__name__}.{method}() needs the metric to be built with num_groups")
+        return tuple(self._checked("_group_sum", "_group_count", "_group_sum_squares"))
+
+    def compute_groups(self) -> list:
+        """Each group's result (needs ``num_groups``): a list indexed by group id, each entry what
+        ``compute()`` returns, computed over the group's counted users (of all processes). A group
+        without a counted user gets NaN values (the other groups stay reportable)."""
+        total, count, _ = self._group_state("compute_groups")
+        means = total / count.unsqueeze(1)  # 0 / 0 = NaN for a group without a counted user
+        return [self._result(row.tolist()) for row in means]
+
+    def group_counts(self) -> list:
+        """The number of counted users of each group (of all processes), a list of ints."""
+        _, count, _ = self._group_state("group_counts")
+        return [int(n) for n in count.tolist()]
+
+    def confidence_interval_groups(self, level: float = 0.95) -> list:
+        """:meth:`confidence_interval` of each group (needs ``num_groups``): a list indexed by
+        group id; a group with fewer than two counted users gets ``(nan, nan)`` intervals."""
+        level = V.check_level(level)
+        total, count, squares = self._group_state("confidence_interval_groups")
+        low, high = t_intervals(total, squares, count.unsqueeze(1), level)
+        return [self._result(list(zip(lo.tolist(), hi.tolist()))) for lo, hi in zip(low, high)]
+
+    def _group_scalar_items(self, name: str) -> list:
+        """(key, value) of every group's scalars for an Engine: ``"<scalar key>/group<g>"``."""
+        items = []
+        for group, result in enumerate(self.compute_groups()):
+            for key, value in self._scalar_items(name, result):
+                items.append((f"{key}/group{group}", value))
+        return items
+
+
+def _group_totals(index: torch.Tensor, num_groups: int, values: torch.Tensor, weight: torch.Tensor) -> dict:
+    """Per-group sums, counts and sums of squares of one batch (each one ``index_add``)."""
+    weighted = values * weight.unsqueeze(1)
+    zeros = torch.zeros(num_groups, values.shape[1], dtype=torch.float64, device=values.device)
+    return {
+        "_group_sum": zeros.index_add(0, index, weighted),
+        "_group_count": torch.zeros(num_groups, dtype=torch.float64, device=values.device).index_add(0, index, weight),
+        "_group_sum_squares": zeros.index_add(0, index, values * weighted),
+    }
+
+
+def _gathered_rows(rows: torch.Tensor) -> torch.Tensor:
+    """The (users, num_values) rows of every process, rank 0's first."""
+    world_size = idist.get_world_size()
+    if world_size == 1:
+        return rows
+    sizes = idist.all_gather(torch.tensor([rows.shape[0]], dtype=torch.int64, device=rows.device)).tolist()
+    padded = torch.zeros((max(sizes), rows.shape[1]), dtype=rows.dtype, device=rows.device)
+    padded[: rows.shape[0]] = rows
+    gathered = idist.all_gather(padded).reshape(world_size, max(sizes), rows.shape[1])
+    return torch.cat([gathered[rank, :size] for rank, size in enumerate(sizes)])

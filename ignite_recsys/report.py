@@ -1,0 +1,209 @@
+"""A models x metrics results table for papers: means, confidence intervals, significance."""
+
+from __future__ import annotations
+
+import math
+import numbers
+from collections.abc import Mapping
+from typing import Any, Optional, Sequence
+
+import numpy as np
+
+from . import _validation as V
+from ._tdist import mean_interval
+from .stats import CORRECTION_METHODS, PAIRED_TEST_METHODS, _values_of, correct_p_values, paired_test
+
+__all__ = ["Report"]
+
+
+_LATEX_SPECIAL = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
+                  "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}"}
+
+
+def _latex_escape(text: str) -> str:
+    return "".join(_LATEX_SPECIAL.get(char, char) for char in text)
+
+
+def _column_k(metric: Any, column: str) -> Any:
+    """The ``k`` that picks ``column`` ("ndcg@10") out of a metric's per-user values."""
+    if isinstance(getattr(metric, "metrics", None), (list, tuple)):  # RankingMetrics: keys are names
+        return column
+    head, at, tail = column.rpartition("@")
+    return int(tail) if at and tail.isdigit() else None
+
+
+class Report:
+    r"""A models × metrics results table: each cell the mean with the half-width of its confidence
+    interval, the best value of each column in bold, and, against a ``baseline`` model, markers
+    of the paired tests that are significant after Holm's correction.
+
+    ``results`` maps each model name to a mapping ``{"ndcg@10": cell, ...}`` (the columns are the
+    keys, in first-seen order). A cell is either
+
+    - a summary ``(mean, (low, high))``, shown as is (no test is possible), or
+    - per-user values: a metric built with ``per_user=True`` (the column's ``@k`` picks the
+      cut-off; a :class:`RankingMetrics` is read under the column name), or a 1-D tensor, array
+      or sequence. The mean is over the users without NaN and the interval is the Student-t
+      interval at ``level``, as :meth:`confidence_interval`.
+
+    With ``baseline`` set, every other model's per-user column is compared with the baseline's by
+    :func:`paired_test` (``method``, ``a`` the model, ``b`` the baseline); the p-values of all these
+    comparisons are adjusted together by :func:`correct_p_values` (``correction``). A cell whose
+    adjusted p-value is below ``alpha`` gets ``†`` when its mean difference is positive
+    (significantly higher than the baseline) and ``‡`` when negative. Higher is better unless the
+    column is named in ``lower_is_better`` (bold then marks the lowest mean).
+
+    Attributes:
+        columns: the column names. models: the model names.
+        tests: ``{(model, column): PairedTestResult}`` of the comparisons made.
+        adjusted_p_values: ``{(model, column): adjusted p-value}`` of the same comparisons.
+
+    >>> from ignite_recsys import Report
+    >>> report = Report({"A": {"ndcg@10": (0.35, (0.33, 0.37))}, "B": {"ndcg@10": (0.31, (0.29, 0.33))}})
+    >>> print(report.to_markdown())
+    | Model | ndcg@10 |
+    |:--|--:|
+    | A | **0.3500** ± 0.0200 |
+    | B | 0.3100 ± 0.0200 |
+    <BLANKLINE>
+    Mean ± half-width of the 95% confidence interval; bold: best per column.
+    """
+
+    def __init__(
+        self,
+        results: Any,
+        *,
+        baseline: Optional[str] = None,
+        level: float = 0.95,
+        method: str = "t",
+        correction: str = "holm",
+        alpha: float = 0.05,
+        digits: int = 4,
+        lower_is_better: Sequence[str] = (),
+        **test_options: Any,
+    ):
+        if not isinstance(results, Mapping) or not results:
+            raise TypeError(f"results must be a non-empty mapping model -> {{column: cell}}, got {results!r:.80}")
+        self.level = V.check_level(level)
+        self.method = V.check_choice("method", method, PAIRED_TEST_METHODS)
+        self.correction = V.check_choice("correction", correction, CORRECTION_METHODS)
+        if isinstance(alpha, bool) or not isinstance(alpha, numbers.Real) or not 0 < alpha < 1:
+            raise ValueError(f"alpha must be a significance level strictly between 0 and 1 (e.g. 0.05), got {alpha!r}")
+        self.alpha = float(alpha)
+        self.digits = V.check_positive_int("digits", digits)
+        self.lower_is_better = set(lower_is_better)
+        if baseline is not None and baseline not in results:
+            raise ValueError(f"baseline must name one of the models {list(results)}, got {baseline!r}")
+        self.baseline = baseline
+        self.models = [str(model) for model in results]
+        self.columns: list = []
+        self._summary: dict = {}  # (model, column) -> (mean, low, high)
+        per_user: dict = {}
+        for model, cells in results.items():
+            if not isinstance(cells, Mapping):
+                raise TypeError(f"results[{model!r}] must be a mapping column -> cell, got {type(cells).__name__}")
+            for column, cell in cells.items():
+                if column not in self.columns:
+                    self.columns.append(column)
+                if isinstance(cell, tuple):
+                    self._summary[model, column] = self._read_summary(model, column, cell)
+                else:
+                    values = _values_of(f"results[{model!r}][{column!r}]", cell, _column_k(cell, column))
+                    per_user[model, column] = values
+                    self._summary[model, column] = self._interval(model, column, values)
+        for column in self.lower_is_better - set(self.columns):
+            raise ValueError(f"lower_is_better names {column!r}, which is not a column ({self.columns})")
+        self.tests: dict = {}
+        if baseline is not None:
+            for model in self.models:
+                for column in self.columns:
+                    if model != baseline and (model, column) in per_user and (baseline, column) in per_user:
+                        self.tests[model, column] = paired_test(
+                            per_user[model, column], per_user[baseline, column], self.method, level=self.level,
+                            **test_options,
+                        )
+        adjusted = correct_p_values([test.p_value for test in self.tests.values()], self.correction)
+        self.adjusted_p_values = dict(zip(self.tests, adjusted))
+
+    @staticmethod
+    def _read_summary(model, column, cell) -> tuple:
+        try:
+            mean, (low, high) = cell
+            numbers_ = (float(mean), float(low), float(high))
+        except (TypeError, ValueError):
+            raise TypeError(f"results[{model!r}][{column!r}] must be (mean, (low, high)) or per-user values, got {cell!r:.80}") from None
+        if not all(math.isfinite(x) for x in numbers_) or not numbers_[1] <= numbers_[0] <= numbers_[2]:
+            raise ValueError(f"results[{model!r}][{column!r}] must be finite with low <= mean <= high, got {cell!r}")
+        return numbers_
+
+    def _interval(self, model, column, values: np.ndarray) -> tuple:
+        kept = values[~np.isnan(values)]
+        if kept.shape[0] < 2:
+            raise ValueError(f"results[{model!r}][{column!r}] must hold at least two users with values, got {kept.shape[0]}")
+        return mean_interval(kept, self.level)
+
+    # Rendering ---------------------------------------------------------------------------------
+    def marker(self, model: str, column: str) -> str:
+        """``"†"`` (significantly higher than the baseline), ``"‡"`` (lower) or ``""``."""
+        test = self.tests.get((model, column))
+        if test is None or not self.adjusted_p_values[model, column] < self.alpha:
+            return ""
+        return "†" if test.mean_difference > 0 else "‡" if test.mean_difference < 0 else ""
+
+    def _best(self, column) -> set:
+        means = {model: self._summary[model, column][0] for model in self.models if (model, column) in self._summary}
+        target = (min if column in self.lower_is_better else max)(means.values())
+        return {model for model, mean in means.items() if mean == target}
+
+    def _cells(self, bold, plus_minus, dagger, double_dagger):
+        rows = []
+        best = {column: self._best(column) for column in self.columns}
+        for model in self.models:
+            row = []
+            for column in self.columns:
+                if (model, column) not in self._summary:
+                    row.append("–" if plus_minus == "±" else "--")
+                    continue
+                mean, low, high = self._summary[model, column]
+                text = f"{mean:.{self.digits}f}"
+                if model in best[column]:
+                    text = bold(text)
+                mark = {"†": dagger, "‡": double_dagger, "": ""}[self.marker(model, column)]
+                row.append(f"{text}{mark} {plus_minus} {(high - low) / 2:.{self.digits}f}")
+            rows.append(row)
+        return rows
+
+    def caption(self, dagger: str = "†", double_dagger: str = "‡") -> str:
+        """The line that explains the table's cells and markers."""
+        level = f"{self.level * 100:g}%"
+        text = f"Mean ± half-width of the {level} confidence interval; bold: best per column."
+        if self.baseline is not None:
+            test = {"t": "paired t-test", "randomization": "paired randomization test"}[self.method]
+            text += (
+                f" {dagger}/{double_dagger}: significantly higher/lower than {self.baseline} ({test}, "
+                f"{self.correction.capitalize()}-adjusted p < {self.alpha:g} over {len(self.tests)} comparisons)."
+            )
+        return text
+
+    def to_markdown(self) -> str:
+        """The table in GitHub Markdown, followed by the caption line."""
+        lines = ["| Model | " + " | ".join(self.columns) + " |", "|:--|" + "--:|" * len(self.columns)]
+        for model, row in zip(self.models, self._cells(lambda t: f"**{t}**", "±", "†", "‡")):
+            lines.append(f"| {model} | " + " | ".join(row) + " |")
+        return "\n".join(lines) + "\n\n" + self.caption()
+
+    def to_latex(self, label: Optional[str] = None) -> str:
+        """A booktabs ``table`` (``\\usepackage{booktabs}``) with the caption; ``label`` adds a
+        ``\\label``."""
+        rows = self._cells(lambda t: f"\\textbf{{{t}}}", "$\\pm$", "$^{\\dagger}$", "$^{\\ddagger}$")
+        caption = _latex_escape(self.caption("@D@", "@DD@")).replace("±", "$\\pm$").replace("@DD@", "$\\ddagger$")
+        caption = caption.replace("@D@", "$\\dagger$").replace("<", "$<$")
+        lines = ["\\begin{table}", "\\centering", f"\\caption{{{caption}}}"]
+        if label is not None:
+            lines.append(f"\\label{{{label}}}")
+        lines += [f"\\begin{{tabular}}{{l{'r' * len(self.columns)}}}", "\\toprule",
+                  " & ".join(["Model"] + [_latex_escape(c) for c in self.columns]) + " \\\\", "\\midrule"]
+        for model, row in zip(self.models, rows):
+            lines.append(" & ".join([_latex_escape(model)] + row) + " \\\\")
+        lines += ["\\bottomrule", "\\end{tabular}", "\\end{table}"]
+        return "\n".join(lines)
