@@ -193,7 +193,8 @@ def bpref(ranked, judgements, *, threshold: float = 1.0, no_judged_nonrelevant: 
     n_r = judged non-relevant items retrieved above r. Unjudged retrieved items are ignored.
     A user with R = 0 gives 0. With N = 0 no judged non-relevant item can precede r, and trec_eval adds 1
     per retrieved relevant item (``no_judged_nonrelevant="trec_eval"``); ranx divides 0 by min(R, 0) = 0
-    and returns NaN (``no_judged_nonrelevant="ranx"``).
+    for each retrieved relevant item, so it returns NaN when one is retrieved and 0 when none is
+    (``no_judged_nonrelevant="ranx"``).
 
     >>> round(bpref([1, 9, 2, 3], {1: 0, 2: 1, 3: 1, 4: 0}), 4)   # (1 - 1/2) + (1 - 1/2), over R=2
     0.5
@@ -216,7 +217,7 @@ def bpref(ranked, judgements, *, threshold: float = 1.0, no_judged_nonrelevant: 
                 total += 1.0 - min(nonrel_above, n_rel) / min(n_rel, n_non)
         else:
             nonrel_above += 1
-    if n_non == 0 and no_judged_nonrelevant == "ranx":
+    if n_non == 0 and no_judged_nonrelevant == "ranx" and total > 0:
         return math.nan
     return total / n_rel
 
