@@ -183,23 +183,32 @@ def rbp(ranked, relevance, p: float, k: int | None = None, *, graded: bool = Tru
     raise ValueError(f"normalize must be 'series' or 'achievable', got {normalize!r}")
 
 
-def bpref(ranked, judgements, *, threshold: float = 1.0, no_judged_nonrelevant: str = "trec_eval") -> float:
+def bpref(ranked, judgements, *, threshold: float = 1.0, convention: str = "trec_eval") -> float:
     """bpref (Buckley & Voorhees, SIGIR 2004) as trec_eval computes it (m_bpref.c) over the whole list:
 
         bpref = (1/R) sum_{relevant r retrieved} (1 - min(n_r, R) / min(R, N))
 
-    R = number of judged relevant items (label >= threshold), N = number of judged non-relevant items
-    (judged: a key of the dict / a non-NaN entry, with label < threshold, 0 and negative labels included),
-    n_r = judged non-relevant items retrieved above r. Unjudged retrieved items are ignored.
-    A user with R = 0 gives 0. With N = 0 no judged non-relevant item can precede r, and trec_eval adds 1
-    per retrieved relevant item (``no_judged_nonrelevant="trec_eval"``); ranx divides 0 by min(R, 0) = 0
-    for each retrieved relevant item, so it returns NaN when one is retrieved and 0 when none is
-    (``no_judged_nonrelevant="ranx"``).
+    R = number of judged relevant items (label >= threshold), N = number of judged non-relevant items,
+    n_r = judged non-relevant items retrieved above r; unjudged retrieved items are ignored; R = 0 gives 0.
+    Judged: a key of the dict / a non-NaN entry, with two conventions:
+
+    * ``convention="trec_eval"``: a negative label counts as unjudged (trec_eval's qrels levels start at
+      0), labels in [0, threshold) are judged non-relevant; with N = 0 no judged non-relevant item can
+      precede r and each retrieved relevant item adds 1.
+    * ``convention="ranx"``: every label below the threshold, negative ones included, is judged
+      non-relevant (ranx/metrics/bpref.py); with N = 0 ranx divides 0 by min(R, 0) = 0 for each retrieved
+      relevant item, so it returns NaN when one is retrieved and 0 when none is.
 
     >>> round(bpref([1, 9, 2, 3], {1: 0, 2: 1, 3: 1, 4: 0}), 4)   # (1 - 1/2) + (1 - 1/2), over R=2
     0.5
+    >>> bpref([1, 2], {1: -1, 2: 1}), bpref([1, 2], {1: -1, 2: 1}, convention="ranx")
+    (1.0, 0.0)
     """
+    if convention not in ("trec_eval", "ranx"):
+        raise ValueError(f"convention must be 'trec_eval' or 'ranx', got {convention!r}")
     labels = labels_of(judgements)
+    if convention == "trec_eval":
+        labels = {i: v for i, v in labels.items() if v >= 0}
     n_rel = sum(v >= threshold for v in labels.values())
     n_non = sum(v < threshold for v in labels.values())
     if n_rel == 0:
@@ -209,15 +218,10 @@ def bpref(ranked, judgements, *, threshold: float = 1.0, no_judged_nonrelevant: 
         if i not in labels:
             continue
         if labels[i] >= threshold:
-            if nonrel_above == 0:
-                total += 1.0
-            elif n_non == 0:  # cannot happen: a judged non-relevant item was retrieved
-                raise AssertionError
-            else:
-                total += 1.0 - min(nonrel_above, n_rel) / min(n_rel, n_non)
+            total += 1.0 if nonrel_above == 0 else 1.0 - min(nonrel_above, n_rel) / min(n_rel, n_non)
         else:
             nonrel_above += 1
-    if n_non == 0 and no_judged_nonrelevant == "ranx" and total > 0:
+    if n_non == 0 and convention == "ranx" and total > 0:
         return math.nan
     return total / n_rel
 
