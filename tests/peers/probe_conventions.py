@@ -44,11 +44,17 @@ def _fmt(v):
     return "nan" if math.isnan(v) else f"{v:.4f}"
 
 
-def _try(f):
+def _try(f, *args):
     try:
-        return f()
+        return f(*args)
     except Exception as e:  # noqa: BLE001 - the probe reports what the peer raises
         return f"{type(e).__name__}"
+
+
+def _ranx_one(ranx, ranked, labels, metric):
+    q = ranx.Qrels({"q": {f"d{i}": g for i, g in labels.items()}})
+    r = ranx.Run({"q": {f"d{i}": float(10 - p) for p, i in enumerate(ranked)}})
+    return ranx.evaluate(q, r, metric)
 
 
 def probe_ranx():
@@ -57,11 +63,7 @@ def probe_ranx():
     for metric in ["dcg@{k}", "dcg_burges@{k}", "ndcg@{k}", "ndcg_burges@{k}", "rbp.5", "bpref", "hits@{k}"]:
         out = {}
         for c, (ranked, labels, k) in CASES.items():
-            def one():
-                q = ranx.Qrels({"q": {f"d{i}": g for i, g in labels.items()}})
-                r = ranx.Run({"q": {f"d{i}": float(10 - p) for p, i in enumerate(ranked)}})
-                return ranx.evaluate(q, r, metric.format(k=k))
-            out[c] = _try(one)
+            out[c] = _try(_ranx_one, ranx, ranked, labels, metric.format(k=k))
         show("ranx", metric, out)
 
 
@@ -151,7 +153,7 @@ def probe_rectools():
     ]:
         out = {}
         for c, (_, _, k) in CASES.items():
-            res = _try(lambda: make(k))
+            res = _try(make, k)
             out[c] = res if isinstance(res, str) else (res.get(c) if c in res.index else None)
         show("rectools", name, out)
 
@@ -180,7 +182,7 @@ def probe_lenskit():
         ("RBP(k, patience=0.5, normalize=True)", lambda k: RBP(k, patience=0.5, normalize=True)),
         ("MeanPopRank(k)", lambda k: MeanPopRank(ds, n=k)),
     ]:
-        out = {c: _try(lambda: metric(k).measure_list(recs(ranked), test_list(labels)))
+        out = {c: _try(lambda m, r, t: m.measure_list(r, t), metric(k), recs(ranked), test_list(labels))
                for c, (ranked, labels, k) in CASES.items()}
         show("lenskit", name, out)
     out = {c: rank_biased_overlap(recs(ranked), recs([2, 0, 7]), GeometricRankWeight(0.5), n=k)
@@ -245,7 +247,7 @@ def probe_reference():
         "mean_pop_rank": lambda r, y, k: ref.mean_pop_rank(r, k, counts),
     }
     for name, f in rows.items():
-        show("reference", name, {c: _try(lambda: f(r, y, k)) for c, (r, y, k) in CASES.items()})
+        show("reference", name, {c: _try(f, r, y, k) for c, (r, y, k) in CASES.items()})
 
 
 if __name__ == "__main__":
