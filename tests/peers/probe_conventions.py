@@ -17,8 +17,6 @@ import importlib.util
 import math
 import warnings
 
-warnings.filterwarnings("ignore")
-
 CASES = {
     "base": ([0, 1, 2], {2: 1, 3: 1}, 3),
     "graded": ([0, 1, 2], {1: 3, 2: 1, 3: 2, 4: 0}, 3),
@@ -251,6 +249,7 @@ def probe_reference():
 
 
 if __name__ == "__main__":
+    warnings.filterwarnings("ignore")
     probe_reference()
     for module, probe in [("ranx", probe_ranx), ("pytrec_eval", probe_trec), ("ir_measures", probe_ir_measures),
                           ("torchmetrics", probe_torchmetrics), ("rectools", probe_rectools),
