@@ -1,0 +1,83 @@
+"""The package's import graph has no cycle, counting every import (at module level or inside a
+function: a lazy import that only hides a cycle counts as the cycle it hides)."""
+
+from __future__ import annotations
+
+import ast
+import pathlib
+
+import ignite_recsys
+
+PACKAGE = pathlib.Path(ignite_recsys.__file__).parent
+
+
+def _module_name(path: pathlib.Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _modules() -> dict:
+    return {_module_name(path): path for path in PACKAGE.rglob("*.py")}
+
+
+def _imports(name: str, path: pathlib.Path, modules: dict) -> set:
+    """The package's modules that ``name`` imports (``from .x import y`` imports ``x.y`` when that
+    is a module, else ``x``)."""
+    is_package = path.name == "__init__.py"
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names if alias.name in modules)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = name.split(".") if is_package else name.split(".")[:-1]
+                base = base[: len(base) - node.level + 1]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            for alias in node.names:
+                if f"{target}.{alias.name}" in modules:
+                    found.add(f"{target}.{alias.name}")
+                elif target in modules:
+                    found.add(target)
+    found.discard(name)
+    return found
+
+
+def _cycle(graph: dict):
+    """A cycle of the graph as a list of modules, or None."""
+    state: dict = {}
+    stack: list = []
+
+    def visit(node):
+        state[node] = "open"
+        stack.append(node)
+        for other in sorted(graph[node]):
+            if state.get(other) == "open":
+                return stack[stack.index(other):] + [other]
+            if other not in state:
+                found = visit(other)
+                if found:
+                    return found
+        state[node] = "done"
+        stack.pop()
+        return None
+
+    for node in sorted(graph):
+        if node not in state:
+            found = visit(node)
+            if found:
+                return found
+    return None
+
+
+def test_the_import_graph_has_no_cycle():
+    modules = _modules()
+    graph = {name: _imports(name, path, modules) for name, path in modules.items()}
+    assert graph["ignite_recsys.metrics._state"] >= {"ignite_recsys._validation", "ignite_recsys.metrics._engine"}
+    assert _cycle(graph) is None, " -> ".join(_cycle(graph))
+
+
+def test_the_cycle_finder_finds_a_cycle():
+    assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert _cycle({"a": {"b"}, "b": set()}) is None
