@@ -28,6 +28,7 @@ from . import input_checks as checks
 from ..inputs import ItemIds, RankedItems, UserGroups, UserIds
 from .input_checks import RANKED_IDS_HINT, check_id_range
 from .item_sets import ItemTable, entries_bound, sorted_rows
+from .tuning import cpu_tuned
 
 
 @dataclass
@@ -229,7 +230,7 @@ def _parse_ranking_input(output: Any, num_items: Optional[int] = None) -> Rankin
             result.excluded_list = exclude.ids
         elif _is_sparse(exclude):
             exclude = exclude.detach()
-            if exclude.layout == torch.sparse_coo and not exclude.is_coalesced() and exclude.device.type == "cpu":
+            if exclude.layout == torch.sparse_coo and not exclude.is_coalesced() and cpu_tuned(exclude.device):
                 # duplicate entries summed (torch's meaning), once for every reader; elsewhere
                 # ItemTable merges them with static shapes (coalesce reads its size on the host)
                 exclude = exclude.coalesce()

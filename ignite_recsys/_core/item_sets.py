@@ -165,7 +165,7 @@ def _sparse_entries(matrix: torch.Tensor) -> tuple:
     ``uncoalesced`` True (the caller merges them)."""
     if matrix.layout == torch.sparse_coo:
         uncoalesced = not matrix.is_coalesced()
-        if uncoalesced and matrix.device.type == "cpu":
+        if uncoalesced and tuning.cpu_tuned(matrix.device):
             matrix, uncoalesced = matrix.coalesce(), False
         users, items = matrix._indices() if uncoalesced else matrix.indices()
         return users, items, matrix._values() if uncoalesced else matrix.values(), uncoalesced
@@ -199,8 +199,8 @@ def _ascending_on_cpu(keys: torch.Tensor) -> bool:
     column indices torch requires sorted within a row, and of a coalesced COO tensor are), so
     that the sort can be skipped: one comparison, read on the host, which on CPU waits for
     nothing. Always False on accelerators (no synchronisation; the sort runs)."""
-    if keys.device.type != "cpu" or keys.numel() < 2:
-        return keys.device.type == "cpu"
+    if not tuning.cpu_tuned(keys.device) or keys.numel() < 2:
+        return tuning.cpu_tuned(keys.device)
     return bool((keys[1:] >= keys[:-1]).all())
 
 
