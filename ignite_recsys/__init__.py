@@ -11,10 +11,12 @@ from .metrics._base import BoundaryTieWarning
 from .metrics import *  # noqa: F401,F403
 from .metrics import __all__ as _metric_names
 from .stats import Paired, PairedTestResult, Report, correct_p_values, paired_test
+from .data import IdMap, Interactions
+from .evaluation import EvaluationResult, evaluate
 
 __all__ = list(_metric_names) + [
     "ItemIds", "RankedItems", "UserGroups", "UserIds", "BoundaryTieWarning", "paired_test", "correct_p_values",
-    "PairedTestResult", "Report", "Paired",
+    "PairedTestResult", "Report", "Paired", "Interactions", "IdMap", "evaluate", "EvaluationResult",
 ]
 
 __version__ = "0.3.0"
