@@ -1,6 +1,6 @@
 """One call from a model's scores or a run to the means: :func:`evaluate`.
 
-``evaluate(scores, test, exclude=None, metrics=[...])`` streams the test users in batches through
+``evaluate(scores, test, metrics=[...], exclude=None)`` streams the test users in batches through
 :class:`~ignite_recsys.RankingMetrics` (per-user values in user-id order through
 :class:`~ignite_recsys.UserIds`), on one process or under ``torch.distributed`` (each process
 evaluates its share of the users; the sums are reduced across processes, so the result equals one
@@ -19,7 +19,7 @@ import numpy as np
 import torch
 
 from .data.interactions import Interactions
-from .inputs import ItemIds, RankedItems, UserIds
+from .inputs import RankedItems, UserIds
 
 CONVENTIONS = ("gain_function", "relevance_threshold", "ties", "map_normalization", "recall_normalization",
                "precision_normalization", "ignore_zero_hits")
@@ -226,9 +226,9 @@ def _progress(total: int, enabled: bool, rank: int) -> Any:
 def evaluate(
     scores: Any,
     test: Any,
-    exclude: Any = None,
     metrics: Union[str, Sequence[str]] = ("ndcg@10",),
     *,
+    exclude: Any = None,
     num_items: Optional[int] = None,
     batch_size: int = 1024,
     device: Union[str, torch.device] = "cpu",
@@ -255,11 +255,11 @@ def evaluate(
         test: the test interactions, an :class:`~ignite_recsys.Interactions` or a file path (a
             TREC qrels file, a parquet/CSV table: see :func:`~ignite_recsys.data.read_interactions`).
             Its users are the users evaluated; its values are the grades.
+        metrics: names with cut-offs, e.g. ``["ndcg@10", "recall@20", "r_precision"]`` or
+            ``"ndcg@10,recall@20"``; see :func:`parse_metrics` for the accepted spellings.
         exclude: interactions whose items are not recommended to their users (the training
             history): an Interactions with the same id maps as ``test`` (``user_map=`` and
             ``item_map=test.item_map``) or a file path (read with them; repeated pairs merged).
-        metrics: names with cut-offs, e.g. ``["ndcg@10", "recall@20", "r_precision"]`` or
-            ``"ndcg@10,recall@20"``; see :func:`parse_metrics` for the accepted spellings.
         num_items: the catalog size (default: the test table's).
         batch_size: users per update.
         device: where the metrics run and the model's user ids are sent.
@@ -268,8 +268,9 @@ def evaluate(
         progress: a tqdm progress bar when tqdm is installed.
         run_ties: the order of equal scores in a run: ``"docid"`` (the larger item id first, as
             trec_eval) or ``"order"`` (the earlier row first).
-        run_columns: (user, item, score) column names of a run table (default: the usual names,
-            e.g. ``user``/``qid``, ``item``/``docid``, ``score``).
+        run_columns: (user, item, score) column names of a run table; None (or a None entry)
+            picks the usual name: ``user``/``qid``..., ``item``/``docid``..., ``score`` (an
+            in-memory table: ``user``, ``item``, ``score``).
         run_format: ``"trec"``, ``"parquet"``, ``"csv"`` or ``"tsv"`` (default: from the file name).
         conventions: passed to :class:`~ignite_recsys.RankingMetrics`: ``gain_function``,
             ``relevance_threshold``, ``ties``, ``map_normalization``, ``recall_normalization``,
@@ -392,7 +393,7 @@ def _from_ranked(given: tuple, test: Interactions, exclude: Optional[Interaction
     if len(torch.unique(dense)) != len(dense):
         raise ValueError("users must be distinct: give each user one ranked list")
     test_users = test.users
-    position = torch.searchsorted(test_users, dense).clamp(max=len(test_users) - 1)
+    position = torch.searchsorted(test_users, dense.contiguous()).clamp(max=len(test_users) - 1)
     known = test_users[position] == dense
     info["run_rows_not_in_test"] = int((~known).sum())
     row_of = torch.full((len(test_users),), -1, dtype=torch.int64)
@@ -411,11 +412,13 @@ def _from_run(run: Any, test: Interactions, exclude: Optional[Interactions], min
               format: Optional[str], depth: Optional[int]) -> None:
     from .data.runs import RunStream, run_file_chunks, run_frame_chunks
 
-    names = dict(zip(("user", "item", "score"), columns)) if columns is not None else {}
+    if columns is not None and (isinstance(columns, str) or len(columns) != 3):
+        raise ValueError(f"run_columns must be (user, item, score) column names, got {columns!r}")
+    names = {role: name for role, name in zip(("user", "item", "score"), columns or ()) if name is not None}
     if isinstance(run, (str, os.PathLike)):
         chunks = run_file_chunks(run, format, **names)
     else:
-        chunks = run_frame_chunks(run, **{key: names.get(key, key) for key in ("user", "item", "score")})
+        chunks = run_frame_chunks(run, **{role: names.get(role, role) for role in ("user", "item", "score")})
     base = max(test.num_items, len(test.item_map) if test.item_map is not None else 0)
     stream = RunStream(chunks, test, ties=ties, keep=mine, unknown_base=base)
     pending: list = []
@@ -457,7 +460,8 @@ def _ranked_batch(test: Interactions, exclude: Optional[Interactions], positions
     ``depth`` when only cut-off metrics are asked and nothing is excluded)."""
     offsets = np.concatenate([[0], np.cumsum(lengths)])
     batch_lengths = lengths[start:stop]
-    flat = np.arange(offsets[start], offsets[min(stop, len(lengths))])
+    stop = start + len(batch_lengths)
+    flat = np.arange(offsets[start], offsets[stop])
     row = np.repeat(np.arange(len(batch_lengths)), batch_lengths)
     column = flat - np.repeat(offsets[start:stop], batch_lengths)
     if depth is not None and exclude is None:

@@ -92,21 +92,26 @@ def trec_chunks(path: Any, fields: Sequence[str], keep: Sequence[str], block_siz
         malformed.append(row)
         return "skip"
 
-    reader = csv.open_csv(
-        pa.input_stream(os.fspath(path), compression="detect"),
-        read_options=csv.ReadOptions(column_names=list(fields), block_size=block_size, use_threads=True),
-        parse_options=csv.ParseOptions(delimiter=separator, quote_char=False, escape_char=False,
-                                       ignore_empty_lines=False, invalid_row_handler=invalid_row),
-        convert_options=csv.ConvertOptions(include_columns=list(keep),
-                                           column_types={name: pa.string() for name in keep},
-                                           strings_can_be_null=False, quoted_strings_can_be_null=False),
-    )
+    try:
+        reader = csv.open_csv(
+            pa.input_stream(os.fspath(path), compression="detect"),
+            read_options=csv.ReadOptions(column_names=list(fields), block_size=block_size, use_threads=True),
+            parse_options=csv.ParseOptions(delimiter=separator, quote_char=False, escape_char=False,
+                                           ignore_empty_lines=False, invalid_row_handler=invalid_row),
+            convert_options=csv.ConvertOptions(include_columns=list(keep),
+                                               column_types={name: pa.string() for name in keep},
+                                               strings_can_be_null=False, quoted_strings_can_be_null=False),
+        )
+    except pa.ArrowInvalid as error:
+        if "Empty CSV file" in str(error):  # no line at all: no rows
+            return
+        raise FileFormatError(path, None, None, f"cannot be read: {error}") from None
     line = 1
     shown = "a tab" if separator == "\t" else "one space"
     for batch in _batches(reader, path):
         if malformed:
             row = malformed[0]
-            number = row.number if row.number is not None else None
+            number = row.number if row.number is not None else _line_of(path, row.text)
             raise FileFormatError(
                 path, number, None,
                 f"expected {len(fields)} fields ({' '.join(fields)}) separated by {shown}, got "
@@ -121,6 +126,31 @@ def trec_chunks(path: Any, fields: Sequence[str], keep: Sequence[str], block_siz
                                       f"a blank line or an empty field (expected {' '.join(fields)})")
             yield line, columns
         line += batch.num_rows
+
+
+def _line_of(path: Any, text: str) -> Optional[int]:
+    """The number of the first line that reads ``text`` (Arrow's parallel reader does not number the
+    malformed rows it reports; this scan runs only on that error path)."""
+    pa = require("pyarrow", "reading files")
+    wanted = text.encode()
+    with pa.input_stream(os.fspath(path), compression="detect") as stream:
+        for number, line in enumerate(_lines(stream), 1):
+            if line.rstrip(b"\r") == wanted:
+                return number
+    return None
+
+
+def _lines(stream: Any) -> Iterator[bytes]:
+    rest = b""
+    while True:
+        block = stream.read(1 << 20)
+        if not block:
+            if rest:
+                yield rest
+            return
+        parts = (rest + block).split(b"\n")
+        rest = parts.pop()
+        yield from parts
 
 
 def _lengths(array: Any) -> np.ndarray:
@@ -261,7 +291,8 @@ def table_chunks(path: Any, format: str, names: Sequence[str]) -> Iterator[tuple
     for batch in _batches(reader, path):
         if malformed:
             row = malformed[0]
-            raise FileFormatError(path, row.number, None, f"expected {row.expected_columns} fields, got "
+            number = row.number if row.number is not None else _line_of(path, row.text)
+            raise FileFormatError(path, number, None, f"expected {row.expected_columns} fields, got "
                                   f"{row.actual_columns}: {row.text[:120]!r}")
         if batch.num_rows:
             yield line, {name: _no_nulls(path, batch.column(name), line, name, "line") for name in names}

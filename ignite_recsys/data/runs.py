@@ -22,8 +22,17 @@ import numpy as np
 
 from ._optional import require
 from .files import (
-    SCORE_COLUMNS, TREC_RUN_FIELDS, USER_COLUMNS, ITEM_COLUMNS, FileFormatError, file_format, ids_of, numbers_of,
-    table_chunks, table_columns, trec_chunks,
+    ITEM_COLUMNS,
+    SCORE_COLUMNS,
+    TREC_RUN_FIELDS,
+    USER_COLUMNS,
+    FileFormatError,
+    file_format,
+    ids_of,
+    numbers_of,
+    table_chunks,
+    table_columns,
+    trec_chunks,
 )
 from .interactions import Interactions, frame_columns
 
