@@ -335,9 +335,7 @@ def evaluate(
     finally:
         if bar is not None:
             bar.close()
-    if world_size > 1:
-        for key in [key for key in info if key != "test_users"]:
-            info[key] = int(idist.all_reduce(torch.tensor(info[key], dtype=torch.float64)).item())
+    # info counts the whole run: every process reads all of it (and evaluates its share of the users)
     values = metric.compute()
     means = {item.key: float(values[item.key]) for item in requested}
     try:
