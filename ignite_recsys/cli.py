@@ -68,7 +68,7 @@ def _parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--run-ties", choices=("docid", "order"), default="docid",
                           help="equal scores: the larger item id first (trec_eval; default) or file order")
     evaluate.add_argument("--level", type=float, default=0.95, help="confidence level of the intervals")
-    evaluate.add_argument("--batch-size", type=int, default=1024, help="users per update")
+    evaluate.add_argument("--batch-size", type=int, help="users per update (default 16384)")
     evaluate.add_argument("--device", default="cpu", help="torch device of the metrics")
     evaluate.add_argument("--no-progress", action="store_true", help="no progress bar")
     return parser

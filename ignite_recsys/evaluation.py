@@ -230,7 +230,7 @@ def evaluate(
     *,
     exclude: Any = None,
     num_items: Optional[int] = None,
-    batch_size: int = 1024,
+    batch_size: Optional[int] = None,
     device: Union[str, torch.device] = "cpu",
     per_user: bool = False,
     level: float = 0.95,
@@ -261,7 +261,8 @@ def evaluate(
             history): an Interactions with the same id maps as ``test`` (``user_map=`` and
             ``item_map=test.item_map``) or a file path (read with them; repeated pairs merged).
         num_items: the catalog size (default: the test table's).
-        batch_size: users per update.
+        batch_size: users per update (default: 1024 for a model's scores, 16384 for a run or
+            ranked lists, whose rows are short).
         device: where the metrics run and the model's user ids are sent.
         per_user: keep each user's values (:meth:`EvaluationResult.per_user`).
         level: the level of the confidence intervals.
@@ -298,6 +299,8 @@ def evaluate(
         raise TypeError(f"evaluate() got unexpected keyword argument(s) {unknown}; the conventions it passes to "
                         f"RankingMetrics are {list(CONVENTIONS)}")
     requested = parse_metrics(metrics)
+    if batch_size is None:
+        batch_size = 1024 if callable(scores) and not isinstance(scores, (str, os.PathLike)) else 16384
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
     test = _interactions(test, "test")
