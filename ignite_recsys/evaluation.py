@@ -435,7 +435,7 @@ def _from_run(run: Any, test: Interactions, exclude: Optional[Interactions], min
             if bar is not None:
                 bar.update(len(positions[start:stop]))
 
-    for part in stream:
+    for part in _prefetched(stream):  # the next chunk is read while this one is evaluated
         pending.append(part)
         waiting += len(part[0])
         if waiting >= batch_size:
@@ -452,6 +452,47 @@ def _from_run(run: Any, test: Interactions, exclude: Optional[Interactions], min
             bar.update(len(batch))
     info.update(run_rows=stream.rows, run_rows_not_in_test=stream.rows_outside,
                 test_users_not_in_run=int((~stream.seen).sum()))
+
+
+def _prefetched(items: Any, depth: int = 2) -> Any:
+    """The items of an iterable, produced by a background thread at most ``depth`` ahead (Arrow's
+    readers and numpy release the GIL, so reading overlaps the metrics' updates); an error of the
+    producer is raised here, and the producer stops when the consumer does."""
+    import queue
+    import threading
+
+    waiting: queue.Queue = queue.Queue(maxsize=depth)
+    stop = threading.Event()
+    done = object()
+
+    def produce() -> None:
+        try:
+            for item in items:
+                while not stop.is_set():
+                    try:
+                        waiting.put(("item", item), timeout=0.1)
+                        break
+                    except queue.Full:
+                        continue
+                if stop.is_set():
+                    return
+            waiting.put(("end", done))
+        except BaseException as error:  # handed to the consumer, which raises it
+            waiting.put(("error", error))
+
+    thread = threading.Thread(target=produce, name="ignite_recsys-run-reader", daemon=True)
+    thread.start()
+    try:
+        while True:
+            kind, item = waiting.get()
+            if kind == "end":
+                return
+            if kind == "error":
+                raise item
+            yield item
+    finally:
+        stop.set()
+        thread.join(timeout=5)
 
 
 def _ranked_batch(test: Interactions, exclude: Optional[Interactions], positions: np.ndarray, items: np.ndarray,

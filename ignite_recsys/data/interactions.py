@@ -410,29 +410,32 @@ class Interactions:
 
     # --- per batch ---------------------------------------------------------------------------
     def _rows(self, users: Any) -> tuple:
-        """(row pointers (batch + 1,), flat row indices, lengths) of ``users`` (dense ids)."""
-        if not isinstance(users, torch.Tensor):
-            users = torch.as_tensor(np.asarray(users))
-        if users.ndim != 1 or users.dtype not in (torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8):
-            raise TypeError(f"users must be a 1-D integer tensor of dense user ids, got {users.dtype} of shape "
-                            f"{tuple(users.shape)}")
-        users = users.to("cpu", torch.int64)
-        position = torch.searchsorted(self._users, users)
-        inside = position < len(self._users)
-        position = position.clamp(max=max(len(self._users) - 1, 0))
-        if len(self._users):
-            found = inside & (self._users[position] == users)
-            start = self._offsets[position]
-            lengths = torch.where(found, self._offsets[position + 1] - start, 0)
+        """(row pointers (batch + 1,), flat row indices, lengths), int64 numpy, of ``users`` (dense ids)."""
+        if isinstance(users, torch.Tensor):
+            if users.ndim != 1 or users.dtype not in (torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8):
+                raise TypeError(f"users must be a 1-D integer tensor of dense user ids, got {users.dtype} of shape "
+                                f"{tuple(users.shape)}")
+            users = users.detach().cpu().numpy()
+        users = np.asarray(users)
+        if users.ndim != 1 or (users.size and users.dtype.kind not in "iu"):
+            raise TypeError(f"users must be 1-D integer dense user ids, got {users.dtype} of shape {users.shape}")
+        users = users.astype(np.int64, copy=False)
+        known, offsets = self._users.numpy(), self._offsets.numpy()
+        if len(known):
+            position = np.searchsorted(known, users).clip(max=len(known) - 1)
+            found = known[position] == users
+            start = offsets[position]
+            lengths = np.where(found, offsets[position + 1] - start, 0)
         else:
-            start = lengths = torch.zeros_like(users)
-        pointers = torch.cat([torch.zeros(1, dtype=torch.int64), lengths.cumsum(0)])
-        flat = torch.repeat_interleave(start - pointers[:-1], lengths) + torch.arange(int(pointers[-1]))
+            start = lengths = np.zeros(len(users), dtype=np.int64)
+        pointers = np.zeros(len(users) + 1, dtype=np.int64)
+        np.cumsum(lengths, out=pointers[1:])
+        flat = np.repeat(start - pointers[:-1], lengths) + np.arange(pointers[-1], dtype=np.int64)
         return pointers, flat, lengths
 
     def counts(self, users: Any) -> torch.Tensor:
         """The number of interactions of each of ``users`` (int64)."""
-        return self._rows(users)[2]
+        return torch.from_numpy(self._rows(users)[2])
 
     def csr(self, users: Any, *, grades: bool = True, num_items: Optional[int] = None,
             device: Union[str, torch.device, None] = None) -> torch.Tensor:
@@ -443,10 +446,12 @@ class Interactions:
         width = self.num_items if num_items is None else int(num_items)
         if self._max_item >= width:
             raise ValueError(f"num_items={width} is too small for item id {self._max_item} of these interactions")
-        values = self._values[flat] if grades and self._values is not None else torch.ones(len(flat), dtype=torch.float64)
+        values = torch.from_numpy(self._values.numpy()[flat]) if grades and self._values is not None \
+            else torch.ones(len(flat), dtype=torch.float64)
+        pointers, items = torch.from_numpy(pointers), torch.from_numpy(self._items.numpy()[flat])
         with warnings.catch_warnings():  # PyTorch's one-time notice that sparse CSR support is in beta
             warnings.filterwarnings("ignore", "Sparse CSR tensor support is in beta", UserWarning)
-            matrix = torch.sparse_csr_tensor(pointers, self._items[flat], values, size=(len(pointers) - 1, width),
+            matrix = torch.sparse_csr_tensor(pointers, items, values, size=(len(pointers) - 1, width),
                                              check_invariants=False)
         return matrix.to(device) if device is not None else matrix
 
@@ -457,12 +462,14 @@ class Interactions:
         pointers, flat, lengths = self._rows(users)
         longest = int(lengths.max()) if len(lengths) else 0
         width = max(longest, 1) if width is None else max(int(width), longest, 1)
-        rows = torch.repeat_interleave(torch.arange(len(lengths)), lengths)
-        columns = torch.arange(len(flat)) - pointers[:-1][rows]
-        ids = torch.full((len(lengths), width), -1, dtype=torch.int64)
-        ids[rows, columns] = self._items[flat]
-        values = torch.zeros((len(lengths), width), dtype=torch.float64)
-        values[rows, columns] = self._values[flat] if grades and self._values is not None else 1.0
+        cells = np.repeat(np.arange(len(lengths), dtype=np.int64) * width - pointers[:-1], lengths) + \
+            np.arange(len(flat), dtype=np.int64)  # row * width + position in the row
+        ids = np.full(len(lengths) * width, -1, dtype=np.int64)
+        ids[cells] = self._items.numpy()[flat]
+        values = np.zeros(len(lengths) * width)
+        values[cells] = self._values.numpy()[flat] if grades and self._values is not None else 1.0
+        ids = torch.from_numpy(ids.reshape(len(lengths), width))
+        values = torch.from_numpy(values.reshape(len(lengths), width))
         if device is not None:
             ids, values = ids.to(device), values.to(device)
         return ItemIds(ids, values)
