@@ -84,7 +84,8 @@ def parse_metrics(names: Union[str, Sequence[str]]) -> List[MetricName]:
                              "'P@10', 'ndcg_cut_10')")
         name = ALIASES[base]
         if name not in ALL_METRICS:
-            raise ValueError(f"metric {original!r} maps to {name!r}, which the library does not provide ({ALL_METRICS})")
+            raise ValueError(f"metric {original!r} maps to {name!r}, which the library does not provide "
+                             f"({ALL_METRICS})")
         if name in CUTOFF_METRICS:
             if k is None:
                 raise ValueError(f"metric {original!r} needs a cut-off, e.g. '{name}@10' (ranx's and trec_eval's "

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 import ignite_recsys as R
-from ignite_recsys.data import FileFormatError, IdMap, Interactions, read_interactions, read_trec_qrels
+from ignite_recsys.data import FileFormatError, Interactions, read_interactions, read_trec_qrels
 from ignite_recsys.evaluation import parse_metrics
 
 pa = pytest.importorskip("pyarrow")
@@ -310,8 +310,10 @@ def test_ties_follow_trec_eval_by_default_and_the_file_order_on_request(tmp_path
 def test_exclusion_from_a_file_and_from_a_table(tmp_path):
     (tmp_path / "test.qrels").write_text("u1 0 a 1\nu1 0 c 1\nu2 0 b 1\n")
     (tmp_path / "train.csv").write_text("user,item\nu1,b\nu1,b\nu2,a\nu3,z\n")  # a repeated click is merged
-    (tmp_path / "run.trec").write_text("u1 Q0 b 1 3 t\nu1 Q0 a 2 2 t\nu1 Q0 c 3 1 t\nu2 Q0 a 1 5 t\nu2 Q0 b 2 4 t\n")
-    result = R.evaluate(tmp_path / "run.trec", tmp_path / "test.qrels", ["P@1", "mrr@3"], exclude=tmp_path / "train.csv",
+    (tmp_path / "run.trec").write_text("u1 Q0 b 1 3 t\nu1 Q0 a 2 2 t\nu1 Q0 c 3 1 t\n"
+                                       "u2 Q0 a 1 5 t\nu2 Q0 b 2 4 t\n")
+    result = R.evaluate(tmp_path / "run.trec", tmp_path / "test.qrels", ["P@1", "mrr@3"],
+                        exclude=tmp_path / "train.csv",
                         progress=False)
     # u1: b excluded, a first (hit); u2: a excluded, b first (hit)
     assert result.means == {"precision@1": 1.0, "mrr@3": 1.0}
@@ -422,8 +424,9 @@ def test_a_gzipped_run(tmp_path):
 def test_results_feed_paired_test_report_and_pandas(tmp_path):
     test, train, scores, rng = _random_tables(2, num_users=60)
     noisy = scores + torch.from_numpy(rng.random(scores.shape)) * 2
-    a = R.evaluate(lambda users: scores[users], test, ["ndcg@10", "recall@10"], exclude=train, per_user=True, progress=False)
-    b = R.evaluate(lambda users: noisy[users], test, ["ndcg@10", "recall@10"], exclude=train, per_user=True, progress=False)
+    options = dict(exclude=train, per_user=True, progress=False)
+    a = R.evaluate(lambda users: scores[users], test, ["ndcg@10", "recall@10"], **options)
+    b = R.evaluate(lambda users: noisy[users], test, ["ndcg@10", "recall@10"], **options)
     direct = R.paired_test(a.per_user()["ndcg@10"], b.per_user()["ndcg@10"])
     assert a.compare(b, "ndcg@10") == direct == R.paired_test(a, b, k="ndcg@10")
     assert set(a.compare(b)) == {"ndcg@10", "recall@10"}
@@ -456,6 +459,15 @@ def test_a_progress_bar_that_can_be_turned_off(capsys):
     R.evaluate(lambda users: scores[users], test, metrics=["ndcg@10"], progress=True)
     assert "evaluate" in capsys.readouterr().err
     R.evaluate(lambda users: scores[users], test, metrics=["ndcg@10"], progress=False)
+    assert capsys.readouterr().err == ""
+
+
+def test_without_tqdm_there_is_no_bar_and_no_error(monkeypatch, capsys):
+    test, _, scores, _ = _random_tables()
+    monkeypatch.setitem(sys.modules, "tqdm", None)
+    monkeypatch.setitem(sys.modules, "tqdm.auto", None)
+    expected = R.evaluate(lambda users: scores[users], test, metrics=["ndcg@10"], progress=False).means
+    assert R.evaluate(lambda users: scores[users], test, metrics=["ndcg@10"], progress=True).means == expected
     assert capsys.readouterr().err == ""
 
 

@@ -284,7 +284,8 @@ def table_chunks(path: Any, format: str, names: Sequence[str]) -> Iterator[tuple
         read_options=csv.ReadOptions(block_size=CHUNK_BYTES),
         parse_options=csv.ParseOptions(delimiter="\t" if format == "tsv" else ",", invalid_row_handler=invalid_row,
                                        ignore_empty_lines=False),
-        convert_options=csv.ConvertOptions(include_columns=list(names), column_types={name: pa.string() for name in names},
+        convert_options=csv.ConvertOptions(include_columns=list(names),
+                                           column_types={name: pa.string() for name in names},
                                            strings_can_be_null=False),
     )
     line = 2  # the header is line 1

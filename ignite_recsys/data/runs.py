@@ -144,7 +144,8 @@ class RunStream:
             rows = chunk[4] if len(chunk) > 4 else None
             lines = np.arange(first, first + len(users)) if rows is None else rows
             if carry is not None:
-                users, items, scores = (pa.concat_arrays([old, new]) for old, new in zip(carry[:3], (users, items, scores)))
+                users, items, scores = (pa.concat_arrays([old, new])
+                                        for old, new in zip(carry[:3], (users, items, scores)))
                 lines = np.concatenate([carry[3], lines])
             carry = None
             tail = _last_user_start(users)
@@ -152,7 +153,8 @@ class RunStream:
                 continue
             if tail > 0:  # the last user may go on in the next chunk
                 carry = (users.slice(tail), items.slice(tail), scores.slice(tail), lines[tail:])
-                users, items, scores, lines = users.slice(0, tail), items.slice(0, tail), scores.slice(0, tail), lines[:tail]
+                users, items, scores = users.slice(0, tail), items.slice(0, tail), scores.slice(0, tail)
+                lines = lines[:tail]
             elif tail == 0:
                 carry = (users, items, scores, lines)
                 continue
@@ -201,7 +203,8 @@ class RunStream:
         if twice.any():
             at = int(np.argmax(twice))
             earlier, later = sorted((int(kept_lines[by_item[at]]), int(kept_lines[by_item[at + 1]])))
-            raise self._error(later, "item", f"the user ranks item {_show(item_dictionary[int(item_index[by_item[at]])])} "
+            item = _show(item_dictionary[int(item_index[by_item[at]])])
+            raise self._error(later, "item", f"the user ranks item {item} "
                               f"twice (also at {self.chunks.unit} {earlier})")
         order = np.lexsort((-score_values, segment))
         if self.ties == "docid":
