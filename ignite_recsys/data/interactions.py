@@ -121,7 +121,7 @@ class IdMap:
     ([-1, 0], [2], 3)
     """
 
-    def __init__(self, ids: Any = ()):
+    def __init__(self, ids: Any = (), *, _distinct: bool = False):
         values = column("IdMap ids", ids)
         self.kind = id_kind("IdMap ids", values) if len(values) else None
         keys = _to_numpy(values)
@@ -129,7 +129,7 @@ class IdMap:
         self._keys = keys
         self._lookup: Optional[tuple] = None  # (sorted keys, their dense ids), built on use
         self._arrow = None  # the keys as a pyarrow array, built on use
-        if len(np.unique(keys)) != len(keys):
+        if not _distinct and len(np.unique(keys)) != len(keys):
             raise ValueError("IdMap ids must be distinct")
 
     @classmethod
@@ -144,11 +144,11 @@ class IdMap:
             if unique.type != values.type:  # dictionary arrays
                 unique = unique.dictionary_decode() if hasattr(unique, "dictionary_decode") else unique
             unique = unique.take(pc.sort_indices(unique))
-            result = cls(unique)
+            result = cls(unique, _distinct=True)
             return result, result.encode(values, name=name)
         values = values.astype(object) if kind == "str" else values
         unique, codes = np.unique(values, return_inverse=True)
-        return cls(unique), codes.reshape(-1).astype(np.int64)
+        return cls(unique, _distinct=True), codes.reshape(-1).astype(np.int64)
 
     @property
     def ids(self) -> np.ndarray:
@@ -287,7 +287,10 @@ class Interactions:
                                  f"{len(user_codes)} interactions")
             if np.isnan(values).any():
                 raise ValueError(f"values must not be NaN, got NaN at row {int(np.argmax(np.isnan(values)))}")
-        order = np.lexsort((item_codes, user_codes))
+        if len(item_codes) and max(user_codes.max(), item_codes.max()) < 1 << 31:
+            order = np.argsort((user_codes << 32) | item_codes, kind="stable")  # one key: faster than lexsort
+        else:
+            order = np.lexsort((item_codes, user_codes))
         user_codes, item_codes = user_codes[order], item_codes[order]
         values = values[order] if values is not None else None
         repeated = (user_codes[1:] == user_codes[:-1]) & (item_codes[1:] == item_codes[:-1])

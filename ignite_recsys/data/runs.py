@@ -198,20 +198,36 @@ class RunStream:
         segment = (np.cumsum(np.concatenate([[True], user_index[1:] != user_index[:-1]])) - 1)[kept]
         item_codes, item_index = item_codes[kept], item_index[kept]
         score_values, kept_lines, row_positions = score_values[kept], lines[kept], row_positions[kept]
-        by_item = np.lexsort((item_codes, segment))
-        twice = (segment[by_item][1:] == segment[by_item][:-1]) & (item_codes[by_item][1:] == item_codes[by_item][:-1])
-        if twice.any():
-            at = int(np.argmax(twice))
+        # an item twice for one user: one sort of (segment, item) keys, located only when found
+        if len(item_codes) and item_codes.max() >= 1 << 31:  # ids too large to pack with the segment
+            keys = np.unique(np.stack([segment, item_codes], 1), axis=0, return_inverse=True)[1].reshape(-1)
+        else:
+            keys = (segment << 32) | item_codes
+        sorted_keys = np.sort(keys)
+        if (sorted_keys[1:] == sorted_keys[:-1]).any():
+            by_item = np.argsort(keys, kind="stable")
+            at = int(np.argmax(keys[by_item][1:] == keys[by_item][:-1]))
             earlier, later = sorted((int(kept_lines[by_item[at]]), int(kept_lines[by_item[at + 1]])))
             item = _show(item_dictionary[int(item_index[by_item[at]])])
             raise self._error(later, "item", f"the user ranks item {item} "
                               f"twice (also at {self.chunks.unit} {earlier})")
-        order = np.lexsort((-score_values, segment))
-        if self.ties == "docid":
-            ranked_segment, ranked_scores = segment[order], score_values[order]
-            if ((ranked_segment[1:] == ranked_segment[:-1]) & (ranked_scores[1:] == ranked_scores[:-1])).any():
-                text_rank = _sort_rank(item_dictionary)
-                order = np.lexsort((-text_rank[item_index], -score_values, segment))
+        same_user = segment[1:] == segment[:-1]
+        descending = score_values[1:] <= score_values[:-1]
+        tied = same_user & (score_values[1:] == score_values[:-1])
+        if (descending | ~same_user).all() and not tied.any():
+            order = None  # already ranked (a run written in rank order): no sort
+        else:
+            order = np.lexsort((-score_values, segment))
+            if self.ties == "docid":
+                ranked_segment, ranked_scores = segment[order], score_values[order]
+                if ((ranked_segment[1:] == ranked_segment[:-1]) & (ranked_scores[1:] == ranked_scores[:-1])).any():
+                    text_rank = _sort_rank(item_dictionary)
+                    order = np.lexsort((-text_rank[item_index], -score_values, segment))
+        if order is None:
+            starts = np.flatnonzero(np.concatenate([[True], ~same_user]))
+            lengths = np.diff(np.append(starts, len(segment)))
+            yield row_positions[starts], item_codes, lengths
+            return
         segment = segment[order]
         starts = np.flatnonzero(np.concatenate([[True], segment[1:] != segment[:-1]]))
         lengths = np.diff(np.append(starts, len(segment)))
