@@ -163,6 +163,7 @@ class RunStream:
             yield from self._lists(*carry)
 
     def _lists(self, users: Any, items: Any, scores: Any, lines: np.ndarray) -> Iterator[tuple]:
+        pa = require("pyarrow", "reading a run")
         pc = require("pyarrow.compute", "reading a run")
         self.rows += len(users)
         user_codes = pc.dictionary_encode(users)
@@ -187,7 +188,7 @@ class RunStream:
                               "(e.g. `sort -s -k1,1` on a TREC run)")
         self.seen[segment_positions[known]] = True
         score_values = self._scores(scores, lines)
-        item_codes, item_dictionary, item_index = self._items(items, lines)
+        item_codes = self._items(items, lines)
         row_positions = position_of[user_index]
         self.rows_outside += int((row_positions < 0).sum())
         kept = row_positions >= 0
@@ -196,7 +197,8 @@ class RunStream:
         if not kept.any():
             return
         segment = (np.cumsum(np.concatenate([[True], user_index[1:] != user_index[:-1]])) - 1)[kept]
-        item_codes, item_index = item_codes[kept], item_index[kept]
+        rows = np.flatnonzero(kept)  # the kept rows' indices in the chunk
+        item_codes = item_codes[kept]
         score_values, kept_lines, row_positions = score_values[kept], lines[kept], row_positions[kept]
         # an item twice for one user: one sort of (segment, item) keys, located only when found
         if len(item_codes) and item_codes.max() >= 1 << 31:  # ids too large to pack with the segment
@@ -208,7 +210,7 @@ class RunStream:
             by_item = np.argsort(keys, kind="stable")
             at = int(np.argmax(keys[by_item][1:] == keys[by_item][:-1]))
             earlier, later = sorted((int(kept_lines[by_item[at]]), int(kept_lines[by_item[at + 1]])))
-            item = _show(item_dictionary[int(item_index[by_item[at]])])
+            item = _show(items[int(rows[by_item[at]])])
             raise self._error(later, "item", f"the user ranks item {item} "
                               f"twice (also at {self.chunks.unit} {earlier})")
         same_user = segment[1:] == segment[:-1]
@@ -221,8 +223,8 @@ class RunStream:
             if self.ties == "docid":
                 ranked_segment, ranked_scores = segment[order], score_values[order]
                 if ((ranked_segment[1:] == ranked_segment[:-1]) & (ranked_scores[1:] == ranked_scores[:-1])).any():
-                    text_rank = _sort_rank(item_dictionary)
-                    order = np.lexsort((-text_rank[item_index], -score_values, segment))
+                    text_rank = _sort_rank(items.take(pa.array(rows)))
+                    order = np.lexsort((-text_rank, -score_values, segment))
         if order is None:
             starts = np.flatnonzero(np.concatenate([[True], ~same_user]))
             lengths = np.diff(np.append(starts, len(segment)))
@@ -263,19 +265,25 @@ class RunStream:
             message = str(error).split(": ", 1)[1]
             raise self._error(int(lines[error.line]), "score", message) from None
 
-    def _items(self, items: Any, lines: np.ndarray) -> tuple:
-        """(dense item id of each row, the distinct items, each row's index among them)."""
+    def _items(self, items: Any, lines: np.ndarray) -> np.ndarray:
+        """The dense item id of each row; an item the test table does not know gets an id from
+        ``unknown_base`` up (the same id for the same item in this chunk)."""
+        pa = require("pyarrow", "reading a run")
         pc = require("pyarrow.compute", "reading a run")
-        encoded = pc.dictionary_encode(items)
-        index = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
-        dictionary = encoded.dictionary
         test = self.test
-        if test.item_map is not None:
-            codes = test.item_map.encode(_as_kind(dictionary, test.item_map.kind), name="run items")
-            codes = np.where(codes >= 0, codes, self.unknown_base + np.arange(len(codes)))
-        else:
-            codes = self._int_ids(dictionary, index, lines, "item")
-        return codes[index], dictionary, index
+        if test.item_map is None:
+            try:
+                return ids_of(self.chunks.source, items, 0, self.chunks.labels["item"], "int", self.chunks.unit) \
+                    .to_numpy(zero_copy_only=False)
+            except FileFormatError as error:
+                message = str(error).split(": ", 1)[1]
+                raise self._error(int(lines[error.line]), "item", message) from None
+        codes = test.item_map.encode(_as_kind(items, test.item_map.kind), name="run items")
+        unknown = codes < 0
+        if unknown.any():
+            others = pc.dictionary_encode(items.filter(pa.array(unknown)))
+            codes[unknown] = self.unknown_base + others.indices.to_numpy(zero_copy_only=False)
+        return codes
 
 
 def _as_kind(dictionary: Any, kind: Optional[str]) -> Any:
@@ -313,13 +321,15 @@ def _first_repeat(values: np.ndarray) -> int:
     return 0
 
 
-def _sort_rank(dictionary: Any) -> np.ndarray:
-    """Each distinct item's rank in ascending order of its id (text as text, numbers as numbers)."""
+def _sort_rank(items: Any) -> np.ndarray:
+    """Each row's rank in ascending order of its item id (text as text, numbers as numbers; equal
+    ids share a rank)."""
     pc = require("pyarrow.compute", "reading a run")
-    order = pc.sort_indices(dictionary).to_numpy(zero_copy_only=False)
+    encoded = pc.dictionary_encode(items)
+    order = pc.sort_indices(encoded.dictionary).to_numpy(zero_copy_only=False)
     rank = np.empty(len(order), dtype=np.int64)
     rank[order] = np.arange(len(order))
-    return rank
+    return rank[encoded.indices.to_numpy(zero_copy_only=False)]
 
 
 def _show(value: Any) -> str:
