@@ -309,6 +309,8 @@ def evaluate(
         raise TypeError(f"evaluate() got unexpected keyword argument(s) {unknown}; the conventions it passes to "
                         f"RankingMetrics are {list(CONVENTIONS)}")
     requested = parse_metrics(metrics)
+    if isinstance(level, bool) or not isinstance(level, (int, float)) or not 0 < level < 1:
+        raise ValueError(f"level must lie strictly between 0 and 1 (e.g. 0.95), got {level!r}")
     if batch_size is None:
         batch_size = 1024 if callable(scores) and not isinstance(scores, (str, os.PathLike)) else 16384
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
