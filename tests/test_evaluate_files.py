@@ -411,6 +411,30 @@ def test_empty_files(tmp_path):
         R.evaluate(tmp_path / "missing", tmp_path / "q", ["P@1"], progress=False)
 
 
+def test_tabs_and_windows_line_endings_read_as_spaces(tmp_path):
+    (tmp_path / "q").write_text(GOOD_QRELS)
+    run = "q1 Q0 d2 1 0.5 t\nq1 Q0 d1 2 0.4 t\nq2 Q0 d1 1 0.4 t\n"
+    (tmp_path / "spaces").write_text(run)
+    (tmp_path / "tabs").write_text(run.replace(" ", "\t"))
+    (tmp_path / "crlf").write_bytes(run.replace("\n", "\r\n").encode())
+    (tmp_path / "q_crlf").write_bytes(GOOD_QRELS.replace("\n", "\r\n").encode())
+    expected = R.evaluate(tmp_path / "spaces", tmp_path / "q", ["mrr@2", "P@1"], progress=False).means
+    assert expected == {"mrr@2": 0.75, "precision@1": 0.5}
+    for run_file, qrels_file in (("tabs", "q"), ("crlf", "q_crlf")):
+        assert R.evaluate(tmp_path / run_file, tmp_path / qrels_file, ["mrr@2", "P@1"], progress=False).means == expected
+
+
+def test_a_malformed_csv_run_names_the_line(tmp_path):
+    (tmp_path / "q").write_text(GOOD_QRELS)
+    (tmp_path / "r.csv").write_text("user,item,score\nq1,d1,0.5\nq1,d2,0.4,9\n")
+    with pytest.raises(FileFormatError, match="r.csv, line 3: expected 3 fields, got 4") as raised:
+        R.evaluate(tmp_path / "r.csv", tmp_path / "q", ["P@1"], progress=False)
+    assert raised.value.line == 3
+    (tmp_path / "s.csv").write_text("user,item,score\nq1,d1,0.5\nq1,d2,high\n")
+    with pytest.raises(FileFormatError, match="s.csv, line 3, column score: score must be a number, got 'high'"):
+        R.evaluate(tmp_path / "s.csv", tmp_path / "q", ["P@1"], progress=False)
+
+
 def test_a_gzipped_run(tmp_path):
     import gzip
 
