@@ -238,7 +238,7 @@ class Interactions:
             training history with repeated clicks) or ``"sum"`` (add the values).
 
     The rows are sorted by user and then item, with one offset per user (CSR-like): memory is
-    8 bytes per user and 8 (16 with values) per interaction.
+    16 bytes per user (its id and offset) and 8 (16 with values) per interaction.
 
     >>> import torch
     >>> from ignite_recsys import Interactions
