@@ -41,6 +41,7 @@ GROUPS = {
     "Input forms and diagnostics": ["ItemIds", "RankedItems", "UserGroups", "UserIds", "BoundaryTieWarning",
                                     "InputWarning"],
     "Statistics": ["PairedTestResult", "Report", "Paired"],
+    "Files and data frames": ["Interactions", "IdMap", "EvaluationResult"],
 }
 
 
@@ -64,7 +65,9 @@ def _write_metric_pages(app):
             members = [m for m in ("update", "compute", "compute_dict", "reset", "error_bound", "tail_items",
                                    "boundary_tie_share", "confidence_interval", "per_user", "per_user_ids",
                                    "compute_groups", "confidence_interval_groups", "group_counts",
-                                   "to_markdown", "to_latex", "caption", "marker")
+                                   "to_markdown", "to_latex", "caption", "marker", "from_frame", "csr", "item_ids",
+                                   "counts", "user_ids", "original_users", "from_values", "encode", "decode",
+                                   "to_pandas", "to_report", "compare")
                        if m in dir(getattr(ignite_recsys, name))]
             page = [name, "=" * len(name), "", f".. autoclass:: ignite_recsys.{name}",
                     f"   :members: {', '.join(members)}", ""]

@@ -14,10 +14,12 @@ from .metrics import *  # noqa: F401,F403
 from .metrics import __all__ as _metric_names
 from .report import Report
 from .stats import PairedTestResult, correct_p_values, paired_test
+from .data import IdMap, Interactions
+from .evaluation import EvaluationResult, evaluate
 
 __all__ = list(_metric_names) + [
     "ItemIds", "RankedItems", "UserGroups", "UserIds", "InputWarning", "paired_test", "correct_p_values",
-    "PairedTestResult", "Report", "functional",
+    "PairedTestResult", "Report", "functional", "Interactions", "IdMap", "evaluate", "EvaluationResult",
 ]
 
 __version__ = "0.3.0"

@@ -22,7 +22,7 @@ BLOCKS = re.findall(r"^```python\n(.*?)^```$", PAGE.read_text(), flags=re.MULTIL
 def test_the_page_has_an_example_of_each_form():
     code = "\n".join(BLOCKS)
     assert len(BLOCKS) >= 7
-    for form in ("sparse_csr_tensor", "sparse_coo_tensor", "ItemIds(", "RankedItems(", "-1", 'ties="average"'):
+    for form in (".csr(", "sparse_coo_tensor", "ItemIds(", "RankedItems(", "-1", 'ties="average"'):
         assert form in code, form
 
 
@@ -36,6 +36,22 @@ def test_every_python_block_runs_and_checks_its_numbers(capsys):
             raise AssertionError(f"docs/inputs.md python block {number} failed: {error!r}") from error
     printed = capsys.readouterr().out
     assert printed.count("\n") >= len([b for b in BLOCKS if "print(" in b])
+
+
+def test_every_python_block_of_the_evaluate_page_runs(capsys):
+    """docs/evaluate.md (files and data frames): its blocks run in order and check their numbers."""
+    for module in ("pyarrow", "pandas", "pytrec_eval"):
+        pytest.importorskip(module)
+    page = PAGE.parent / "evaluate.md"
+    blocks = re.findall(r"^```python\n(.*?)^```$", page.read_text(), flags=re.MULTILINE | re.DOTALL)
+    assert len(blocks) >= 5
+    namespace = {"__name__": "evaluate_md"}
+    for number, block in enumerate(blocks, 1):
+        try:
+            exec(compile(block, f"{page.name} block {number}", "exec"), namespace)
+        except Exception as error:  # name the block that failed
+            raise AssertionError(f"docs/evaluate.md python block {number} failed: {error!r}") from error
+    assert capsys.readouterr().out.count("\n") >= len([b for b in blocks if "print(" in b])
 
 
 @pytest.mark.parametrize("make", [R.ItemCoverage, R.GiniIndex, R.ShannonEntropy])

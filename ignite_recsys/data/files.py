@@ -1,0 +1,412 @@
+"""Readers of evaluation files, through Arrow's readers (``pyarrow.csv``, ``pyarrow.parquet``).
+
+- TREC qrels (``qid 0 docid rel``) and parquet/CSV interaction tables become an
+  :class:`~ignite_recsys.Interactions` table (:func:`read_trec_qrels`, :func:`read_interactions`).
+- TREC runs (``qid Q0 docid rank score tag``) and parquet/CSV run tables (user, item, score
+  columns) are read in chunks of rows (:func:`run_chunks`), so that a run is evaluated in memory
+  that does not grow with its number of rows.
+
+TREC files are read as fields separated by one space or one tab (the separator of the first line);
+the ``Q0``, ``rank`` and ``tag`` fields are not used (trec_eval and ranx ignore them too: the score
+orders the run). A malformed file raises a :class:`FileFormatError` that names the file, the line
+and the column. These readers need ``pip install "ignite_recsys[files]"`` (pyarrow).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Iterator, Optional, Sequence
+
+import numpy as np
+
+from ._optional import require
+from .interactions import DuplicateInteractionError, IdMap, Interactions, column
+
+TREC_RUN_FIELDS = ("qid", "q0", "docid", "rank", "score", "tag")
+TREC_QRELS_FIELDS = ("qid", "iteration", "docid", "rel")
+USER_COLUMNS = ("user", "user_id", "userid", "qid", "query_id", "query")
+ITEM_COLUMNS = ("item", "item_id", "itemid", "docid", "doc_id", "doc")
+VALUE_COLUMNS = ("value", "rating", "relevance", "rel", "grade", "label")
+SCORE_COLUMNS = ("score", "prediction", "rating")
+CHUNK_BYTES = 16 << 20  # bytes of text per chunk of a TREC or CSV file
+CHUNK_ROWS = 1 << 20  # rows per chunk of a parquet file
+
+
+class FileFormatError(ValueError):
+    """A malformed evaluation file: ``path``, ``line`` (1-based; the row for parquet files, 1-based)
+    and ``column`` (1-based field number, or a column name) say where."""
+
+    def __init__(self, path: Any, line: Optional[int], column: Any, message: str, unit: str = "line"):
+        self.path, self.line, self.column = str(path), line, column
+        where = [self.path]
+        if line is not None:
+            where.append(f"{unit} {line}")
+        if column is not None:
+            where.append(f"column {column}")
+        super().__init__(f"{', '.join(where)}: {message}")
+
+
+def file_format(path: Any, format: Optional[str] = None) -> str:
+    """"trec", "parquet", "csv" or "tsv": ``format`` if given, else from the file name."""
+    if format is not None:
+        if format not in ("trec", "parquet", "csv", "tsv"):
+            raise ValueError(f"format must be one of 'trec', 'parquet', 'csv', 'tsv' or None, got {format!r}")
+        return format
+    name = os.fspath(path).lower()
+    for suffix in (".gz", ".bz2", ".zst", ".lz4"):
+        name = name[: -len(suffix)] if name.endswith(suffix) else name
+    if name.endswith((".parquet", ".pq")):
+        return "parquet"
+    if name.endswith(".csv"):
+        return "csv"
+    if name.endswith(".tsv"):
+        return "tsv"
+    return "trec"
+
+
+def _check_exists(path: Any) -> None:
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"{path}: no such file")
+
+
+# --- TREC text files -------------------------------------------------------------------------
+def _separator(path: Any, fields: Sequence[str]) -> str:
+    """The separator of a TREC file: a tab if its first line has one, else a space."""
+    pa = require("pyarrow", "reading TREC files")
+    with pa.input_stream(os.fspath(path), compression="detect") as stream:
+        head = stream.read(1 << 16)
+    first = head.split(b"\n", 1)[0].rstrip(b"\r")
+    return "\t" if b"\t" in first else " "
+
+
+def trec_chunks(path: Any, fields: Sequence[str], keep: Sequence[str], block_size: int = CHUNK_BYTES
+                ) -> Iterator[tuple]:
+    """(first line number, {field: pyarrow string array}) of each chunk of a TREC file."""
+    pa = require("pyarrow", "reading TREC files")
+    csv = require("pyarrow.csv", "reading TREC files")
+    _check_exists(path)
+    separator = _separator(path, fields)
+    malformed: list = []
+
+    def invalid_row(row):
+        malformed.append(row)
+        return "skip"
+
+    try:
+        reader = csv.open_csv(
+            pa.input_stream(os.fspath(path), compression="detect"),
+            read_options=csv.ReadOptions(column_names=list(fields), block_size=block_size, use_threads=True),
+            parse_options=csv.ParseOptions(delimiter=separator, quote_char=False, escape_char=False,
+                                           ignore_empty_lines=False, invalid_row_handler=invalid_row),
+            convert_options=csv.ConvertOptions(include_columns=list(keep),
+                                               column_types={name: pa.string() for name in keep},
+                                               strings_can_be_null=False, quoted_strings_can_be_null=False),
+        )
+    except pa.ArrowInvalid as error:
+        if "Empty CSV file" in str(error):  # no line at all: no rows
+            return
+        raise FileFormatError(path, None, None, f"cannot be read: {error}") from None
+    line = 1
+    shown = "a tab" if separator == "\t" else "one space"
+    for batch in _batches(reader, path):
+        if malformed:
+            row = malformed[0]
+            number = row.number if row.number is not None else _line_of(path, row.text)
+            raise FileFormatError(
+                path, number, None,
+                f"expected {len(fields)} fields ({' '.join(fields)}) separated by {shown}, got "
+                f"{row.actual_columns}: {row.text[:120]!r}",
+            )
+        if batch.num_rows:
+            columns = {name: batch.column(name) for name in keep}
+            empty = np.flatnonzero(np.logical_or.reduce(
+                [_lengths(columns[name]) == 0 for name in keep]))
+            if len(empty):
+                raise FileFormatError(path, line + int(empty[0]), None,
+                                      f"a blank line or an empty field (expected {' '.join(fields)})")
+            yield line, columns
+        line += batch.num_rows
+
+
+def _line_of(path: Any, text: str) -> Optional[int]:
+    """The number of the first line that reads ``text`` (Arrow's parallel reader does not number the
+    malformed rows it reports; this scan runs only on that error path)."""
+    pa = require("pyarrow", "reading files")
+    wanted = text.encode()
+    with pa.input_stream(os.fspath(path), compression="detect") as stream:
+        for number, line in enumerate(_lines(stream), 1):
+            if line.rstrip(b"\r") == wanted:
+                return number
+    return None
+
+
+def _lines(stream: Any) -> Iterator[bytes]:
+    rest = b""
+    while True:
+        block = stream.read(1 << 20)
+        if not block:
+            if rest:
+                yield rest
+            return
+        parts = (rest + block).split(b"\n")
+        rest = parts.pop()
+        yield from parts
+
+
+def _lengths(array: Any) -> np.ndarray:
+    pc = require("pyarrow.compute", "reading files")
+    return pc.binary_length(array).to_numpy(zero_copy_only=False)
+
+
+def _batches(reader: Any, path: Any) -> Iterator[Any]:
+    """The record batches of a streaming reader; Arrow's parse errors name the file."""
+    pa = require("pyarrow", "reading files")
+    while True:
+        try:
+            batch = reader.read_next_batch()
+        except StopIteration:
+            return
+        except pa.ArrowInvalid as error:
+            raise FileFormatError(path, None, None, f"cannot be read: {error}") from None
+        yield batch
+
+
+def parse_numbers(path: Any, array: Any, first_line: int, column: Any, what: str, integer: bool = False,
+                  unit: str = "line") -> np.ndarray:
+    """float64 (or int64) numpy values of a string column; a FileFormatError naming the line and
+    column of the first value that is not a number (NaN refused)."""
+    pa = require("pyarrow", "reading files")
+    try:
+        values = array.cast(pa.int64() if integer else pa.float64()).to_numpy(zero_copy_only=False)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        values = None
+    if values is None:  # find the first value that is not a number (only on this error path)
+        for row, text in enumerate(array.to_pylist()):
+            try:
+                int(text) if integer else float(text)
+            except (TypeError, ValueError):
+                kind = "an integer" if integer else "a number"
+                raise FileFormatError(path, first_line + row, column, f"{what} must be {kind}, got {text!r}",
+                                      unit) from None
+        raise FileFormatError(path, first_line, column, f"{what} cannot be read as numbers", unit)
+    if not integer and np.isnan(values).any():
+        row = int(np.argmax(np.isnan(values)))
+        raise FileFormatError(path, first_line + row, column, f"{what} must not be NaN", unit)
+    return values
+
+
+# --- interaction tables ----------------------------------------------------------------------
+def read_trec_qrels(path: Any, *, user_map: Optional[IdMap] = None, item_map: Optional[IdMap] = None,
+                    duplicates: str = "error", num_items: Optional[int] = None) -> Interactions:
+    """A TREC qrels file (``qid iteration docid rel``, one judgment a line) as an
+    :class:`~ignite_recsys.Interactions` table: the queries are the users, the documents the items
+    (string ids, mapped to dense ids: ``user_map``, ``item_map``), ``rel`` the grades (integers, as
+    trec_eval reads them; 0 and negative grades are kept, and are not relevant at the default
+    ``relevance_threshold=1``). A (qid, docid) judged twice raises a FileFormatError naming both
+    lines unless ``duplicates`` is ``"max"`` or ``"sum"``."""
+    pa = require("pyarrow", "reading TREC qrels")
+    users, items, grades = [], [], []
+    for line, columns in trec_chunks(path, TREC_QRELS_FIELDS, ("qid", "docid", "rel")):
+        users.append(columns["qid"])
+        items.append(columns["docid"])
+        grades.append(parse_numbers(path, columns["rel"], line, 4, "rel", integer=True))
+    if not users:
+        users_column, items_column = pa.array([], pa.string()), pa.array([], pa.string())
+        values = np.zeros(0)
+    else:
+        users_column, items_column = pa.concat_arrays(users), pa.concat_arrays(items)
+        values = np.concatenate(grades)
+    try:
+        return Interactions(users_column, items_column, values, num_items, user_map=user_map, item_map=item_map,
+                            duplicates=duplicates)
+    except DuplicateInteractionError as error:
+        lines = [row + 1 for row in error.rows]
+        raise FileFormatError(path, lines[-1], 3, f"(qid, docid) judged more than once, at lines {lines[:5]}; "
+                              "pass duplicates='max' or 'sum' to merge them") from None
+
+
+def table_columns(path: Any, format: str, wanted: dict, what: str) -> dict:
+    """{role: column name} for a parquet/CSV table: each role's given name, or the first of its
+    usual names that the table has."""
+    names = table_schema_names(path, format)
+    chosen = {}
+    for role, (given, usual) in wanted.items():
+        if given is not None:
+            if given not in names:
+                raise FileFormatError(path, None, None, f"{what} has no column {given!r}; its columns are {names}")
+            chosen[role] = given
+        elif usual:
+            found = [name for name in usual if name in names]
+            if not found:
+                raise FileFormatError(path, None, None, f"{what} needs a {role} column (one of {list(usual)}, or "
+                                      f"name it with {role}=...); its columns are {names}")
+            chosen[role] = found[0]
+    return chosen
+
+
+def table_schema_names(path: Any, format: str) -> list:
+    _check_exists(path)
+    if format == "parquet":
+        parquet = require("pyarrow.parquet", "reading parquet files")
+        try:
+            return list(parquet.ParquetFile(os.fspath(path)).schema_arrow.names)
+        except Exception as error:  # pyarrow raises ArrowInvalid / OSError for a file that is not parquet
+            raise FileFormatError(path, None, None, f"is not a readable parquet file: {error}") from None
+    pa = require("pyarrow", "reading CSV files")
+    with pa.input_stream(os.fspath(path), compression="detect") as stream:
+        header = stream.read(1 << 16).split(b"\n", 1)[0].decode("utf-8", "replace").rstrip("\r")
+    if not header:
+        raise FileFormatError(path, 1, None, "is empty: a CSV table needs a header line naming its columns")
+    return header.split("\t" if format == "tsv" else ",")
+
+
+def table_chunks(path: Any, format: str, names: Sequence[str]) -> Iterator[tuple]:
+    """(first line or row number, {name: pyarrow array}) of each chunk of a parquet or CSV table."""
+    pa = require("pyarrow", "reading tables")
+    _check_exists(path)
+    if format == "parquet":
+        parquet = require("pyarrow.parquet", "reading parquet files")
+        row = 1
+        for batch in parquet.ParquetFile(os.fspath(path)).iter_batches(batch_size=CHUNK_ROWS, columns=list(names)):
+            if batch.num_rows:
+                yield row, {name: _no_nulls(path, batch.column(name), row, name, "row") for name in names}
+            row += batch.num_rows
+        return
+    csv = require("pyarrow.csv", "reading CSV files")
+    malformed: list = []
+
+    def invalid_row(row):
+        malformed.append(row)
+        return "skip"
+
+    reader = csv.open_csv(
+        pa.input_stream(os.fspath(path), compression="detect"),
+        read_options=csv.ReadOptions(block_size=CHUNK_BYTES),
+        parse_options=csv.ParseOptions(delimiter="\t" if format == "tsv" else ",", invalid_row_handler=invalid_row,
+                                       ignore_empty_lines=False),
+        convert_options=csv.ConvertOptions(include_columns=list(names),
+                                           column_types={name: pa.string() for name in names},
+                                           strings_can_be_null=False),
+    )
+    line = 2  # the header is line 1
+    for batch in _batches(reader, path):
+        if malformed:
+            row = malformed[0]
+            number = row.number if row.number is not None else _line_of(path, row.text)
+            raise FileFormatError(path, number, None, f"expected {row.expected_columns} fields, got "
+                                  f"{row.actual_columns}: {row.text[:120]!r}")
+        if batch.num_rows:
+            yield line, {name: _no_nulls(path, batch.column(name), line, name, "line") for name in names}
+        line += batch.num_rows
+
+
+def _no_nulls(path: Any, array: Any, first: int, name: str, unit: str) -> Any:
+    if array.null_count:
+        row = int(np.argmax(array.is_null().to_numpy(zero_copy_only=False)))
+        raise FileFormatError(path, first + row, name, "missing value", unit)
+    return array
+
+
+def read_interactions(path: Any, *, user: Optional[str] = None, item: Optional[str] = None,
+                      value: Optional[str] = None, format: Optional[str] = None,
+                      user_map: Optional[IdMap] = None, item_map: Optional[IdMap] = None,
+                      duplicates: str = "error", num_items: Optional[int] = None) -> Interactions:
+    """An :class:`~ignite_recsys.Interactions` table from a file: a TREC qrels file (see
+    :func:`read_trec_qrels`), or a parquet or CSV/TSV table (header line) whose ``user`` and
+    ``item`` columns hold the ids and ``value`` (optional) the grades. Without names, the usual
+    ones are looked for: ``user``/``user_id``/``qid``..., ``item``/``item_id``/``docid``...,
+    and (values, when present) ``value``/``rating``/``relevance``/``rel``/``grade``/``label``."""
+    kind = file_format(path, format)
+    if kind == "trec":
+        return read_trec_qrels(path, user_map=user_map, item_map=item_map, duplicates=duplicates,
+                               num_items=num_items)
+    pa = require("pyarrow", "reading tables")
+    names = table_schema_names(path, kind)
+    if value is None:
+        value = next((name for name in VALUE_COLUMNS if name in names), None)
+    chosen = table_columns(path, kind, {"user": (user, USER_COLUMNS), "item": (item, ITEM_COLUMNS),
+                                        "value": (value, ())}, "the table")
+    roles = ["user", "item"] + (["value"] if "value" in chosen else [])
+    parts: dict = {role: [] for role in roles}
+    unit = "row" if kind == "parquet" else "line"
+    kinds: dict = {}
+    for first, columns in table_chunks(path, kind, [chosen[role] for role in roles]):
+        for role in roles:
+            array = columns[chosen[role]]
+            if role == "value":
+                array = numbers_of(path, array, first, chosen[role], "value", unit=unit)
+            else:
+                array = ids_of(path, array, first, chosen[role], kinds.setdefault(role, id_kind_of(array)), unit)
+            parts[role].append(array)
+    if not parts["user"]:
+        raise FileFormatError(path, None, None, "holds no rows")
+    users = pa.concat_arrays(parts["user"])
+    items = pa.concat_arrays(parts["item"])
+    values = np.concatenate(parts["value"]) if "value" in parts else None
+    try:
+        return Interactions(users, items, values, num_items, user_map=user_map, item_map=item_map,
+                            duplicates=duplicates)
+    except DuplicateInteractionError as error:
+        offset = 1 if kind == "parquet" else 2
+        lines = [row + offset for row in error.rows]
+        raise FileFormatError(path, lines[-1], None, f"(user, item) given more than once, at {unit}s {lines[:5]}; "
+                              "pass duplicates='max' or 'sum' to merge them", unit) from None
+
+
+def _is_text(array: Any) -> bool:
+    pa = require("pyarrow", "reading files")
+    kind = array.type.value_type if pa.types.is_dictionary(array.type) else array.type
+    return pa.types.is_string(kind) or pa.types.is_large_string(kind)
+
+
+def id_kind_of(array: Any) -> str:
+    """"int" for an integer column or a text column whose values all read as integers, else "str"."""
+    pa = require("pyarrow", "reading files")
+    if not _is_text(array):
+        return "int"
+    try:
+        array.cast(pa.int64())
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return "str"
+    return "int"
+
+
+def ids_of(path: Any, array: Any, first: int, name: Any, kind: str, unit: str = "line") -> Any:
+    """An id column as int64 ids (each >= 0) for ``kind="int"``, as text for ``"str"``; a
+    FileFormatError naming the line and column of a bad id."""
+    pa = require("pyarrow", "reading files")
+    if kind == "str":
+        return array if _is_text(array) else array.cast(pa.string())
+    base = array.type.value_type if pa.types.is_dictionary(array.type) else array.type
+    if pa.types.is_floating(base):
+        values = array.to_numpy(zero_copy_only=False)
+        bad = np.flatnonzero(values != np.round(values))
+        row = int(bad[0]) if len(bad) else 0
+        raise FileFormatError(path, first + row, name, f"ids must be integers or strings, got {array.type} "
+                              f"(e.g. {values[row]!r})", unit)
+    if _is_text(array):
+        values = parse_numbers(path, array, first, name, "id", integer=True,
+                               unit=unit)
+    elif pa.types.is_integer(base):
+        values = array.to_numpy(zero_copy_only=False)
+    else:
+        raise FileFormatError(path, first, name, f"ids must be integers or strings, got {array.type}", unit)
+    if len(values) and values.min() < 0:
+        row = int(np.argmax(values < 0))
+        raise FileFormatError(path, first + row, name, f"ids must be >= 0, got {values[row]}", unit)
+    return pa.array(values.astype(np.int64, copy=False))
+
+
+def numbers_of(path: Any, array: Any, first: int, name: Any, what: str, unit: str = "line") -> np.ndarray:
+    """float64 numpy values of a column (text parsed); NaN refused with its line and column."""
+    if _is_text(array):
+        return parse_numbers(path, array, first, name, what, unit=unit)
+    values = array.to_numpy(zero_copy_only=False).astype(np.float64)
+    if np.isnan(values).any():
+        row = int(np.argmax(np.isnan(values)))
+        raise FileFormatError(path, first + row, name, f"{what} must not be NaN", unit)
+    return values
+
+
+__all__ = ["FileFormatError", "read_trec_qrels", "read_interactions", "file_format", "trec_chunks",
+           "table_chunks", "table_columns", "parse_numbers", "column"]

@@ -1,0 +1,508 @@
+"""Interactions: (user, item[, value]) rows held once, served per batch of users.
+
+:class:`Interactions` stores a test set, a training history or any (user, item) table compactly,
+CSR-like (rows sorted by user then item, one offset per user that has rows), and gives for any
+batch of user ids the rows the metrics take: a sparse CSR ``(batch, num_items)`` tensor whose
+stored values are the grades (:meth:`Interactions.csr`) or padded id lists
+(:meth:`Interactions.item_ids`), without a dense ``(batch, num_items)`` tensor.
+
+:class:`IdMap` maps original ids (strings, or integers that are not dense) to dense ids
+``0..n-1``; one map shared by the test, training and run tables keeps their ids in agreement.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any, Optional, Sequence, Union
+
+import numpy as np
+import torch
+
+from ..inputs import ItemIds
+
+DUPLICATE_RULES = ("error", "max", "sum")
+
+
+# --- columns ---------------------------------------------------------------------------------
+def _is_arrow(values: Any) -> bool:
+    return type(values).__module__.startswith("pyarrow") and hasattr(values, "type")
+
+
+def column(name: str, values: Any) -> Any:
+    """``values`` as a 1-D numpy array, or as a pyarrow array when it is one (kept for fast string
+    lookups). Accepts torch tensors, numpy arrays, sequences, pandas/polars Series, pyarrow arrays."""
+    if isinstance(values, torch.Tensor):
+        if values.layout != torch.strided:
+            raise TypeError(f"{name} must be a dense tensor, got layout {values.layout}")
+        values = values.detach().cpu().numpy()
+    elif _is_arrow(values):
+        if hasattr(values, "combine_chunks"):
+            values = values.combine_chunks()
+        if values.null_count:
+            raise ValueError(f"{name} must not hold missing values (null), got {values.null_count}")
+        return values
+    elif type(values).__module__.startswith("polars"):
+        values = values.to_numpy()
+    elif hasattr(values, "to_numpy") and not isinstance(values, np.ndarray):  # pandas
+        values = values.to_numpy()
+    array = np.asarray(values)
+    if array.ndim != 1:
+        raise ValueError(f"{name} must be 1-D (one entry per interaction), got shape {array.shape}")
+    return array
+
+
+def id_kind(name: str, values: Any) -> str:
+    """"int" or "str" for an id column; a TypeError naming ``name`` otherwise."""
+    if _is_arrow(values):
+        import pyarrow as pa
+
+        kind = values.type
+        if pa.types.is_dictionary(kind):
+            kind = kind.value_type
+        if pa.types.is_integer(kind):
+            return "int"
+        if pa.types.is_string(kind) or pa.types.is_large_string(kind) or pa.types.is_string_view(kind):
+            return "str"
+        raise TypeError(f"{name} must hold integer or string ids, got arrow type {values.type}")
+    if values.dtype.kind in "iu":
+        return "int"
+    if values.dtype.kind in "US":
+        return "str"
+    if values.dtype.kind == "O":
+        if len(values) and not all(isinstance(value, str) for value in values):
+            odd = next(value for value in values if not isinstance(value, str))
+            raise TypeError(
+                f"{name} must hold integer or string ids, got a {type(odd).__name__} ({odd!r}) among objects"
+            )
+        return "str"
+    hint = " (a column with missing values is float: drop those rows first)" if values.dtype.kind == "f" else ""
+    raise TypeError(f"{name} must hold integer or string ids, got dtype {values.dtype}{hint}")
+
+
+def _to_numpy(values: Any) -> np.ndarray:
+    if _is_arrow(values):
+        import pyarrow as pa
+
+        if pa.types.is_dictionary(values.type):
+            values = values.dictionary_decode()
+        return values.to_numpy(zero_copy_only=False)
+    return values
+
+
+def _check_int_ids(name: str, values: np.ndarray) -> np.ndarray:
+    """int64 ids, each >= 0 (a ValueError naming the first bad row otherwise)."""
+    if values.dtype.kind == "u" and values.size and values.max() > np.iinfo(np.int64).max:
+        row = int(np.argmax(values > np.iinfo(np.int64).max))
+        raise ValueError(f"{name}: id {values[row]} at row {row} does not fit in int64")
+    values = values.astype(np.int64, copy=False)
+    if values.size and values.min() < 0:
+        row = int(np.argmax(values < 0))
+        raise ValueError(
+            f"{name} must be non-negative integer ids, got {values[row]} at row {row} "
+            "(map the ids with an IdMap or use string ids)"
+        )
+    return values
+
+
+# --- id maps ---------------------------------------------------------------------------------
+class IdMap:
+    """Original ids (strings or integers) to dense ids ``0..len(map)-1`` and back.
+
+    Dense id ``i`` stands for ``map.ids[i]``. :meth:`from_values` gives the distinct values in
+    sorted order; :meth:`encode` with ``add=True`` appends ids it has not seen (the numbers of the
+    others never change), so one map passed to several :class:`Interactions` (``item_map=``)
+    gives every table the same numbers.
+
+    >>> from ignite_recsys.data import IdMap
+    >>> items, codes = IdMap.from_values(["b", "a", "b"])
+    >>> list(items.ids), codes.tolist()
+    (['a', 'b'], [1, 0, 1])
+    >>> items.encode(["c", "a"]).tolist(), items.encode(["c"], add=True).tolist(), len(items)
+    ([-1, 0], [2], 3)
+    """
+
+    def __init__(self, ids: Any = (), *, _distinct: bool = False):
+        values = column("IdMap ids", ids)
+        self.kind = id_kind("IdMap ids", values) if len(values) else None
+        keys = _to_numpy(values)
+        keys = keys.astype(object) if self.kind == "str" else keys.astype(np.int64)
+        self._keys = keys
+        self._lookup: Optional[tuple] = None  # (sorted keys, their dense ids), built on use
+        self._arrow = None  # the keys as a pyarrow array, built on use
+        if not _distinct and len(np.unique(keys)) != len(keys):
+            raise ValueError("IdMap ids must be distinct")
+
+    @classmethod
+    def from_values(cls, values: Any, name: str = "ids") -> tuple:
+        """(map of the distinct values in sorted order, each value's dense id as int64 numpy)."""
+        values = column(name, values)
+        kind = id_kind(name, values)
+        if _is_arrow(values):
+            import pyarrow.compute as pc
+
+            unique = pc.unique(values)
+            if unique.type != values.type:  # dictionary arrays
+                unique = unique.dictionary_decode() if hasattr(unique, "dictionary_decode") else unique
+            unique = unique.take(pc.sort_indices(unique))
+            result = cls(unique, _distinct=True)
+            return result, result.encode(values, name=name)
+        values = values.astype(object) if kind == "str" else values
+        unique, codes = np.unique(values, return_inverse=True)
+        return cls(unique, _distinct=True), codes.reshape(-1).astype(np.int64)
+
+    @property
+    def ids(self) -> np.ndarray:
+        """The original ids, indexed by dense id (numpy: object array of str, or int64)."""
+        return self._keys
+
+    def __len__(self) -> int:
+        return len(self._keys)
+
+    def __repr__(self) -> str:
+        return f"IdMap({len(self)} {self.kind or 'no'} ids)"
+
+    def decode(self, dense: Any) -> np.ndarray:
+        """The original ids of dense ids."""
+        dense = dense.cpu().numpy() if isinstance(dense, torch.Tensor) else np.asarray(dense)
+        return self._keys[dense]
+
+    def encode(self, values: Any, *, add: bool = False, name: str = "ids") -> np.ndarray:
+        """Dense ids (int64 numpy) of ``values``; an id the map does not hold gets ``-1``, or with
+        ``add=True`` a new dense id (appended to the map)."""
+        values = column(name, values)
+        kind = id_kind(name, values) if len(values) else self.kind
+        if self.kind is None:
+            self.kind = kind
+            self._keys = self._keys.astype(object if kind == "str" else np.int64)
+        if kind != self.kind:
+            raise TypeError(f"{name} are {kind} ids but the id map holds {self.kind} ids")
+        if _is_arrow(values):
+            codes = self._encode_arrow(values)
+        else:
+            codes = self._encode_numpy(values.astype(object) if kind == "str" else values.astype(np.int64))
+        if add and (codes < 0).any():
+            missing = _to_numpy(values)[codes < 0] if _is_arrow(values) else values[codes < 0]
+            new = np.unique(missing.astype(object) if kind == "str" else missing)
+            self._keys = np.concatenate([self._keys, new.astype(self._keys.dtype)])
+            self._lookup = self._arrow = None
+            codes = self.encode(values, name=name)
+        return codes
+
+    def _encode_numpy(self, values: np.ndarray) -> np.ndarray:
+        if self._lookup is None:
+            order = np.argsort(self._keys, kind="stable")
+            self._lookup = (self._keys[order], order.astype(np.int64))
+        keys, dense = self._lookup
+        if not len(keys):
+            return np.full(len(values), -1, dtype=np.int64)
+        position = np.searchsorted(keys, values).clip(max=len(keys) - 1)
+        found = keys[position] == values
+        return np.where(found, dense[position], -1).astype(np.int64)
+
+    def _encode_arrow(self, values: Any) -> np.ndarray:
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        if self._arrow is None:
+            self._arrow = pa.array(self._keys.tolist(), type=pa.string() if self.kind == "str" else pa.int64())
+        if pa.types.is_dictionary(values.type):  # look up each distinct value once
+            codes = self._encode_arrow(values.dictionary)
+            return codes[values.indices.to_numpy(zero_copy_only=False)] if len(values) else codes[:0]
+        if self.kind == "str" and not pa.types.is_string(values.type):
+            values = values.cast(pa.string())
+        if self.kind == "int" and values.type != pa.int64():
+            values = values.cast(pa.int64())
+        index = pc.index_in(values, value_set=self._arrow)
+        return index.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
+
+
+# --- interactions ----------------------------------------------------------------------------
+class Interactions:
+    r"""(user, item[, value]) rows, stored once and served per batch of users.
+
+    Args:
+        users, items: one entry per interaction: torch tensors, numpy arrays, sequences, pandas or
+            polars Series, pyarrow arrays. Integer ids of any integer dtype are used as they are
+            (dense ids, each >= 0); strings are mapped to dense ids by an :class:`IdMap` (sorted
+            order), kept as ``user_map`` / ``item_map``.
+        values: the grade of each interaction (default: 1 for every one), stored as float64;
+            NaN is refused.
+        num_items: the catalog size; default ``len(item_map)`` when the items are mapped (read
+            when used, so a shared map that grows counts its new items), else the largest item
+            id + 1.
+        user_map, item_map: an :class:`IdMap` to use (and extend with ids it does not hold) for
+            the users or the items, e.g. ``item_map=test.item_map`` so that a training table
+            and the test table number items alike. Integer ids then go through the map too.
+        duplicates: what a (user, item) pair given more than once does: ``"error"`` (default, a
+            ValueError naming the pair and its rows), ``"max"`` (keep the highest value, e.g. a
+            training history with repeated clicks) or ``"sum"`` (add the values).
+
+    The rows are sorted by user and then item, with one offset per user (CSR-like): memory is
+    16 bytes per user (its id and offset) and 8 (16 with values) per interaction.
+
+    >>> import torch
+    >>> from ignite_recsys import Interactions
+    >>> test = Interactions(torch.tensor([3, 0, 0, 1]), torch.tensor([2, 4, 1, 0]), num_items=5)
+    >>> test.item_ids(torch.tensor([3, 0])).ids
+    tensor([[ 2, -1],
+            [ 1,  4]])
+    >>> test.csr(torch.tensor([3, 2])).to_dense()
+    tensor([[0., 0., 1., 0., 0.],
+            [0., 0., 0., 0., 0.]], dtype=torch.float64)
+    """
+
+    def __init__(
+        self,
+        users: Any,
+        items: Any,
+        values: Any = None,
+        num_items: Optional[int] = None,
+        *,
+        user_map: Optional[IdMap] = None,
+        item_map: Optional[IdMap] = None,
+        duplicates: str = "error",
+    ):
+        if duplicates not in DUPLICATE_RULES:
+            raise ValueError(f"duplicates must be one of {list(DUPLICATE_RULES)}, got {duplicates!r}")
+        for name, given in (("user_map", user_map), ("item_map", item_map)):
+            if given is not None and not isinstance(given, IdMap):
+                raise TypeError(f"{name} must be an IdMap or None, got {type(given).__name__}")
+        if num_items is not None and (isinstance(num_items, bool) or not isinstance(num_items, (int, np.integer))
+                                      or num_items < 1):
+            raise ValueError(f"num_items must be a positive int or None, got {num_items!r}")
+        user_column, item_column = column("users", users), column("items", items)
+        if len(user_column) != len(item_column):
+            raise ValueError(f"users and items must have one entry per interaction, got {len(user_column)} and "
+                             f"{len(item_column)}")
+        self.user_map, user_codes = self._codes("users", user_column, user_map)
+        self.item_map, item_codes = self._codes("items", item_column, item_map)
+        if values is not None:
+            values = column("values", values)
+            values = _to_numpy(values)
+            if values.dtype.kind not in "biuf":
+                raise TypeError(f"values must be numbers (the grades), got dtype {values.dtype}")
+            values = values.astype(np.float64)
+            if len(values) != len(user_codes):
+                raise ValueError(f"values must have one entry per interaction, got {len(values)} for "
+                                 f"{len(user_codes)} interactions")
+            if np.isnan(values).any():
+                raise ValueError(f"values must not be NaN, got NaN at row {int(np.argmax(np.isnan(values)))}")
+        if len(item_codes) and max(user_codes.max(), item_codes.max()) < 1 << 31:
+            order = np.argsort((user_codes << 32) | item_codes, kind="stable")  # one key: faster than lexsort
+        else:
+            order = np.lexsort((item_codes, user_codes))
+        user_codes, item_codes = user_codes[order], item_codes[order]
+        values = values[order] if values is not None else None
+        repeated = (user_codes[1:] == user_codes[:-1]) & (item_codes[1:] == item_codes[:-1])
+        if repeated.any():
+            if duplicates == "error":
+                at = int(np.argmax(repeated))
+                rows = sorted(order[np.flatnonzero((user_codes == user_codes[at]) & (item_codes == item_codes[at]))])
+                raise DuplicateInteractionError(
+                    f"(user {self._original(self.user_map, user_codes[at])!r}, item "
+                    f"{self._original(self.item_map, item_codes[at])!r}) is given more than once, at rows "
+                    f"{[int(row) for row in rows[:5]]}; pass duplicates='max' or 'sum' to merge repeated pairs",
+                    rows=[int(row) for row in rows],
+                )
+            first = np.concatenate([[True], ~repeated])
+            group = np.cumsum(first) - 1
+            if values is not None:
+                merged = np.zeros(int(group[-1]) + 1)
+                if duplicates == "sum":
+                    np.add.at(merged, group, values)
+                else:
+                    merged[:] = -np.inf
+                    np.maximum.at(merged, group, values)
+                values = merged
+            user_codes, item_codes = user_codes[first], item_codes[first]
+        self._explicit_num_items = None if num_items is None else int(num_items)
+        if num_items is not None and len(item_codes) and item_codes.max() >= num_items:
+            raise ValueError(f"items must be below num_items={num_items}, got item id {int(item_codes.max())}")
+        starts = np.flatnonzero(np.concatenate([[True], user_codes[1:] != user_codes[:-1]])) if len(user_codes) \
+            else np.zeros(0, dtype=np.int64)
+        self._users = torch.from_numpy(user_codes[starts].astype(np.int64))
+        self._offsets = torch.from_numpy(np.append(starts, len(user_codes)).astype(np.int64))
+        self._items = torch.from_numpy(item_codes.astype(np.int64))
+        self._values = None if values is None else torch.from_numpy(values.astype(np.float64))
+        self._max_item = int(item_codes.max()) if len(item_codes) else -1
+
+    @staticmethod
+    def _codes(name: str, values: Any, given: Optional[IdMap]) -> tuple:
+        kind = id_kind(name, values) if len(values) else (given.kind if given is not None else "int")
+        if given is not None:
+            return given, given.encode(values, add=True, name=name)
+        if kind == "str":
+            return IdMap.from_values(values, name)
+        return None, _check_int_ids(name, _to_numpy(values))
+
+    @staticmethod
+    def _original(id_map: Optional[IdMap], code: int) -> Any:
+        if id_map is None:
+            return int(code)
+        original = id_map.ids[int(code)]
+        return original.item() if hasattr(original, "item") else original
+
+    @classmethod
+    def from_frame(
+        cls,
+        frame: Any,
+        user: str = "user",
+        item: str = "item",
+        value: Optional[str] = None,
+        num_items: Optional[int] = None,
+        **options: Any,
+    ) -> "Interactions":
+        """The interactions of a data frame's ``user`` and ``item`` columns (and ``value``, the
+        grades): a pandas or polars DataFrame, a pyarrow Table, or a mapping of column name to
+        array. ``options`` are those of the constructor (``user_map``, ``item_map``,
+        ``duplicates``).
+
+        >>> import pandas as pd
+        >>> from ignite_recsys import Interactions
+        >>> frame = pd.DataFrame({"user": ["ann", "bob", "ann"], "item": ["x", "y", "z"]})
+        >>> test = Interactions.from_frame(frame)
+        >>> list(test.user_map.ids), list(test.item_map.ids), test.num_items
+        (['ann', 'bob'], ['x', 'y', 'z'], 3)
+        """
+        columns = frame_columns(frame, [user, item] + ([value] if value is not None else []), "frame")
+        return cls(columns[user], columns[item], columns.get(value) if value is not None else None, num_items,
+                   **options)
+
+    # --- what it holds -----------------------------------------------------------------------
+    @property
+    def num_items(self) -> int:
+        """The catalog size: ``num_items`` if given, else ``len(item_map)``, else the largest
+        item id + 1."""
+        if self._explicit_num_items is not None:
+            return self._explicit_num_items
+        if self.item_map is not None:
+            return len(self.item_map)
+        return self._max_item + 1
+
+    @property
+    def users(self) -> torch.Tensor:
+        """The dense ids of the users with at least one interaction, ascending (int64)."""
+        return self._users
+
+    @property
+    def has_values(self) -> bool:
+        """Whether grades were given (else every interaction has grade 1)."""
+        return self._values is not None
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __repr__(self) -> str:
+        return (f"Interactions({len(self)} rows, {len(self._users)} users, num_items={self.num_items}"
+                f"{', graded' if self.has_values else ''})")
+
+    def original_users(self, users: Any) -> Any:
+        """The original ids of dense user ids (a tensor of them back when the users are not mapped)."""
+        if self.user_map is None:
+            return users
+        return self.user_map.decode(users)
+
+    def user_ids(self, original: Any) -> torch.Tensor:
+        """Dense user ids of original ids (strings through ``user_map``); unknown ids raise."""
+        if self.user_map is None:
+            return torch.as_tensor(np.asarray(original), dtype=torch.int64)
+        codes = self.user_map.encode(original, name="users")
+        if (codes < 0).any():
+            raise ValueError(f"users: {column('users', original)[codes < 0][:5].tolist()} are not in the user map")
+        return torch.from_numpy(codes)
+
+    # --- per batch ---------------------------------------------------------------------------
+    def _rows(self, users: Any) -> tuple:
+        """(row pointers (batch + 1,), flat row indices, lengths), int64 numpy, of ``users`` (dense ids)."""
+        if isinstance(users, torch.Tensor):
+            if users.ndim != 1 or users.dtype not in (torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8):
+                raise TypeError(f"users must be a 1-D integer tensor of dense user ids, got {users.dtype} of shape "
+                                f"{tuple(users.shape)}")
+            users = users.detach().cpu().numpy()
+        users = np.asarray(users)
+        if users.ndim != 1 or (users.size and users.dtype.kind not in "iu"):
+            raise TypeError(f"users must be 1-D integer dense user ids, got {users.dtype} of shape {users.shape}")
+        users = users.astype(np.int64, copy=False)
+        known, offsets = self._users.numpy(), self._offsets.numpy()
+        if len(known):
+            position = np.searchsorted(known, users).clip(max=len(known) - 1)
+            found = known[position] == users
+            start = offsets[position]
+            lengths = np.where(found, offsets[position + 1] - start, 0)
+        else:
+            start = lengths = np.zeros(len(users), dtype=np.int64)
+        pointers = np.zeros(len(users) + 1, dtype=np.int64)
+        np.cumsum(lengths, out=pointers[1:])
+        flat = np.repeat(start - pointers[:-1], lengths) + np.arange(pointers[-1], dtype=np.int64)
+        return pointers, flat, lengths
+
+    def counts(self, users: Any) -> torch.Tensor:
+        """The number of interactions of each of ``users`` (int64)."""
+        return torch.from_numpy(self._rows(users)[2])
+
+    def csr(self, users: Any, *, grades: bool = True, num_items: Optional[int] = None,
+            device: Union[str, torch.device, None] = None) -> torch.Tensor:
+        """The interactions of ``users`` (dense ids, any order, repeats allowed; a user without
+        interactions gets an empty row) as a sparse CSR ``(len(users), num_items)`` float64 tensor
+        whose stored values are the grades (``grades=False``: 1 for each, as an exclusion wants)."""
+        pointers, flat, _ = self._rows(users)
+        width = self.num_items if num_items is None else int(num_items)
+        if self._max_item >= width:
+            raise ValueError(f"num_items={width} is too small for item id {self._max_item} of these interactions")
+        values = torch.from_numpy(self._values.numpy()[flat]) if grades and self._values is not None \
+            else torch.ones(len(flat), dtype=torch.float64)
+        pointers, items = torch.from_numpy(pointers), torch.from_numpy(self._items.numpy()[flat])
+        with warnings.catch_warnings():  # PyTorch's one-time notice that sparse CSR support is in beta
+            warnings.filterwarnings("ignore", "Sparse CSR tensor support is in beta", UserWarning)
+            matrix = torch.sparse_csr_tensor(pointers, items, values, size=(len(pointers) - 1, width),
+                                             check_invariants=False)
+        return matrix.to(device) if device is not None else matrix
+
+    def item_ids(self, users: Any, *, grades: bool = True, width: Optional[int] = None,
+                 device: Union[str, torch.device, None] = None) -> ItemIds:
+        """The interactions of ``users`` as :class:`~ignite_recsys.ItemIds`: each row a user's items
+        ascending, padded with ``-1`` to the longest row (or ``width``), with the grades."""
+        pointers, flat, lengths = self._rows(users)
+        longest = int(lengths.max()) if len(lengths) else 0
+        width = max(longest, 1) if width is None else max(int(width), longest, 1)
+        cells = np.repeat(np.arange(len(lengths), dtype=np.int64) * width - pointers[:-1], lengths) + \
+            np.arange(len(flat), dtype=np.int64)  # row * width + position in the row
+        ids = np.full(len(lengths) * width, -1, dtype=np.int64)
+        ids[cells] = self._items.numpy()[flat]
+        values = np.zeros(len(lengths) * width)
+        values[cells] = self._values.numpy()[flat] if grades and self._values is not None else 1.0
+        ids = torch.from_numpy(ids.reshape(len(lengths), width))
+        values = torch.from_numpy(values.reshape(len(lengths), width))
+        if device is not None:
+            ids, values = ids.to(device), values.to(device)
+        return ItemIds(ids, values)
+
+
+class DuplicateInteractionError(ValueError):
+    """A (user, item) pair given more than once; ``rows`` are its row numbers (0-based)."""
+
+    def __init__(self, message: str, rows: Sequence[int] = ()):
+        super().__init__(message)
+        self.rows = list(rows)
+
+
+def frame_columns(frame: Any, names: Sequence[str], what: str) -> dict:
+    """{name: column} of a pandas/polars DataFrame, a pyarrow Table or a mapping; a KeyError-free
+    ValueError listing the columns when one is missing."""
+    module = type(frame).__module__
+    if isinstance(frame, dict):
+        available = list(frame)
+        get = frame.__getitem__
+    elif module.startswith("pyarrow"):
+        available = list(frame.column_names)
+        get = frame.column
+    elif module.startswith("polars") or module.startswith("pandas"):
+        available = [str(name) for name in frame.columns]
+        get = frame.__getitem__
+    else:
+        raise TypeError(f"{what} must be a pandas or polars DataFrame, a pyarrow Table or a dict of columns, "
+                        f"got {type(frame).__name__}")
+    missing = [name for name in names if name not in available]
+    if missing:
+        raise ValueError(f"{what} has no column {missing[0]!r}; its columns are {available}")
+    return {name: get(name) for name in names}

@@ -1,0 +1,337 @@
+"""A run (user, item, score rows) streamed as each user's ranked item list, chunk by chunk.
+
+The rows of one user must be contiguous (users may come in any order; a user's rows in any
+order): a user whose rows are split raises a :class:`~ignite_recsys.data.FileFormatError` naming
+the line where its rows start again. Each user's rows are ranked by score, descending; equal
+scores are ordered by the tie rule:
+
+- ``"docid"`` (default): the larger item id first, as trec_eval (which compares document ids as
+  text; ids read from text files compare as text here too, integer columns as numbers);
+- ``"order"``: the row that comes first in the run first.
+
+Items the test table does not know are ranked like the others (they are never relevant). A user
+that ranks an item twice, a NaN score, or a score that is not a number raises a FileFormatError.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Iterator, Optional
+
+import numpy as np
+
+from ._optional import require
+from .files import (
+    ITEM_COLUMNS,
+    SCORE_COLUMNS,
+    TREC_RUN_FIELDS,
+    USER_COLUMNS,
+    FileFormatError,
+    file_format,
+    ids_of,
+    numbers_of,
+    table_chunks,
+    table_columns,
+    trec_chunks,
+)
+from .interactions import Interactions, frame_columns
+
+RUN_TIES = ("docid", "order")
+
+
+class Chunks:
+    """A run's chunks: ``(first line, user array, item array, score array)`` with where to point
+    errors: ``source`` (the file or "run"), ``unit`` ("line" or "row") and the column labels."""
+
+    def __init__(self, chunks: Iterator[tuple], source: str, unit: str, labels: dict, typed: bool = False):
+        self.chunks, self.source, self.unit, self.labels = chunks, source, unit, labels
+        self.typed = typed  # ids from typed (non-text) columns: tie order by value
+
+
+def run_file_chunks(path: Any, format: Optional[str] = None, *, user: Optional[str] = None,
+                    item: Optional[str] = None, score: Optional[str] = None) -> Chunks:
+    """The chunks of a TREC run file or a parquet/CSV run table (user, item, score columns)."""
+    kind = file_format(path, format)
+    if kind == "trec":
+        chunks = (
+            (line, columns["qid"], columns["docid"], columns["score"])
+            for line, columns in trec_chunks(path, TREC_RUN_FIELDS, ("qid", "docid", "score"))
+        )
+        return Chunks(chunks, os.fspath(path), "line", {"user": "1 (qid)", "item": "3 (docid)", "score": "5 (score)"})
+    chosen = table_columns(path, kind, {"user": (user, USER_COLUMNS), "item": (item, ITEM_COLUMNS),
+                                        "score": (score, SCORE_COLUMNS)}, "the run table")
+    names = [chosen["user"], chosen["item"], chosen["score"]]
+    chunks = ((first, columns[names[0]], columns[names[1]], columns[names[2]])
+              for first, columns in table_chunks(path, kind, names))
+    return Chunks(chunks, os.fspath(path), "row" if kind == "parquet" else "line",
+                  {"user": names[0], "item": names[1], "score": names[2]}, typed=kind == "parquet")
+
+
+def run_frame_chunks(frame: Any, user: str = "user", item: str = "item", score: str = "score",
+                     rows_per_chunk: int = 1 << 20) -> Chunks:
+    """The chunks of an in-memory run table (pandas/polars DataFrame, pyarrow Table, dict of
+    columns). Its rows need not be grouped by user: they are put in user order first (stable)."""
+    pa = require("pyarrow", "evaluating a run table")
+    pc = require("pyarrow.compute", "evaluating a run table")
+    columns = frame_columns(frame, [user, item, score], "run")
+    arrays = [_arrow(columns[name], name) for name in (user, item, score)]
+    if len({len(array) for array in arrays}) != 1:
+        raise ValueError("run columns must have the same length")
+    users = pc.dictionary_encode(arrays[0]).indices.to_numpy(zero_copy_only=False)
+    starts = np.flatnonzero(np.concatenate([[True], users[1:] != users[:-1]])) if len(users) else users
+    if len(np.unique(users[starts])) != len(starts):  # not grouped by user: group them
+        order = pa.array(np.argsort(users, kind="stable"))
+        arrays = [array.take(order) for array in arrays]
+    else:
+        order = None
+    rows = np.arange(len(users)) if order is None else order.to_numpy()
+
+    def chunks():
+        for start in range(0, len(users), rows_per_chunk):
+            stop = start + rows_per_chunk
+            yield (start, *[array.slice(start, rows_per_chunk) for array in arrays], rows[start:stop])
+
+    return Chunks(chunks(), "run", "row", {"user": user, "item": item, "score": score}, typed=True)
+
+
+def _arrow(values: Any, name: str) -> Any:
+    pa = require("pyarrow", "evaluating a run table")
+    if isinstance(values, (pa.Array, pa.ChunkedArray)):
+        return values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
+    module = type(values).__module__
+    if module.startswith("polars"):
+        return _arrow(values.to_arrow(), name)
+    if hasattr(values, "detach"):
+        values = values.detach().cpu().numpy()
+    if module.startswith("pandas"):
+        values = values.to_numpy()
+    array = pa.array(np.asarray(values) if not isinstance(values, np.ndarray) else values)
+    if array.null_count:
+        raise ValueError(f"run column {name!r} must not hold missing values (null), got {array.null_count}")
+    return array
+
+
+class RunStream:
+    """Each test user's ranked item list from a run's chunks, for the users a process keeps.
+
+    Iterating yields ``(positions, items, lengths)`` numpy int64 arrays: the users' positions in
+    ``test.users``, their ranked items concatenated (dense ids, best first; unknown items get ids
+    from ``unknown_base`` up) and each list's length. Afterwards ``seen`` marks the test users the
+    run ranked, ``rows`` counts the rows read and ``rows_outside`` those of users not in the test
+    table (not evaluated)."""
+
+    def __init__(self, chunks: Chunks, test: Interactions, *, ties: str = "docid", keep: Optional[np.ndarray] = None,
+                 unknown_base: Optional[int] = None):
+        if ties not in RUN_TIES:
+            raise ValueError(f"run_ties must be one of {list(RUN_TIES)}, got {ties!r}")
+        self.chunks, self.test, self.ties = chunks, test, ties
+        self.keep = keep  # (num test users,) bool: the users this process evaluates (None: all)
+        self.seen = np.zeros(len(test.users), dtype=bool)
+        self.unknown_base = test.num_items if unknown_base is None else unknown_base
+        self.rows = self.rows_outside = 0
+        self._test_users = test.users.numpy()
+        self._kinds: dict = {}
+
+    def _error(self, line: int, role: Optional[str], message: str) -> FileFormatError:
+        return FileFormatError(self.chunks.source, line, self.chunks.labels.get(role) if role else None, message,
+                               self.chunks.unit)
+
+    def __iter__(self) -> Iterator[tuple]:
+        pa = require("pyarrow", "reading a run")
+        carry = None
+        for chunk in self.chunks.chunks:
+            first, users, items, scores = chunk[:4]
+            rows = chunk[4] if len(chunk) > 4 else None
+            lines = np.arange(first, first + len(users)) if rows is None else rows
+            if carry is not None:
+                users, items, scores = (pa.concat_arrays([old, new])
+                                        for old, new in zip(carry[:3], (users, items, scores)))
+                lines = np.concatenate([carry[3], lines])
+            carry = None
+            tail = _last_user_start(users)
+            if tail < 0:  # an empty chunk
+                continue
+            if tail > 0:  # the last user may go on in the next chunk
+                carry = (users.slice(tail), items.slice(tail), scores.slice(tail), lines[tail:])
+                users, items, scores = users.slice(0, tail), items.slice(0, tail), scores.slice(0, tail)
+                lines = lines[:tail]
+            elif tail == 0:
+                carry = (users, items, scores, lines)
+                continue
+            yield from self._lists(users, items, scores, lines)
+        if carry is not None:
+            yield from self._lists(*carry)
+
+    def _lists(self, users: Any, items: Any, scores: Any, lines: np.ndarray) -> Iterator[tuple]:
+        pa = require("pyarrow", "reading a run")
+        pc = require("pyarrow.compute", "reading a run")
+        self.rows += len(users)
+        user_codes = pc.dictionary_encode(users)
+        user_index = user_codes.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+        position_of = self._positions(user_codes.dictionary, user_index, lines)
+        starts = np.flatnonzero(np.concatenate([[True], user_index[1:] != user_index[:-1]]))
+        segment_users = user_index[starts]
+        if len(np.unique(segment_users)) != len(segment_users):
+            again = _first_repeat(segment_users)
+            raise self._error(int(lines[starts[again]]), "user",
+                              f"the rows of user {_show(user_codes.dictionary[int(segment_users[again])])} are not "
+                              "contiguous: they start again here after other users' rows; group each user's rows "
+                              "(e.g. `sort -s -k1,1` on a TREC run)")
+        segment_positions = position_of[segment_users]
+        known = segment_positions >= 0
+        repeated = known & self.seen[np.where(known, segment_positions, 0)]
+        if repeated.any():
+            again = int(np.argmax(repeated))
+            raise self._error(int(lines[starts[again]]), "user",
+                              f"the rows of user {_show(user_codes.dictionary[int(segment_users[again])])} are not "
+                              "contiguous: they start again here after other users' rows; group each user's rows "
+                              "(e.g. `sort -s -k1,1` on a TREC run)")
+        self.seen[segment_positions[known]] = True
+        score_values = self._scores(scores, lines)
+        item_codes = self._items(items, lines)
+        row_positions = position_of[user_index]
+        self.rows_outside += int((row_positions < 0).sum())
+        kept = row_positions >= 0
+        if self.keep is not None:
+            kept &= self.keep[np.where(kept, row_positions, 0)]
+        if not kept.any():
+            return
+        segment = (np.cumsum(np.concatenate([[True], user_index[1:] != user_index[:-1]])) - 1)[kept]
+        rows = np.flatnonzero(kept)  # the kept rows' indices in the chunk
+        item_codes = item_codes[kept]
+        score_values, kept_lines, row_positions = score_values[kept], lines[kept], row_positions[kept]
+        # an item twice for one user: one sort of (segment, item) keys, located only when found
+        if len(item_codes) and item_codes.max() >= 1 << 31:  # ids too large to pack with the segment
+            keys = np.unique(np.stack([segment, item_codes], 1), axis=0, return_inverse=True)[1].reshape(-1)
+        else:
+            keys = (segment << 32) | item_codes
+        sorted_keys = np.sort(keys)
+        if (sorted_keys[1:] == sorted_keys[:-1]).any():
+            by_item = np.argsort(keys, kind="stable")
+            at = int(np.argmax(keys[by_item][1:] == keys[by_item][:-1]))
+            earlier, later = sorted((int(kept_lines[by_item[at]]), int(kept_lines[by_item[at + 1]])))
+            item = _show(items[int(rows[by_item[at]])])
+            raise self._error(later, "item", f"the user ranks item {item} "
+                              f"twice (also at {self.chunks.unit} {earlier})")
+        same_user = segment[1:] == segment[:-1]
+        descending = score_values[1:] <= score_values[:-1]
+        tied = same_user & (score_values[1:] == score_values[:-1])
+        if (descending | ~same_user).all() and not tied.any():
+            order = None  # already ranked (a run written in rank order): no sort
+        else:
+            order = np.lexsort((-score_values, segment))
+            if self.ties == "docid":
+                ranked_segment, ranked_scores = segment[order], score_values[order]
+                if ((ranked_segment[1:] == ranked_segment[:-1]) & (ranked_scores[1:] == ranked_scores[:-1])).any():
+                    text_rank = _sort_rank(items.take(pa.array(rows)))
+                    order = np.lexsort((-text_rank, -score_values, segment))
+        if order is None:
+            starts = np.flatnonzero(np.concatenate([[True], ~same_user]))
+            lengths = np.diff(np.append(starts, len(segment)))
+            yield row_positions[starts], item_codes, lengths
+            return
+        segment = segment[order]
+        starts = np.flatnonzero(np.concatenate([[True], segment[1:] != segment[:-1]]))
+        lengths = np.diff(np.append(starts, len(segment)))
+        yield row_positions[order][starts], item_codes[order], lengths
+
+    def _positions(self, dictionary: Any, user_index: np.ndarray, lines: np.ndarray) -> np.ndarray:
+        """Each distinct user's position in test.users, -1 when the test table does not hold it."""
+        test = self.test
+        if test.user_map is not None:
+            codes = test.user_map.encode(_as_kind(dictionary, test.user_map.kind), name="run users")
+        else:
+            codes = self._int_ids(dictionary, user_index, lines, "user")
+        position = np.searchsorted(self._test_users, codes).clip(max=max(len(self._test_users) - 1, 0))
+        if not len(self._test_users):
+            return np.full(len(codes), -1, dtype=np.int64)
+        return np.where((codes >= 0) & (self._test_users[position] == codes), position, -1)
+
+    def _int_ids(self, dictionary: Any, index: np.ndarray, lines: np.ndarray, role: str) -> np.ndarray:
+        """int64 ids of a dictionary of ids (text parsed); errors point at the first row using a bad entry."""
+        try:
+            return ids_of(self.chunks.source, dictionary, 0, self.chunks.labels[role], "int", self.chunks.unit) \
+                .to_numpy(zero_copy_only=False)
+        except FileFormatError as error:
+            bad = error.line  # the dictionary entry
+            row = int(np.argmax(index == bad))
+            message = str(error).split(": ", 1)[1]
+            raise self._error(int(lines[row]), role, message) from None
+
+    def _scores(self, scores: Any, lines: np.ndarray) -> np.ndarray:
+        try:
+            return numbers_of(self.chunks.source, scores, 0, self.chunks.labels["score"], "score", self.chunks.unit)
+        except FileFormatError as error:
+            message = str(error).split(": ", 1)[1]
+            raise self._error(int(lines[error.line]), "score", message) from None
+
+    def _items(self, items: Any, lines: np.ndarray) -> np.ndarray:
+        """The dense item id of each row; an item the test table does not know gets an id from
+        ``unknown_base`` up (the same id for the same item in this chunk)."""
+        pa = require("pyarrow", "reading a run")
+        pc = require("pyarrow.compute", "reading a run")
+        test = self.test
+        if test.item_map is None:
+            try:
+                return ids_of(self.chunks.source, items, 0, self.chunks.labels["item"], "int", self.chunks.unit) \
+                    .to_numpy(zero_copy_only=False)
+            except FileFormatError as error:
+                message = str(error).split(": ", 1)[1]
+                raise self._error(int(lines[error.line]), "item", message) from None
+        codes = test.item_map.encode(_as_kind(items, test.item_map.kind), name="run items")
+        unknown = codes < 0
+        if unknown.any():
+            others = pc.dictionary_encode(items.filter(pa.array(unknown)))
+            codes[unknown] = self.unknown_base + others.indices.to_numpy(zero_copy_only=False)
+        return codes
+
+
+def _as_kind(dictionary: Any, kind: Optional[str]) -> Any:
+    """Run ids as the id map's kind: text for a text map, integers for an integer map (text that
+    does not read as an integer then matches no id)."""
+    pa = require("pyarrow", "reading a run")
+    pc = require("pyarrow.compute", "reading a run")
+    is_text = pa.types.is_string(dictionary.type) or pa.types.is_large_string(dictionary.type)
+    if kind == "str" and not is_text:
+        return dictionary.cast(pa.string())
+    if kind == "int" and is_text:
+        integer = pc.match_substring_regex(dictionary, r"^[+-]?[0-9]+$")
+        safe = pc.if_else(integer, dictionary, "-1")
+        return safe.cast(pa.int64())
+    return dictionary
+
+
+def _last_user_start(users: Any) -> int:
+    """The row where the last user's rows begin (0 when the chunk is all one user)."""
+    if len(users) == 0:
+        return -1
+    pc = require("pyarrow.compute", "reading a run")
+    last = users[len(users) - 1]
+    different = pc.not_equal(users, last).to_numpy(zero_copy_only=False)
+    other = np.flatnonzero(different)
+    return int(other[-1]) + 1 if len(other) else 0
+
+
+def _first_repeat(values: np.ndarray) -> int:
+    seen: set = set()
+    for index, value in enumerate(values.tolist()):
+        if value in seen:
+            return index
+        seen.add(value)
+    return 0
+
+
+def _sort_rank(items: Any) -> np.ndarray:
+    """Each row's rank in ascending order of its item id (text as text, numbers as numbers; equal
+    ids share a rank)."""
+    pc = require("pyarrow.compute", "reading a run")
+    encoded = pc.dictionary_encode(items)
+    order = pc.sort_indices(encoded.dictionary).to_numpy(zero_copy_only=False)
+    rank = np.empty(len(order), dtype=np.int64)
+    rank[order] = np.arange(len(order))
+    return rank[encoded.indices.to_numpy(zero_copy_only=False)]
+
+
+def _show(value: Any) -> str:
+    value = value.as_py() if hasattr(value, "as_py") else value
+    return repr(value)

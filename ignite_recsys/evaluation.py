@@ -1,0 +1,545 @@
+"""One call from a model's scores or a run to the means: :func:`evaluate`.
+
+``evaluate(scores, test, metrics=[...], exclude=None)`` streams the test users in batches through
+:class:`~ignite_recsys.RankingMetrics` (per-user values in user-id order through
+:class:`~ignite_recsys.UserIds`), on one process or under ``torch.distributed`` (each process
+evaluates its share of the users; the sums are reduced across processes, so the result equals one
+process's), and returns an :class:`EvaluationResult`.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, List, Optional, Sequence, Union
+
+import numpy as np
+import torch
+
+from . import _validation as V
+from ._registry import ALL_METRICS, CUTOFF_METRICS
+from .data._optional import require
+from .data.files import read_interactions
+from .data.interactions import Interactions
+from .data.runs import RunStream, run_file_chunks, run_frame_chunks
+from .inputs import RankedItems, UserIds
+from .metrics import RankingMetrics
+from .stats import paired_test
+
+CONVENTIONS = ("gain_function", "relevance_threshold", "ties", "map_normalization", "recall_normalization",
+               "precision_normalization", "ignore_zero_hits")
+
+# Other names of the library's metrics, as ranx, trec_eval / ir-measures and papers write them
+# (compared in lower case; a cut-off follows as "@10" or, trec_eval style, "_10").
+ALIASES = {
+    "ndcg": "ndcg", "ndcg_cut": "ndcg",
+    "hit_rate": "hit_rate", "hitrate": "hit_rate", "hr": "hit_rate", "success": "hit_rate",
+    "recall": "recall", "r": "recall",
+    "precision": "precision", "p": "precision",
+    "map": "map", "ap": "map", "map_cut": "map",
+    "mrr": "mrr", "rr": "mrr", "recip_rank": "mrr",
+    "f1": "f1",
+    "r_precision": "r_precision", "rprec": "r_precision", "r-precision": "r_precision", "rprecision": "r_precision",
+}
+# names that mean something else elsewhere, refused with the reason
+NOT_ALIASES = {
+    "hits": "ranx's 'hits' is the number of relevant items retrieved, not a rate; for the share of users with a "
+            "hit use 'hit_rate@k'",
+}
+
+
+@dataclass(frozen=True)
+class MetricName:
+    """One requested metric: its result key, the registry name and the cut-off (None: none)."""
+
+    key: str
+    name: str
+    k: Optional[int]
+
+
+def parse_metrics(names: Union[str, Sequence[str]]) -> List[MetricName]:
+    """The metrics of ``names`` (a list, or one comma-separated string) as registry names with
+    cut-offs. Each name is one of the library's names or an alias (see ``ALIASES``), with a
+    cut-off ``@k`` or ``_k`` (``"ndcg@10"``, ``"P@10"``, ``"ndcg_cut_10"``, ``"recip_rank@100"``);
+    ``"r_precision"`` takes none. Every other metric needs its cut-off.
+
+    This is the one place that reads the library's registry of ranking metrics.
+    """
+
+    if isinstance(names, str):
+        names = [name.strip() for name in names.split(",") if name.strip()]
+    if isinstance(names, (bytes, dict)) or not isinstance(names, Sequence) or not names:
+        raise ValueError(f"metrics must be a non-empty list of metric names (e.g. ['ndcg@10', 'recall@20']), got "
+                         f"{names!r}")
+    known = sorted(set(ALIASES) | set(ALL_METRICS))
+    parsed: List[MetricName] = []
+    for original in names:
+        if not isinstance(original, str):
+            raise TypeError(f"metrics must be names (str), got {original!r}")
+        text = original.strip().lower()
+        match = re.fullmatch(r"(.+?)(?:[@_](\d+))?", text)
+        base, k = match.group(1), match.group(2)
+        if base not in ALIASES and k is not None and text in ALIASES:  # e.g. a name ending in _<digits>
+            base, k = text, None
+        if base in NOT_ALIASES:
+            raise ValueError(f"metric {original!r}: {NOT_ALIASES[base]}")
+        if base not in ALIASES:
+            raise ValueError(f"unknown metric {original!r}: known names are {known} (with a cut-off, e.g. 'ndcg@10', "
+                             "'P@10', 'ndcg_cut_10')")
+        name = ALIASES[base]
+        if name not in ALL_METRICS:
+            raise ValueError(f"metric {original!r} maps to {name!r}, which the library does not provide "
+                             f"({ALL_METRICS})")
+        if name in CUTOFF_METRICS:
+            if k is None:
+                raise ValueError(f"metric {original!r} needs a cut-off, e.g. '{name}@10' (ranx's and trec_eval's "
+                                 f"uncut '{base}' rank the whole run: give the run's depth, e.g. '{name}@1000')")
+            if int(k) < 1:
+                raise ValueError(f"metric {original!r}: the cut-off must be a positive int")
+            key = f"{name}@{int(k)}"
+        else:
+            if k is not None:
+                raise ValueError(f"metric {original!r}: {name!r} takes no cut-off")
+            key = name
+        if key not in [metric.key for metric in parsed]:
+            parsed.append(MetricName(key, name, int(k) if k is not None else None))
+    return parsed
+
+
+class EvaluationResult:
+    """The result of :func:`evaluate`.
+
+    Attributes:
+        means: ``{"ndcg@10": mean over the counted users, ...}`` in the order asked.
+        intervals: ``{"ndcg@10": (low, high)}``, Student-t confidence intervals at ``level``
+            (NaN with fewer than two counted users).
+        level: the intervals' level.
+        user_ids: with ``per_user=True``, the users of the per-user values in ascending dense id
+            order: their original ids (strings when the test table maps them).
+        info: counts of what was read: ``test_users``, and for a run ``run_rows``,
+            ``run_rows_not_in_test`` (rows of users the test table does not hold: not evaluated),
+            ``test_users_not_in_run`` (evaluated with an empty list).
+
+    ``result["ndcg@10"]`` is a mean (any accepted spelling of the name works, e.g. ``"nDCG@10"``).
+    """
+
+    def __init__(self, means: dict, intervals: Any, level: float, per_user: Optional[dict], user_ids: Any,
+                 info: dict):
+        self.means, self.level, self.info = means, level, info
+        self._intervals = intervals  # a dict, or a callable that computes it (on first use)
+        self._per_user = per_user
+        self.user_ids = user_ids
+
+    @property
+    def intervals(self) -> dict:
+        """``{"ndcg@10": (low, high)}``: Student-t confidence intervals of the means at ``level``
+        (NaN with fewer than two counted users)."""
+        if callable(self._intervals):
+            self._intervals = self._intervals()
+        return self._intervals
+
+    def _key(self, key: str) -> str:
+        if key in self.means:
+            return key
+        [metric] = parse_metrics([key])
+        if metric.key not in self.means:
+            raise KeyError(f"{key!r} was not evaluated; the result holds {list(self.means)}")
+        return metric.key
+
+    def __getitem__(self, key: str) -> float:
+        return self.means[self._key(key)]
+
+    def __iter__(self):
+        return iter(self.means)
+
+    def __len__(self) -> int:
+        return len(self.means)
+
+    def __repr__(self) -> str:
+        values = ", ".join(f"{key}: {value:.4f}" for key, value in self.means.items())
+        return f"EvaluationResult({values})"
+
+    def per_user(self) -> Dict[str, torch.Tensor]:
+        """``{"ndcg@10": (users,) float64 tensor}`` in the order of :attr:`user_ids`; NaN for a user
+        the metric does not count (no relevant item under ``ignore_zero_hits=True``). Needs
+        ``evaluate(..., per_user=True)``."""
+        if self._per_user is None:
+            raise RuntimeError("per-user values were not kept: evaluate with per_user=True")
+        return self._per_user
+
+    def to_report(self) -> dict:
+        """``{"ndcg@10": cell}`` for :class:`~ignite_recsys.Report`: the per-user values when kept
+        (so that the report can test models against a baseline), else ``(mean, (low, high))``."""
+        if self._per_user is not None:
+            return dict(self._per_user)
+        return {key: (self.means[key], self.intervals[key]) for key in self.means}
+
+    def to_pandas(self, per_user: bool = False) -> Any:
+        """A pandas DataFrame: one row per metric (``mean``, ``low``, ``high``), or with
+        ``per_user=True`` one row per user (``user`` and one column per metric). Needs pandas."""
+
+        pandas = require("pandas", "EvaluationResult.to_pandas()")
+        if per_user:
+            values = self.per_user()
+            frame = {"user": list(self.user_ids.tolist() if hasattr(self.user_ids, "tolist") else self.user_ids)}
+            frame.update({key: value.cpu().numpy() for key, value in values.items()})
+            return pandas.DataFrame(frame)
+        return pandas.DataFrame(
+            {"mean": list(self.means.values()),
+             "low": [self.intervals[key][0] for key in self.means],
+             "high": [self.intervals[key][1] for key in self.means]},
+            index=pandas.Index(list(self.means), name="metric"),
+        )
+
+    def compare(self, other: "EvaluationResult", k: Optional[str] = None, method: str = "t",
+                **options: Any) -> Any:
+        """:func:`~ignite_recsys.paired_test` of this result (a) against ``other`` (b) on the same
+        users: for the metric ``k`` (a result key) a ``PairedTestResult``, without ``k`` a dict of
+        one per metric both results hold. Both need ``per_user=True``."""
+
+        mine, theirs = self.per_user(), other.per_user()
+        if not _same_users(self.user_ids, other.user_ids):
+            raise ValueError("the two results hold different users: evaluate both on the same test table")
+        if k is not None:
+            key = self._key(k)
+            if key not in theirs:
+                raise KeyError(f"{k!r} is not in the other result ({list(theirs)})")
+            return paired_test(mine[key], theirs[key], method, **options)
+        return {key: paired_test(mine[key], theirs[key], method, **options) for key in mine if key in theirs}
+
+
+def _same_users(a: Any, b: Any) -> bool:
+    a = a.cpu().numpy() if isinstance(a, torch.Tensor) else np.asarray(a)
+    b = b.cpu().numpy() if isinstance(b, torch.Tensor) else np.asarray(b)
+    return a.shape == b.shape and bool((a == b).all())
+
+
+def _interactions(value: Any, name: str, **options: Any) -> Interactions:
+    if isinstance(value, Interactions):
+        return value
+    if isinstance(value, (str, os.PathLike)):
+
+        return read_interactions(value, **options)
+    raise TypeError(f"{name} must be an Interactions table or a file path, got {type(value).__name__} (build one "
+                    "with Interactions(users, items) or Interactions.from_frame(frame, user=..., item=...))")
+
+
+def _progress(total: int, enabled: bool, rank: int) -> Any:
+    if not enabled or rank != 0:
+        return None
+    try:
+        from tqdm.auto import tqdm
+    except ImportError:  # tqdm is optional: no bar without it
+        return None
+    return tqdm(total=total, unit="user", desc="evaluate", leave=False)
+
+
+def evaluate(
+    scores: Any,
+    test: Any,
+    metrics: Union[str, Sequence[str]] = ("ndcg@10",),
+    *,
+    exclude: Any = None,
+    num_items: Optional[int] = None,
+    batch_size: Optional[int] = None,
+    device: Union[str, torch.device] = "cpu",
+    per_user: bool = False,
+    level: float = 0.95,
+    progress: bool = True,
+    run_ties: str = "docid",
+    run_columns: Optional[Sequence[str]] = None,
+    run_format: Optional[str] = None,
+    num_threads: Optional[int] = None,
+    **conventions: Any,
+) -> EvaluationResult:
+    r"""Evaluate a model's scores or a run on test interactions, in one call.
+
+    Args:
+        scores: what ranks the items, one of
+
+            - a callable from a batch of dense user ids (an int64 tensor on ``device``) to their
+              ``(batch, num_items)`` scores;
+            - a run: a TREC run file or a parquet/CSV run table (a path), or an in-memory table
+              (pandas or polars DataFrame, pyarrow Table, dict of columns) of (user, item, score)
+              rows: each user's rows ranked by score, descending, equal scores by ``run_ties``;
+            - ``(users, ranked)``: a 1-D tensor of user ids and a ``(users, K)`` tensor of their
+              ranked item ids, best first, ``-1`` padded.
+        test: the test interactions, an :class:`~ignite_recsys.Interactions` or a file path (a
+            TREC qrels file, a parquet/CSV table: see :func:`~ignite_recsys.data.read_interactions`).
+            Its users are the users evaluated; its values are the grades.
+        metrics: names with cut-offs, e.g. ``["ndcg@10", "recall@20", "r_precision"]`` or
+            ``"ndcg@10,recall@20"``; see :func:`parse_metrics` for the accepted spellings.
+        exclude: interactions whose items are not recommended to their users (the training
+            history): an Interactions with the same id maps as ``test`` (``user_map=`` and
+            ``item_map=test.item_map``) or a file path (read with them; repeated pairs merged).
+        num_items: the catalog size (default: the test table's).
+        batch_size: users per update (default: 1024 for a model's scores, 16384 for a run or
+            ranked lists, whose rows are short).
+        device: where the metrics run and the model's user ids are sent.
+        per_user: keep each user's values (:meth:`EvaluationResult.per_user`).
+        level: the level of the confidence intervals.
+        progress: a tqdm progress bar when tqdm is installed.
+        run_ties: the order of equal scores in a run: ``"docid"`` (the larger item id first, as
+            trec_eval) or ``"order"`` (the earlier row first).
+        run_columns: (user, item, score) column names of a run table; None (or a None entry)
+            picks the usual name: ``user``/``qid``..., ``item``/``docid``..., ``score`` (an
+            in-memory table: ``user``, ``item``, ``score``).
+        run_format: ``"trec"``, ``"parquet"``, ``"csv"`` or ``"tsv"`` (default: from the file name).
+        num_threads: torch's intra-op threads during the call, restored after it (None: the
+            caller's setting, unchanged). A run file is read by a background thread while the
+            metrics run; on a machine with few cores, ``torch.get_num_threads() - 1`` leaves that
+            reader a core (the command line does so).
+        conventions: passed to :class:`~ignite_recsys.RankingMetrics`: ``gain_function``,
+            ``relevance_threshold``, ``ties``, ``map_normalization``, ``recall_normalization``,
+            ``precision_normalization``, ``ignore_zero_hits``.
+
+    Test users that a run does not rank get an empty list: each counts 0 when it has a relevant
+    item (as trec_eval ``-c`` and ranx after ``make_comparable``). A run's users that the test
+    table does not hold are not evaluated (``result.info`` counts their rows).
+
+    >>> import torch
+    >>> from ignite_recsys import Interactions, evaluate
+    >>> test = Interactions(torch.tensor([0, 0, 2]), torch.tensor([1, 3, 0]), num_items=4)
+    >>> scores = torch.tensor([[0.1, 0.9, 0.2, 0.8], [0.0, 0.0, 0.0, 0.0], [0.3, 0.6, 0.5, 0.4]])
+    >>> result = evaluate(lambda users: scores[users], test, metrics=["recall@2", "mrr@2"], progress=False)
+    >>> result.means
+    {'recall@2': 0.5, 'mrr@2': 0.5}
+    """
+    import ignite.distributed as idist
+    from ignite.exceptions import NotComputableError
+
+
+    unknown = sorted(set(conventions) - set(CONVENTIONS))
+    if unknown:
+        raise TypeError(f"evaluate() got unexpected keyword argument(s) {unknown}; the conventions it passes to "
+                        f"RankingMetrics are {list(CONVENTIONS)}")
+    requested = parse_metrics(metrics)
+    if isinstance(level, bool) or not isinstance(level, (int, float)) or not 0 < level < 1:
+        raise ValueError(f"level must lie strictly between 0 and 1 (e.g. 0.95), got {level!r}")
+    if batch_size is None:
+        batch_size = 1024 if callable(scores) and not isinstance(scores, (str, os.PathLike)) else 16384
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
+    test = _interactions(test, "test")
+    if len(test.users) == 0:
+        raise ValueError("test holds no interactions: there are no users to evaluate")
+    if exclude is not None:
+        exclude = _interactions(exclude, "exclude", user_map=test.user_map, item_map=test.item_map, duplicates="max")
+        if exclude.item_map is not test.item_map or exclude.user_map is not test.user_map:
+            raise ValueError("exclude must number users and items as test does: build it with "
+                             "user_map=test.user_map and item_map=test.item_map (or integer ids in both)")
+    catalog = test.num_items if num_items is None else int(num_items)
+    names = [metric.name for metric in requested]
+    cutoffs = sorted({metric.k for metric in requested if metric.k is not None}) or [1]
+    metric = RankingMetrics(cutoffs, metrics=list(dict.fromkeys(names)), device=device, per_user=per_user,
+                            **conventions)
+    rank, world_size = idist.get_rank(), idist.get_world_size()
+    positions = np.arange(len(test.users))
+    mine = positions % world_size == rank
+    info = {"test_users": len(test.users)}
+
+    def update(y_pred: Any, targets: Any, excluded: Any, users: torch.Tensor) -> None:
+        parts = (y_pred, targets) + ((excluded,) if excluded is not None else ())
+        metric.update(parts + ((UserIds(users.to(device)),) if per_user else ()))
+
+    bar = _progress(int(mine.sum()), progress, rank)
+    threads = torch.get_num_threads()
+    if num_threads is not None:
+        torch.set_num_threads(V.check_positive_int("num_threads", num_threads))
+    try:
+        if callable(scores) and not isinstance(scores, (str, os.PathLike, tuple, dict)) \
+                and not hasattr(scores, "columns") and not hasattr(scores, "column_names"):
+            _from_model(scores, test, exclude, catalog, positions[mine], batch_size, device, update, bar)
+        elif isinstance(scores, tuple):
+            _from_ranked(scores, test, exclude, positions[mine], mine, batch_size, device, update, bar, info)
+        else:
+            _from_run(scores, test, exclude, mine, batch_size, device, update, bar, info, run_ties, run_columns,
+                      run_format, cutoffs[-1] if "r_precision" not in names else None)
+    finally:
+        torch.set_num_threads(threads)
+        if bar is not None:
+            bar.close()
+    # info counts the whole run: every process reads all of it (and evaluates its share of the users)
+    values = metric.compute()
+    means = {item.key: float(values[item.key]) for item in requested}
+
+    def intervals() -> dict:
+        try:
+            bounds = metric.confidence_interval(level)
+        except NotComputableError:  # fewer than two counted users
+            return {item.key: (math.nan, math.nan) for item in requested}
+        return {item.key: tuple(bounds[item.key]) for item in requested}
+
+    # computed when first read (its t quantiles import scipy.stats); under torch.distributed now,
+    # as every process must take part in the reduction
+    intervals = intervals() if world_size > 1 else intervals
+    kept, user_ids = None, None
+    if per_user:
+        rows = metric.per_user()
+        kept = {item.key: rows[item.key].cpu() for item in requested}
+        user_ids = test.original_users(metric.per_user_ids().cpu())
+    return EvaluationResult(means, intervals, level, kept, user_ids, info)
+
+
+def _from_model(model: Callable, test: Interactions, exclude: Optional[Interactions], catalog: int,
+                positions: np.ndarray, batch_size: int, device: Any, update: Callable, bar: Any) -> None:
+    users = test.users[torch.from_numpy(positions)]
+    for batch in users.split(batch_size):
+        scores = model(batch.to(device))
+        if not isinstance(scores, torch.Tensor) or scores.ndim != 2 or tuple(scores.shape) != (len(batch), catalog):
+            shape = tuple(scores.shape) if isinstance(scores, torch.Tensor) else type(scores).__name__
+            raise ValueError(f"scores(users) must return a (batch, num_items) = ({len(batch)}, {catalog}) tensor, "
+                             f"got {shape}")
+        targets = test.csr(batch, num_items=catalog, device=scores.device)
+        excluded = exclude.csr(batch, grades=False, num_items=catalog, device=scores.device) \
+            if exclude is not None else None
+        update(scores, targets, excluded, batch)
+        if bar is not None:
+            bar.update(len(batch))
+
+
+def _ranked_update(test: Interactions, exclude: Optional[Interactions], users: torch.Tensor, ranked: torch.Tensor,
+                   device: Any, update: Callable) -> None:
+    targets = test.item_ids(users, device=device)
+    excluded = exclude.item_ids(users, grades=False, device=device) if exclude is not None else None
+    update(RankedItems(ranked.to(device)), targets, excluded, users)
+
+
+def _from_ranked(given: tuple, test: Interactions, exclude: Optional[Interactions], positions: np.ndarray,
+                 mine: np.ndarray, batch_size: int, device: Any, update: Callable, bar: Any, info: dict) -> None:
+    if len(given) != 2:
+        raise TypeError("scores as a tuple must be (users, ranked): user ids (n,) and ranked item ids (n, K)")
+    users, ranked = given
+    ranked = torch.as_tensor(ranked)
+    if ranked.ndim != 2 or ranked.dtype.is_floating_point:
+        raise ValueError(f"ranked must be a 2-D integer tensor (users, K) of item ids, -1 padded, got "
+                         f"{ranked.dtype} of shape {tuple(ranked.shape)}")
+    dense = test.user_ids(users) if test.user_map is not None else torch.as_tensor(np.asarray(users), dtype=torch.int64)
+    if dense.ndim != 1 or len(dense) != len(ranked):
+        raise ValueError(f"users must be 1-D with one id per row of ranked ({len(ranked)}), got shape "
+                         f"{tuple(dense.shape)}")
+    if len(torch.unique(dense)) != len(dense):
+        raise ValueError("users must be distinct: give each user one ranked list")
+    test_users = test.users
+    position = torch.searchsorted(test_users, dense.contiguous()).clamp(max=len(test_users) - 1)
+    known = test_users[position] == dense
+    info["run_rows_not_in_test"] = int((~known).sum())
+    row_of = torch.full((len(test_users),), -1, dtype=torch.int64)
+    row_of[position[known]] = torch.arange(len(dense))[known]
+    info["test_users_not_in_run"] = int((row_of < 0).sum())
+    for batch in torch.from_numpy(positions).split(batch_size):
+        rows = row_of[batch]
+        lists = torch.where((rows >= 0).unsqueeze(1), ranked[rows.clamp(min=0)].to(torch.int64), -1)
+        _ranked_update(test, exclude, test_users[batch], lists, device, update)
+        if bar is not None:
+            bar.update(len(batch))
+
+
+def _from_run(run: Any, test: Interactions, exclude: Optional[Interactions], mine: np.ndarray, batch_size: int,
+              device: Any, update: Callable, bar: Any, info: dict, ties: str, columns: Optional[Sequence[str]],
+              format: Optional[str], depth: Optional[int]) -> None:
+
+    if columns is not None and (isinstance(columns, str) or len(columns) != 3):
+        raise ValueError(f"run_columns must be (user, item, score) column names, got {columns!r}")
+    names = {role: name for role, name in zip(("user", "item", "score"), columns or ()) if name is not None}
+    if isinstance(run, (str, os.PathLike)):
+        chunks = run_file_chunks(run, format, **names)
+    else:
+        chunks = run_frame_chunks(run, **{role: names.get(role, role) for role in ("user", "item", "score")})
+    base = max(test.num_items, len(test.item_map) if test.item_map is not None else 0)
+    stream = RunStream(chunks, test, ties=ties, keep=mine, unknown_base=base)
+    pending: list = []
+    waiting = 0
+
+    def flush(parts: list) -> None:
+        positions = np.concatenate([part[0] for part in parts])
+        items = np.concatenate([part[1] for part in parts])
+        lengths = np.concatenate([part[2] for part in parts])
+        for start in range(0, len(positions), batch_size):
+            stop = start + batch_size
+            _ranked_batch(test, exclude, positions[start:stop], items, lengths, start, stop, depth, device, update)
+            if bar is not None:
+                bar.update(len(positions[start:stop]))
+
+    # The next chunk is read by a background thread while this one is evaluated (see num_threads).
+    for part in _prefetched(stream):
+        pending.append(part)
+        waiting += len(part[0])
+        if waiting >= batch_size:
+            flush(pending)
+            pending, waiting = [], 0
+    if pending:
+        flush(pending)
+    missing = np.flatnonzero(~stream.seen & mine)
+    for start in range(0, len(missing), batch_size):
+        batch = missing[start:start + batch_size]
+        empty = torch.full((len(batch), 1), -1, dtype=torch.int64)
+        _ranked_update(test, exclude, test.users[torch.from_numpy(batch)], empty, device, update)
+        if bar is not None:
+            bar.update(len(batch))
+    info.update(run_rows=stream.rows, run_rows_not_in_test=stream.rows_outside,
+                test_users_not_in_run=int((~stream.seen).sum()))
+
+
+def _prefetched(items: Any, depth: int = 2) -> Any:
+    """The items of an iterable, produced by a background thread at most ``depth`` ahead (Arrow's
+    readers and numpy release the GIL, so reading overlaps the metrics' updates); an error of the
+    producer is raised here, and the producer stops when the consumer does."""
+    import queue
+    import threading
+
+    waiting: queue.Queue = queue.Queue(maxsize=depth)
+    stop = threading.Event()
+    done = object()
+
+    def produce() -> None:
+        try:
+            for item in items:
+                while not stop.is_set():
+                    try:
+                        waiting.put(("item", item), timeout=0.1)
+                        break
+                    except queue.Full:
+                        continue
+                if stop.is_set():
+                    return
+            waiting.put(("end", done))
+        except BaseException as error:  # handed to the consumer, which raises it
+            waiting.put(("error", error))
+
+    thread = threading.Thread(target=produce, name="ignite_recsys-run-reader", daemon=True)
+    thread.start()
+    try:
+        while True:
+            kind, item = waiting.get()
+            if kind == "end":
+                return
+            if kind == "error":
+                raise item
+            yield item
+    finally:
+        stop.set()
+        thread.join(timeout=5)
+
+
+def _ranked_batch(test: Interactions, exclude: Optional[Interactions], positions: np.ndarray, items: np.ndarray,
+                  lengths: np.ndarray, start: int, stop: int, depth: Optional[int], device: Any,
+                  update: Callable) -> None:
+    """One update from users ``start:stop`` of a flush: their lists, padded with -1 (cut at
+    ``depth`` when only cut-off metrics are asked and nothing is excluded)."""
+    offsets = np.concatenate([[0], np.cumsum(lengths)])
+    batch_lengths = lengths[start:stop]
+    stop = start + len(batch_lengths)
+    flat = np.arange(offsets[start], offsets[stop])
+    row = np.repeat(np.arange(len(batch_lengths)), batch_lengths)
+    column = flat - np.repeat(offsets[start:stop], batch_lengths)
+    if depth is not None and exclude is None:
+        inside = column < depth
+        row, column, flat = row[inside], column[inside], flat[inside]
+    width = max(int(column.max()) + 1 if len(column) else 1, 1)
+    ranked = np.full((len(batch_lengths), width), -1, dtype=np.int64)
+    ranked[row, column] = items[flat]
+    users = torch.from_numpy(positions)
+    _ranked_update(test, exclude, test.users[users], torch.from_numpy(ranked), device, update)

@@ -1,0 +1,74 @@
+"""evaluate() under 2 gloo processes on CPU equals one process: each process reads its share of
+the users (of a run file, of a model's scores), the sums are reduced, per-user values gathered."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import tempfile
+
+import ignite.distributed as idist
+import numpy as np
+import pytest
+import torch
+
+import ignite_recsys as R
+
+pytest.importorskip("pyarrow")
+METRICS = ["ndcg@10", "recall@5", "map@20", "r_precision"]
+
+
+def _write_files(folder):
+    rng = np.random.default_rng(4)
+    qrels, run = [], []
+    for user in rng.choice(300, 50, replace=False):
+        for item in rng.choice(40, rng.integers(1, 6), replace=False):
+            qrels.append(f"u{user} 0 i{item} {rng.integers(0, 3)}\n")
+        if rng.random() < 0.8:
+            for rank, item in enumerate(rng.choice(60, 25, replace=False), 1):
+                run.append(f"u{user} Q0 i{item} {rank} {rng.integers(0, 6) / 5} t\n")
+    with open(os.path.join(folder, "test.qrels"), "w") as handle:
+        handle.writelines(qrels)
+    with open(os.path.join(folder, "run.trec"), "w") as handle:
+        handle.writelines(run)
+
+
+def _evaluate_all(folder):
+    test = R.Interactions.from_frame({"user": np.arange(30) % 7 * 3, "item": np.arange(30) % 11}, duplicates="max")
+    scores = torch.from_numpy(np.random.default_rng(0).random((19, 11)))
+    options = dict(progress=False, per_user=True, gain_function="linear_rank", batch_size=4)
+    results = {
+        "run": R.evaluate(os.path.join(folder, "run.trec"), os.path.join(folder, "test.qrels"), METRICS, **options),
+        "model": R.evaluate(lambda users: scores[users], test, METRICS, **options),
+    }
+    return {name: {"means": result.means, "intervals": result.intervals, "info": result.info,
+                   "users": [str(user) for user in result.user_ids.tolist()],
+                   "per_user": {key: value.tolist() for key, value in result.per_user().items()}}
+            for name, result in results.items()}
+
+
+def _worker(local_rank, folder):
+    with open(os.path.join(folder, f"rank{idist.get_rank()}.json"), "w") as handle:
+        json.dump(_evaluate_all(folder), handle)
+
+
+def test_two_processes_equal_one():
+    with tempfile.TemporaryDirectory() as folder:
+        _write_files(folder)
+        expected = _evaluate_all(folder)
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+        with idist.Parallel(backend="gloo", nproc_per_node=2, master_addr="127.0.0.1", master_port=port) as parallel:
+            parallel.run(_worker, folder)
+        for rank in range(2):
+            with open(os.path.join(folder, f"rank{rank}.json")) as handle:
+                got = json.load(handle)
+            for name, value in expected.items():
+                assert got[name]["users"] == value["users"], (name, rank)
+                assert got[name]["info"] == value["info"]
+                for key in METRICS:
+                    np.testing.assert_allclose(got[name]["means"][key], value["means"][key], atol=1e-12)
+                    np.testing.assert_allclose(got[name]["intervals"][key], value["intervals"][key], atol=1e-9)
+                    np.testing.assert_allclose(got[name]["per_user"][key], value["per_user"][key], atol=1e-12)
