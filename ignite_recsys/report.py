@@ -11,6 +11,7 @@ import numpy as np
 
 from . import _validation as V
 from ._tdist import mean_interval
+from .metrics._engine import snake_case
 from .stats import CORRECTION_METHODS, PAIRED_TEST_METHODS, _values_of, correct_p_values, paired_test
 
 __all__ = ["Report"]
@@ -38,7 +39,9 @@ class Report:
     of the paired tests that are significant after Holm's correction.
 
     ``results`` maps each model name to a mapping ``{"ndcg@10": cell, ...}`` (the columns are the
-    keys, in first-seen order). A cell is either
+    keys, in first-seen order), or to a whole row: a metric (``RankingMetrics``, a metric with
+    cut-offs or of one value) or an :class:`~ignite_recsys.EvaluationResult`, whose values are the
+    columns (per-user values when it keeps them, else its means and intervals). A cell is either
 
     - a summary ``(mean, (low, high))``, shown as is (no test is possible), or
     - per-user values: a metric built with ``per_user=True`` (the column's ``@k`` picks the
@@ -100,8 +103,12 @@ class Report:
         self._summary: dict = {}  # (model, column) -> (mean, low, high)
         per_user: dict = {}
         for model, cells in results.items():
+            cells = _row_of(cells, self.level)
             if not isinstance(cells, Mapping):
-                raise TypeError(f"results[{model!r}] must be a mapping column -> cell, got {type(cells).__name__}")
+                raise TypeError(
+                    f"results[{model!r}] must be a mapping column -> cell, a metric or an EvaluationResult, got "
+                    f"{type(cells).__name__}"
+                )
             for column, cell in cells.items():
                 if column not in self.columns:
                     self.columns.append(column)
@@ -126,7 +133,7 @@ class Report:
         self.adjusted_p_values = dict(zip(self.tests, adjusted))
 
     @staticmethod
-    def _read_summary(model, column, cell) -> tuple:
+    def _read_summary(model, column, cell) -> tuple:  # noqa: D102
         try:
             mean, (low, high) = cell
             numbers_ = (float(mean), float(low), float(high))
@@ -207,3 +214,34 @@ class Report:
             lines.append(" & ".join([_latex_escape(model)] + row) + " \\\\")
         lines += ["\\bottomrule", "\\end{tabular}", "\\end{table}"]
         return "\n".join(lines)
+
+
+def _row_of(value: Any, level: float) -> Any:
+    """The cells of a whole row given as a metric or an evaluation result: {column: cell}, the
+    column names those of its results ("ndcg@10", "r_precision"). A metric with per-user values
+    gives them (tests possible); otherwise each cell is its summary (mean, (low, high))."""
+    if isinstance(value, Mapping):
+        return value
+    if callable(getattr(type(value), "to_report", None)):  # an EvaluationResult
+        return value.to_report()
+    if callable(getattr(type(value), "confidence_interval", None)):  # a metric that averages over users
+        means, intervals = value.compute(), value.confidence_interval(level=level)
+        if getattr(value, "keeps_per_user", False):
+            per_user = value.per_user()
+            if isinstance(per_user, Mapping):
+                return dict(per_user)
+        if isinstance(means, Mapping):
+            keys = list(means)
+            means, intervals = list(means.values()), list(intervals.values())
+        elif isinstance(means, (list, tuple)):
+            keys = list(value.compute_dict()) if callable(getattr(value, "compute_dict", None)) else \
+                [f"@{k}" for k in value.top_k]
+        else:
+            keys, means, intervals = [snake_case(type(value).__name__)], [means], [intervals]
+        if getattr(value, "keeps_per_user", False):
+            rows = value.per_user()
+            columns = rows.unbind(1) if rows.ndim == 2 else [rows]
+            return dict(zip(keys, columns))
+        return {key: (mean, tuple(interval)) for key, mean, interval in zip(keys, means, intervals)}
+    return value
+

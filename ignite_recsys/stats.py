@@ -54,10 +54,13 @@ def _values_of(name: str, values: Any, k: Any) -> np.ndarray:
         metric = values
         values = metric.per_user()
         if isinstance(values, dict):
+            by_lower = {str(key).lower(): key for key in values}
             if k is None and len(values) == 1:
                 (values,) = values.values()
             elif k in values:
                 values = values[k]
+            elif isinstance(k, str) and k.lower() in by_lower:  # "NDCG@10" names "ndcg@10"
+                values = values[by_lower[k.lower()]]
             else:
                 raise ValueError(f"k must name one of {list(values)} for {name} ({type(metric).__name__}), got {k!r}")
         elif values.ndim == 2:

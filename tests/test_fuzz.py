@@ -331,3 +331,98 @@ def test_catalog_metrics_refuse_cleanly_or_match_reference(name, output):
 
     valid = _well_formed(output) and output[0].shape[1] == 3 and not output[0].double().isnan().any()
     _check(metric, output, [good], valid, reference)
+
+
+# --- Every input form, against the harness's references, on random data -------------------------
+import harness as H  # noqa: E402
+
+
+@FUZZ
+@given(
+    seed=st.integers(0, 2**16),
+    users=st.integers(6, 10),  # make_data sets edge cases in users 0-5 and items 0-5
+    items=st.integers(6, 11),
+    list_length=st.integers(1, 6),
+    variant=st.sampled_from(sorted(H.VARIANTS)),
+    row=st.fixed_dictionaries({
+        "target": st.sampled_from(H.TARGET_FORMS),
+        "prediction": st.sampled_from(H.PREDICTION_FORMS),
+        "exclude": st.sampled_from(H.EXCLUDE_FORMS),
+        "ties": st.sampled_from(H.TIES),
+        "ignore_zero_hits": st.booleans(),
+        "per_user": st.booleans(),
+        "container": st.sampled_from(H.CONTAINERS),
+        "dtype": st.sampled_from(H.DTYPES),
+    }),
+)
+def test_every_input_form_matches_the_reference_on_random_data(seed, users, items, list_length, variant, row):
+    """A random data set (ties, -inf scores, graded labels, empty and short ranked lists), a random
+    metric configuration and random input forms: compute(), per_user() and confidence_interval()
+    equal the numpy references (the harness's check)."""
+    data = H.make_data(seed, users=users, items=items, list_length=list_length)
+    spec = H.VARIANTS[variant]
+    axes = spec.axes
+    case = H.Case(variant, **{axis: value if value in axes[axis] else axes[axis][0] for axis, value in row.items()})
+    H.check_metric(case, data)
+
+
+# --- Statistics against scipy ----------------------------------------------------------------
+@FUZZ
+@given(
+    values=st.lists(st.tuples(st.floats(-5, 5), st.floats(-5, 5)), min_size=2, max_size=40),
+    missing=st.lists(st.booleans(), min_size=40, max_size=40),
+    level=st.floats(0.5, 0.999),
+)
+def test_paired_test_and_intervals_equal_scipy(values, missing, level):
+    import scipy.stats
+
+    a = np.array([v[0] for v in values])
+    b = np.array([v[1] for v in values])
+    a[np.array(missing[: len(a)]) & (np.arange(len(a)) % 3 == 0)] = np.nan  # users one model does not count
+    kept = ~(np.isnan(a) | np.isnan(b))
+    difference = a[kept] - b[kept]
+    if kept.sum() < 2:
+        with pytest.raises(ValueError, match="at least two users"):
+            R.paired_test(a, b)
+        return
+    result = R.paired_test(a, b, level=level)
+    assert result.num_users == kept.sum()
+    assert result.mean_difference == pytest.approx(difference.mean(), abs=1e-12)
+    if np.ptp(difference) > 1e-9:
+        expected = scipy.stats.ttest_rel(a[kept], b[kept])
+        assert result.p_value == pytest.approx(expected.pvalue, rel=1e-9, abs=1e-12)
+        low, high = scipy.stats.t.interval(level, kept.sum() - 1, difference.mean(), scipy.stats.sem(difference))
+        assert result.confidence_interval == pytest.approx((low, high), rel=1e-9, abs=1e-12)
+    adjusted = R.correct_p_values([result.p_value, 0.01, 0.04], method="bonferroni")
+    assert adjusted == pytest.approx([min(1.0, 3 * p) for p in (result.p_value, 0.01, 0.04)])
+
+
+@FUZZ
+@given(
+    values=st.lists(st.floats(0, 1), min_size=2, max_size=30),
+    level=st.floats(0.5, 0.999),
+    groups=st.lists(st.integers(0, 2), min_size=30, max_size=30),
+)
+def test_streamed_intervals_equal_scipy_overall_and_per_group(values, level, groups):
+    """NDCG@1 of one relevant item per user: each user's value is exactly the chosen grade's 0/1
+    hit, so the per-user values are known; the streamed intervals (overall and per group) equal
+    scipy's over them."""
+    import scipy.stats
+
+    n = len(values)
+    hits = np.array([v >= 0.5 for v in values], dtype=np.float64)
+    scores = torch.tensor([[1.0, 0.0] for _ in range(n)])
+    labels = torch.tensor([[1.0, 0.0] if hit else [0.0, 1.0] for hit in hits])
+    group_ids = torch.tensor(groups[:n])
+    metric = R.HitRate(1, num_groups=3)
+    metric.update((scores, labels, R.UserGroups(group_ids)))
+    if np.ptp(hits) > 0:
+        expected = scipy.stats.t.interval(level, n - 1, hits.mean(), scipy.stats.sem(hits))
+        assert metric.confidence_interval(level)[0] == pytest.approx(expected, rel=1e-9, abs=1e-12)
+    for group, interval in enumerate(metric.confidence_interval_groups(level)):
+        members = hits[np.asarray(groups[:n]) == group]
+        if len(members) >= 2 and np.ptp(members) > 0:
+            expected = scipy.stats.t.interval(level, len(members) - 1, members.mean(), scipy.stats.sem(members))
+            assert interval[0] == pytest.approx(expected, rel=1e-9, abs=1e-12)
+        elif len(members) < 2:
+            assert all(math.isnan(x) for x in interval[0])

@@ -148,3 +148,39 @@ def test_statistics_page_report_example_prints_its_table(capsys):
     assert capsys.readouterr().out == shown[1]
     # the marker agrees with the worked example's Holm-adjusted p-values (0.033 and 0.27)
     assert "**0.3529**† ± 0.0156" in shown[1] and "0.2835** ± 0.0117 |" in shown[1]
+
+
+def test_a_whole_row_from_a_metric_or_an_evaluation_result():
+    """A metric (or an evaluate() result) stands for its whole row; column names of any case pick
+    a RankingMetrics' values. Means and intervals against numpy/scipy on the per-user values."""
+    import scipy.stats
+    import torch
+
+    import ignite_recsys as R
+
+    generator = torch.Generator().manual_seed(3)
+    labels = (torch.rand(40, 15, generator=generator) < 0.3).int()
+    models = {}
+    for name in ("A", "B"):
+        metric = R.RankingMetrics([5], metrics=["ndcg", "recall"], per_user=True)
+        metric.update((torch.rand(40, 15, generator=generator), labels))
+        models[name] = metric
+    report = R.Report(models, baseline="B")
+    assert report.columns == ["ndcg@5", "recall@5"]
+    values = models["A"].per_user()["recall@5"].numpy()
+    values = values[~np.isnan(values)]
+    mean, low, high = report._summary["A", "recall@5"]
+    expected = scipy.stats.t.interval(0.95, len(values) - 1, values.mean(), scipy.stats.sem(values))
+    assert mean == pytest.approx(values.mean()) and (low, high) == pytest.approx(expected)
+    assert report.tests["A", "ndcg@5"].p_value == pytest.approx(
+        scipy.stats.ttest_rel(*(np.asarray(models[m].per_user()["ndcg@5"]) for m in "AB"), nan_policy="omit").pvalue)
+    # a header in another case still reads the RankingMetrics' values
+    upper = R.Report({"A": {"NDCG@5": models["A"]}, "B": {"NDCG@5": models["B"]}})
+    assert upper._summary["A", "NDCG@5"] == report._summary["A", "ndcg@5"]
+    # a metric without per-user values gives its streamed means and intervals
+    plain = R.NDCG([5, 10])
+    plain.update((torch.rand(40, 15, generator=generator), labels))
+    row = R.Report({"C": plain})
+    assert row.columns == ["ndcg@5", "ndcg@10"]
+    assert [row._summary["C", c][0] for c in row.columns] == pytest.approx(plain.compute())
+    assert [row._summary["C", c][1:] for c in row.columns] == pytest.approx(plain.confidence_interval())

@@ -27,9 +27,9 @@ class _IgniteDropIn:
     _ignite_count_key = "_num_examples"
 
     def _empty_message(self) -> str:
-        return (
-            f"{type(self).__name__} must have at least one example (a counted user) before compute() "
-            "(with ignore_zero_hits=True, users without a relevant item are not counted)."
+        # ignite's text first, then why no user was counted
+        return super()._empty_message().replace(
+            "must have at least one counted user", "must have at least one example (a counted user)", 1
         )
 
     def load_state_dict(self, state_dict: Mapping) -> None:
