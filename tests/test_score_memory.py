@@ -258,7 +258,8 @@ def _r_precision_reference(scores, labels, ties):
 @pytest.mark.parametrize("accelerator_path", [False, True])
 @pytest.mark.parametrize("ties", ["stable", "average"])
 def test_r_precision_and_gauc_row_chunks(monkeypatch, ties, accelerator_path):
-    monkeypatch.setattr(tuning, "CHUNK_ELEMENTS", 500)  # several rows per chunk, a partial last one
+    monkeypatch.setattr(tuning, "piece_rows", lambda num_rows, row_bytes, device: 5)  # several rows a piece, a partial last one
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 1)
     if accelerator_path:
         monkeypatch.setattr(tuning, "cpu_tuned", lambda device: False)
         monkeypatch.setattr(tuning, "ACCELERATOR_CHUNK", 200)

@@ -11,6 +11,14 @@ from .relevance import Relevance, any_nan, indicator, invalid_flags, relevance_p
 from .ties import last_group_totals
 
 
+def _sort_pieces(y_pred: torch.Tensor) -> list:
+    """Row slices of a full-row sort: cache-sized on CPU but at least a row per thread (torch sorts
+    rows in parallel); on accelerators within one (batch, num_items) float32 of temporaries."""
+    num_rows, num_cols = y_pred.shape
+    return tuning.row_pieces(num_rows, tuning.SORT_BYTES_PER_ENTRY * num_cols, y_pred.device,
+                             budget_bytes=4 * y_pred.numel(), at_least=torch.get_num_threads())
+
+
 def hits_at_own_depth(y_pred: torch.Tensor, y: torch.Tensor, relevance_threshold: float, ties: str):
     """For R-Precision: (hits among the top |R| items, |R|) per user, both float64 (batch,).
 
@@ -21,7 +29,7 @@ def hits_at_own_depth(y_pred: torch.Tensor, y: torch.Tensor, relevance_threshold
     relevance = Relevance.of(relevance_threshold, y.dtype)
     num_relevant = relevance_pass(y, relevance)[0]
     hits = torch.empty_like(num_relevant)
-    for rows in tuning.budget_row_chunks(num_rows, num_cols, 8 * num_cols, 64, y_pred.device):
+    for rows in _sort_pieces(y_pred):
         scores, labels, relevant_count = y_pred[rows].contiguous(), y[rows], num_relevant[rows]
         sorted_scores, order = torch.sort(scores, dim=1, descending=True, stable=True)
         cut = (relevant_count.to(torch.int64) - 1).clamp(min=0).unsqueeze(1)
@@ -49,7 +57,7 @@ def per_user_auc(y_pred: torch.Tensor, y: torch.Tensor, relevance_threshold: flo
 
     AUC(u) = (sum of the ascending ranks of the positives - P (P + 1) / 2) / (P Q); each row is
     sorted once (O(num_items log num_items)), a chunk of rows at a time (see
-    ``tuning.budget_row_chunks``); no host synchronisation."""
+    ``_sort_pieces``); no host synchronisation."""
     num_rows, num_cols = y_pred.shape
     rank_sum = torch.empty(num_rows, dtype=torch.float64, device=y_pred.device)
     positives = torch.empty_like(rank_sum)
@@ -57,7 +65,7 @@ def per_user_auc(y_pred: torch.Tensor, y: torch.Tensor, relevance_threshold: flo
     has_nan = torch.empty(num_rows, dtype=torch.bool, device=y_pred.device)
     highest = torch.zeros(num_rows, dtype=torch.float64, device=y.device)
     relevance = Relevance.of(relevance_threshold, y.dtype)
-    for rows in tuning.budget_row_chunks(num_rows, num_cols, 8 * num_cols, 64, y_pred.device):
+    for rows in _sort_pieces(y_pred):
         scores = y_pred[rows].contiguous()
         ascending, order = torch.sort(scores, dim=1)
         has_nan[rows] = ascending[:, -1].isnan()  # NaN sorts last

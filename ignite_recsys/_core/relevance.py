@@ -6,7 +6,6 @@ Every comparison of a label with the relevance threshold, on every path, goes th
 from __future__ import annotations
 
 import functools
-import itertools
 import math
 from dataclasses import dataclass
 from typing import Callable, Optional, Union
@@ -119,7 +118,7 @@ def pass_groups(labels: torch.Tensor, depth: int, select: bool, count: bool) -> 
     """The label groups ``relevance_pass`` takes (or None): those of the ideal ranking's
     selection (``select``), and on CPU wherever |R| is counted over labels other than bool, to
     count it among the candidates they give: a handful of operations instead of a comparison
-    of every label piece by piece (as fast or faster from 3k items, measured at 256 users)."""
+    of every label piece by piece."""
     counts_among_candidates = count and labels.dtype != torch.bool and tuning.cpu_tuned(labels.device)
     return value_groups(labels.shape[1], depth) if select or counts_among_candidates else None
 
@@ -135,7 +134,7 @@ def _counting_pass(labels: torch.Tensor, relevance: Relevance, groups: Optional[
     """|R| of each row (``count_dtype``), compared label by label, with the row maxima (None for
     bool labels, which hold no NaN) or, given ``groups``, the group maxima. Bool labels are
     counted as they are, the whole batch at once (``count_true``). Other labels a few pieces of
-    rows at a time (``tuning.piece_rows``), each compared, summed and reduced while it is in
+    rows at a time (``tuning.row_pieces``), each compared, summed and reduced while it is in
     cache; compared into a float32 buffer of one piece (a comparison into float vectorises on
     CPU, into bool it does not, and a sum over bool is slower still)."""
     num_rows, num_cols = labels.shape
@@ -147,15 +146,14 @@ def _counting_pass(labels: torch.Tensor, relevance: Relevance, groups: Optional[
     grouped, group_dim = groups.grouped(labels) if groups else (None, None)
     maxima = None if groups is None else torch.empty(grouped.shape[:group_dim] + grouped.shape[group_dim + 1 :],
                                                      dtype=labels.dtype, device=device)
-    rows = tuning.piece_rows(num_rows, num_cols * (labels.element_size() + 4), device)
-    buffer = torch.empty(min(rows, num_rows), num_cols, dtype=torch.float32, device=device)
-    pieces = zip(labels.split(rows), counts.split(rows), _split(highest, rows), _split(grouped, rows), _split(maxima, rows))
-    for piece, piece_counts, piece_highest, piece_groups, piece_maxima in pieces:
-        _count_relevant(piece, relevance, buffer, count_dtype, out=piece_counts)
+    pieces = tuning.row_pieces(num_rows, num_cols * (labels.element_size() + 4), device)
+    buffer = torch.empty(pieces[0].stop - pieces[0].start if pieces else 0, num_cols, dtype=torch.float32, device=device)
+    for rows in pieces:
+        _count_relevant(labels[rows], relevance, buffer, count_dtype, out=counts[rows])
         if maxima is not None:
-            torch.amax(piece_groups, group_dim, out=piece_maxima)
+            torch.amax(grouped[rows], group_dim, out=maxima[rows])
         elif highest is not None:
-            torch.amax(piece, 1, out=piece_highest)
+            torch.amax(labels[rows], 1, out=highest[rows])
     return counts, highest, maxima
 
 
@@ -194,9 +192,10 @@ def _count_in_candidates(labels, candidates, beyond, relevance, count_dtype):
     counts = _count_relevant(candidates, relevance, torch.empty(candidates.shape, device=device), count_dtype)
     if beyond.numel():
         num_cols = labels.shape[1]
-        step = tuning.piece_rows(beyond.numel(), num_cols * (labels.element_size() + 4), device)
-        buffer = torch.empty(min(step, beyond.numel()), num_cols, device=device)
-        for rows in beyond.split(step):
+        pieces = tuning.row_pieces(beyond.numel(), num_cols * (labels.element_size() + 4), device)
+        buffer = torch.empty(pieces[0].stop - pieces[0].start, num_cols, device=device)
+        for piece in pieces:
+            rows = beyond[piece]
             counts.index_copy_(0, rows, _count_relevant(labels.index_select(0, rows), relevance, buffer, count_dtype))
     return counts
 
@@ -210,7 +209,7 @@ def _count_relevant(labels, relevance, buffer, count_dtype, out=None) -> torch.T
 
 def count_true(mask: torch.Tensor) -> torch.Tensor:
     """(batch,) int64: the True entries of each row of a (batch, n) bool mask. Reductions over
-    bool (or uint8 into int64) run 20-100x slower on CPU than a float sum, so the mask is read
+    bool (or uint8 into int64) run far slower on CPU than a float sum, so the mask is read
     as int64 words of eight bytes: summing up to 255 words keeps each byte lane below 256
     (no carry), and the lanes of those few sums are added up as bytes. Rows whose width is no
     multiple of 8 are first padded with False (one copy of the mask's bytes)."""
@@ -245,11 +244,6 @@ def _no_relevant(labels: torch.Tensor, groups: Optional[ValueGroups]):
     if groups is not None:
         maxima = groups.maxima(labels)
     return counts, counts > 0, torch.zeros((), dtype=torch.bool, device=labels.device), maxima, None
-
-
-def _split(tensor: Optional[torch.Tensor], rows: int):
-    """``tensor.split(rows)``, or Nones for an absent tensor."""
-    return tensor.split(rows) if tensor is not None else itertools.repeat(None)
 
 
 _EXP2_UNDERFLOW = -1100.0  # 2**-1100 rounds to 0 in float64 (its least subnormal is 2**-1074)

@@ -111,13 +111,16 @@ def last_group_totals(scores, labels, boundary, relevance, gain_function, thresh
     """Over the whole row, the candidates whose score equals ``boundary`` (batch, 1): their
     number, how many are relevant and their total gain; over ``rows`` only (1-D int64,
     ``rows_to_read``; None: every row), 0 in the others. ``excluded`` (batch, num_items) bool:
-    items that are no candidates. A few pieces of rows at a time (``tuning.piece_rows``: float64
-    temporaries of about 40 bytes per entry); chosen rows are copied a piece at a time."""
+    items that are no candidates. A few pieces of rows at a time (``tuning.row_pieces``, float64
+    temporaries of ``tuning.TIE_PASS_BYTES_PER_ENTRY``); chosen rows are copied a piece at a time."""
     num_rows, num_cols = scores.shape
     totals = torch.zeros(3, num_rows, dtype=torch.float64, device=scores.device)
-    step = tuning.piece_rows(num_rows, 40 * num_cols, scores.device)
     rows = None if rows is not None and rows.numel() == num_rows else rows  # every row: no copies
-    pieces = [slice(start, start + step) for start in range(0, num_rows, step)] if rows is None else rows.split(step)
+    row_bytes = tuning.TIE_PASS_BYTES_PER_ENTRY * num_cols
+    if rows is None:
+        pieces = tuning.row_pieces(num_rows, row_bytes, scores.device)
+    else:
+        pieces = [rows[piece] for piece in tuning.row_pieces(rows.numel(), row_bytes, scores.device)]
     for piece in pieces:
         def take(tensor):
             return tensor[piece] if isinstance(piece, slice) else tensor.index_select(0, piece)

@@ -1,34 +1,74 @@
-"""How passes over (batch, num_items) are cut into pieces, and small constants on the device.
+"""Every speed setting of the library, in one place, and the two helpers that cut passes into pieces.
 
-Every torch operation on CPU is a barrier across torch's threads: an update of many small
-operations waits on every thread that is late (on a loaded machine, one whose core runs another
-process), so its time grows with the number of operations rather than with the data. The
-selection of the top k and the usual pass over the labels (one max-reduction) work on the whole
-batch at once. A pass that compares every label and then sums and reduces the comparison (which
-should be read while it is in cache) is cut into a few pieces of rows sized from the cache the
-OS reports (``cache_bytes``), at most ``MAX_PIECES`` of them while each fits a share of that
-cache (``piece_rows``). The index patterns of a shape are made once (``index_constant``). Accelerators take one pass over the whole batch (fewer, larger kernel launches). The
-results are the same either way (the tests switch ``cpu_tuned`` off on CPU and vary the pieces)."""
+None of these settings changes a value: each picks between exact ways of computing the same
+result (the tests vary them and compare). Each says why it exists and how to re-measure it;
+``python benchmarks/bench_update.py`` (add ``--operations`` for the number of torch operations)
+and ``python benchmarks/bench_forms.py`` measure their effect.
+
+Why pieces. Every torch operation on CPU is a barrier across torch's threads, so an update's time
+grows with its number of operations as well as with its data. The top-k selection and the usual
+pass over the labels work on the whole batch at once. A pass that compares every label and then
+sums and reduces the comparison (which should be read while it is in cache) is cut into a few
+pieces of rows sized from the cache the OS reports (:func:`row_pieces`). Accelerators take one
+pass over the whole batch (fewer, larger kernel launches), or pieces within a memory budget. The
+index patterns of a shape are made once (:func:`index_constant`).
+"""
 
 from __future__ import annotations
 
 import glob
 import os
 from functools import lru_cache
+from typing import Iterator, Optional
 
 import torch
 
+# --- The top-k selection's groups (selection/groups.py) ---------------------------------------------
+# (items per group, items per sub-group) of the two selection levels on long rows: torch's CPU
+# max-reduction is fast over 64 contiguous values (much slower over 32), and sub-groups of 8 balance
+# the second level. Re-measure: bench_update.py at N = 1M with other sizes here.
+LONG_ROW_GROUPS = (64, 8)
+# On shorter rows choosing k of few groups of 64 prunes too little: groups of 16, sub-groups of 4.
+SHORT_ROW_GROUPS = (16, 4)
+# Rows of at least these many items per k take the long-row groups, resp. any groups at all
+# (below: one selection among all items): where the two levels pay off, and where groups of 64
+# prune enough. Re-measure: bench_update.py at N = 2k..200k.
+LONG_ROWS_PER_K = 200
+GROUPED_ROWS_PER_K = 20
+# Below this group size, group maxima on CPU are taken by max pooling (torch's max-reduction is
+# slow over few contiguous values; pooling handles small groups faster).
+FAST_REDUCTION = 64
 
-# Row chunk of CPU passes over (batch, num_items): temporaries stay in cache and are reused.
-CHUNK_ELEMENTS = 1 << 18
+# --- The ideal ranking's label groups (selection/values.py) -------------------------------------
+# The smallest strided label group worth a two-step selection of the top labels (about
+# sqrt(num_items / k) labels per group); below it one selection among all labels.
+MIN_VALUE_GROUP = 3
+# From this many labels per group on, the groups are contiguous runs of 32 or 64 labels, which
+# torch reduces fast and streams from memory (strided groups read many rows at once). Re-measure:
+# bench_update.py with graded labels.
+CONTIGUOUS_FROM = 24
 
-
-# The most pieces a pass over the batch is cut into (each piece costs a few operations).
+# --- Pieces of passes over (batch, ...) rows ---------------------------------------------------
+# The most pieces a pass is cut into by preference (each piece costs a few operations).
 MAX_PIECES = 32
-
-
-# Last-level cache size assumed when the OS reports none (bytes).
+# Last-level cache assumed when the OS reports none (bytes).
 DEFAULT_CACHE_BYTES = 32 << 20
+# Share of the last-level cache a piece's inputs and temporaries take by preference (at most twice
+# that); the rest is left to the other threads' pieces and to everything else.
+PIECE_CACHE_SHARE = 1 / 8
+# Entries of the pointwise metrics' flat pieces on CPU (a cache-sized chunk of a flat input).
+CHUNK_ELEMENTS = 1 << 18
+# Smallest piece on accelerators, in entries: fewer, larger kernel launches.
+ACCELERATOR_CHUNK = 1 << 20
+
+# --- Bytes of temporaries per entry, which size the pieces -------------------------------------
+# The tie pass of ties="average": float64 comparisons, relevance, gains and their products.
+TIE_PASS_BYTES_PER_ENTRY = 40
+# A full-row sort (R-Precision, GAUC): sorted values and int64 indices and their products.
+SORT_BYTES_PER_ENTRY = 64
+# The pointwise metrics: the value checks (8 bytes per entry), the loss and its float64 operands (64).
+CHECK_BYTES_PER_ENTRY = 8
+LOSS_BYTES_PER_ENTRY = 64
 
 
 @lru_cache(maxsize=1)
@@ -54,9 +94,12 @@ def cache_bytes() -> int:
     return min(max(usable), 64 << 20) if usable else DEFAULT_CACHE_BYTES
 
 
-# Share of the last-level cache a piece's inputs and temporaries take by preference, and at most
-# twice that (the rest is left to the other threads' pieces and to everything else).
-PIECE_CACHE_SHARE = 1 / 8
+def cpu_tuned(device: torch.device) -> bool:
+    """Whether to take the CPU variants: cache-sized pieces, max pooling for small groups, and host
+    reads where a host read waits for nothing (which rows to read again, whether keys are already
+    sorted). Accelerators take one pass over the whole batch, plain reductions and no host read.
+    The results are the same either way (the tests switch this off on CPU)."""
+    return device.type == "cpu"
 
 
 def piece_rows(num_rows: int, row_bytes: int, device: torch.device) -> int:
@@ -77,10 +120,55 @@ def piece_rows(num_rows: int, row_bytes: int, device: torch.device) -> int:
     return -(-num_rows // pieces)
 
 
-# Smallest chunk (entries) of the budgeted passes on accelerators: fewer, larger kernel launches.
-ACCELERATOR_CHUNK = 1 << 20
+def row_pieces(num_rows: int, row_bytes: int, device: torch.device, *, budget_bytes: Optional[int] = None,
+               at_least: int = 1) -> list:
+    """The row slices of a pass over ``num_rows`` rows that reads and makes ``row_bytes`` bytes
+    per row. CPU: :func:`piece_rows` rows per piece, and at least ``at_least`` (e.g. one row per
+    thread for a sort, which torch runs row-parallel). Accelerators: every row at once, or, with
+    ``budget_bytes``, as few pieces as keep each within that budget (each at least
+    ``ACCELERATOR_CHUNK`` four-byte entries)."""
+    if cpu_tuned(device):
+        step = max(piece_rows(num_rows, row_bytes, device), min(at_least, num_rows))
+    elif budget_bytes is None:
+        step = max(num_rows, 1)
+    else:
+        step = max(1, budget_bytes // max(row_bytes, 1), 4 * ACCELERATOR_CHUNK // max(row_bytes, 1))
+    return [slice(start, start + step) for start in range(0, num_rows, step)]
 
 
+def entry_pieces(tensors: tuple, bytes_per_entry: int) -> Iterator[tuple]:
+    """Aligned 1-D pieces of ``tensors`` (one shape, any number of dimensions; None entries stay
+    None), together covering every entry once in the same order. CPU: ``CHUNK_ELEMENTS`` entries.
+    Accelerators: pieces whose temporaries (``bytes_per_entry`` per entry) total at most one
+    float32 copy of the input, and at least ``ACCELERATOR_CHUNK`` entries. Contiguous inputs are
+    cut into views; others a block of leading-dimension slices at a time (each copied whole, at
+    most one piece)."""
+    first = tensors[0]
+    if cpu_tuned(first.device):
+        size = CHUNK_ELEMENTS
+    else:
+        size = max(ACCELERATOR_CHUNK, first.numel() * 4 // bytes_per_entry)
+    yield from _flat_pieces(tensors, size)
+
+
+def _flat_pieces(tensors: tuple, size: int) -> Iterator[tuple]:
+    first = tensors[0]
+    if first.ndim <= 1 or all(t is None or t.is_contiguous() for t in tensors):
+        flat = [None if t is None else t.reshape(-1) for t in tensors]  # views
+        for start in range(0, first.numel(), size):
+            yield tuple(None if t is None else t[start : start + size] for t in flat)
+        return
+    per_slice = first.numel() // first.shape[0]
+    step = size // per_slice
+    if step >= 1:
+        for start in range(0, first.shape[0], step):
+            yield tuple(None if t is None else t[start : start + step].reshape(-1) for t in tensors)
+    else:
+        for index in range(first.shape[0]):
+            yield from _flat_pieces(tuple(None if t is None else t[index] for t in tensors), size)
+
+
+# --- Constants on the device --------------------------------------------------------------------
 _CONSTANTS: dict = {}
 
 
@@ -107,35 +195,3 @@ def index_constant(start: int, end: int, step: int, rows: int, device: torch.dev
     if rows > 0:
         return values.expand(rows, -1)
     return values.unsqueeze(1) if rows == -1 else values
-
-
-def cpu_tuned(device: torch.device) -> bool:
-    """Whether to take the CPU-tuned variants (row chunks that stay in cache, max pooling for
-    small groups); accelerators take one pass over the whole batch and plain reductions. The
-    results are the same either way (tested by switching this off on CPU)."""
-    return device.type == "cpu"
-
-
-def row_chunks(num_rows: int, row_cost: int, device: torch.device):
-    """Row slices for passes over (batch, num_items); one slice on accelerators."""
-    if not cpu_tuned(device):
-        yield slice(None)
-        return
-    step = max(1, CHUNK_ELEMENTS // max(row_cost, 1))
-    for start in range(0, num_rows, step):
-        yield slice(start, start + step)
-
-
-def budget_row_chunks(num_rows: int, num_cols: int, row_cost: int, bytes_per_entry: int, device: torch.device):
-    """Row slices for a pass that makes about ``bytes_per_entry`` bytes of temporaries per entry
-    (sorts, int64 indices), whose chunks' temporaries stay within one (batch, num_items) float32.
-    CPU: ``row_chunks``' cache-sized chunks, but at least one row per thread (torch sorts rows in
-    parallel) where the budget allows. Accelerators: the budget, at least ``ACCELERATOR_CHUNK``
-    entries."""
-    budget_rows = max(1, num_rows * 4 // bytes_per_entry)
-    if cpu_tuned(device):
-        step = max(1, CHUNK_ELEMENTS // max(row_cost, 1), min(torch.get_num_threads(), budget_rows))
-    else:
-        step = max(budget_rows, ACCELERATOR_CHUNK // max(num_cols, 1))
-    for start in range(0, num_rows, step):
-        yield slice(start, start + step)

@@ -32,38 +32,6 @@ from ._state import BatchTotals, StatefulMetric, StreamingMean, _identity, scree
 GAUC_WEIGHTINGS = ("positives", "uniform")
 
 
-def _entry_chunks(tensors: tuple, bytes_per_entry: int):
-    """Aligned 1-D pieces of ``tensors`` (one shape; None entries stay None), together covering
-    every entry once in the same order. CPU: cache-sized pieces of ``tuning.CHUNK_ELEMENTS`` entries.
-    Accelerators: pieces whose temporaries (``bytes_per_entry`` per entry) total at most one
-    float32 copy of the input, and at least ``tuning.ACCELERATOR_CHUNK`` entries. Contiguous inputs are
-    cut into views; others a block of leading-dimension slices at a time (each copied whole, at
-    most one piece)."""
-    first = tensors[0]
-    if tuning.cpu_tuned(first.device):
-        size = tuning.CHUNK_ELEMENTS
-    else:
-        size = max(tuning.ACCELERATOR_CHUNK, first.numel() * 4 // bytes_per_entry)
-    yield from _pieces(tensors, size)
-
-
-def _pieces(tensors: tuple, size: int):
-    first = tensors[0]
-    if first.ndim <= 1 or all(t is None or t.is_contiguous() for t in tensors):
-        flat = [None if t is None else t.reshape(-1) for t in tensors]  # views
-        for start in range(0, first.numel(), size):
-            yield tuple(None if t is None else t[start : start + size] for t in flat)
-        return
-    per_slice = first.numel() // first.shape[0]
-    step = size // per_slice
-    if step >= 1:
-        for start in range(0, first.shape[0], step):
-            yield tuple(None if t is None else t[start : start + step].reshape(-1) for t in tensors)
-    else:
-        for index in range(first.shape[0]):
-            yield from _pieces(tuple(None if t is None else t[index] for t in tensors), size)
-
-
 class GAUC(StreamingMean):
     r"""Grouped AUC: the per-user ROC AUC over the full item list, averaged over users.
 
@@ -180,7 +148,7 @@ class AUC(StatefulMetric):
         everything = torch.ones((), dtype=torch.bool, device=y_pred.device)
         nan_score = torch.zeros((), dtype=torch.bool, device=y_pred.device)
         bad_target = torch.zeros_like(nan_score)
-        for scores, targets, observed in _entry_chunks(inputs, 8):  # the checks first: state untouched on error
+        for scores, targets, observed in tuning.entry_pieces(inputs, tuning.CHECK_BYTES_PER_ENTRY):  # the checks first: state untouched on error
             observed = everything if observed is None else observed
             nan_score |= (scores.isnan() & observed).any()
             if y.dtype.is_floating_point:
@@ -192,7 +160,7 @@ class AUC(StatefulMetric):
         bad = screen(invalid, y_pred.device)
         if bad is None:
             bad = torch.zeros((), dtype=torch.bool, device=y_pred.device)
-        for scores, targets, observed in _entry_chunks(inputs, 64):
+        for scores, targets, observed in tuning.entry_pieces(inputs, tuning.LOSS_BYTES_PER_ENTRY):
             self._add_entries(scores, targets, everything if observed is None else observed, bad, relevance)
         self._num_invalid_updates += bad.to(torch.float64).to(self._device)
 
@@ -269,7 +237,7 @@ class PointwiseMean(StreamingMean):
         zero = torch.zeros((), dtype=torch.float64, device=device)
         everything = torch.ones((), dtype=torch.bool, device=device)
         invalid = {}
-        for scores, targets, observed in _entry_chunks((y_pred, y, mask), 64):
+        for scores, targets, observed in tuning.entry_pieces((y_pred, y, mask), tuning.LOSS_BYTES_PER_ENTRY):
             scores, targets = scores.to(torch.float64), targets.to(torch.float64)
             if observed is None:
                 total += self._loss(scores, targets).sum()

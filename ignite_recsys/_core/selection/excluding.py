@@ -131,7 +131,9 @@ def _masked_group_maxima(x: torch.Tensor, mask: torch.Tensor, size: int):
     empty = torch.empty(num_rows, num_full, dtype=torch.bool, device=x.device)
     lowest = torch.full((), float("-inf"), dtype=x.dtype, device=x.device)
     buffer = None
-    for rows in _pass_rows(num_rows, num_cols, x):
+    # the masked copy: cache-sized pieces on CPU; on accelerators within one (batch, num_items) float32
+    pieces = tuning.row_pieces(num_rows, num_cols * (x.element_size() + 1), x.device, budget_bytes=4 * x.numel())
+    for rows in pieces:
         chunk, chunk_mask = x[rows], mask[rows]  # whole rows: contiguous, faster than a slice
         if buffer is None:
             buffer = torch.empty(chunk.shape, dtype=x.dtype, device=x.device)
@@ -168,23 +170,12 @@ def _masked_sub_group_maxima(x, mask, groups, size, sub_size):
     maxima = torch.empty(num_rows, per_row, dtype=x.dtype, device=x.device)
     empty = torch.empty(num_rows, per_row, dtype=torch.bool, device=x.device)
     lowest = torch.full((), float("-inf"), dtype=x.dtype, device=x.device)
-    for rows in tuning.row_chunks(num_rows, k * size, x.device):
+    for rows in tuning.row_pieces(num_rows, k * size * (x.element_size() + 1), x.device):
         values = rows_of_groups(x[rows], groups[rows], size)
         flags = rows_of_groups(mask[rows], groups[rows], size)
         maxima[rows] = group_maxima(torch.where(flags, lowest, values), sub_size)
         empty[rows] = _all_set(flags, sub_size)
     return maxima, empty
-
-
-def _pass_rows(num_rows: int, num_cols: int, x: torch.Tensor):
-    """Row slices of the masked pass: cache-sized chunks on CPU; on accelerators as few as keep
-    the masked copy within one (batch, num_items) float32."""
-    if tuning.cpu_tuned(x.device):
-        yield from tuning.row_chunks(num_rows, num_cols, x.device)
-        return
-    step = max(1, num_rows * 4 // x.element_size())
-    for start in range(0, num_rows, step):
-        yield slice(start, start + step)
 
 
 def _all_set(flags: torch.Tensor, size: int) -> torch.Tensor:
@@ -228,7 +219,7 @@ def _exact_topk(values, value_excluded, items, k):
     index ascending), then excluded entries (which come out as -1)."""
     lowest = _INT64_MIN if values.dtype == torch.float64 else _INT32_MIN
     out = torch.empty(values.shape[0], k, dtype=torch.int64, device=values.device)
-    for rows in tuning.row_chunks(values.shape[0], 2 * values.shape[1], values.device):
+    for rows in tuning.row_pieces(values.shape[0], 2 * 8 * values.shape[1], values.device):
         keys = _ordered_int(values[rows]).masked_fill_(value_excluded[rows], lowest)
         out[rows] = _best_positions(keys, None if items is None else items[rows], k, sorted=True)
     return out
@@ -253,9 +244,8 @@ def listed_bound(scores: torch.Tensor, k: int) -> Optional[int]:
     """The most listed items per row that ``stable_topk_excluding_listed`` takes into the stages
     of the group pre-filter (E x g <= N, ``_groups_hold_listed``), or None where those stages do
     not apply (accelerators, 64-bit scores, rows too short for groups). Beyond that bound its
-    plain selection of ``k + E`` items costs more than the masked kernel (measured on CPU at
-    N = 100k: 3.5x at E = 1,600, 4.5x at 3,200; the masked kernel's cost hardly grows with E), so
-    the ranking step takes the masked kernel there."""
+    plain selection of ``k + E`` items grows with E while the masked kernel's cost hardly does,
+    so the ranking step takes the masked kernel there (``bench_exclusion.py`` measures both)."""
     sizes = group_sizes(scores.shape[1], k)
     if sizes is None or scores.dtype == torch.float64 or not tuning.cpu_tuned(scores.device):
         return None

@@ -5,11 +5,10 @@ ascending (what a stable descending argsort gives). The top ``depth`` items are 
 sorting the catalog, by a group pre-filter (as "Dr. Top-k", Gaihre et al., SC'21): the row is
 cut into groups of g consecutive items and each group is ranked by its best item, i.e. by
 (group maximum, group index); the best ``depth`` groups are chosen (one keyed selection among
-all the maxima: nesting groups of groups saved ~8% of the update at 1M items but took 40 more
-operations), then their best ``depth`` sub-groups of s items likewise, and the exact top ``depth`` is
+all the maxima), then their best ``depth`` sub-groups of s items likewise, and the exact top ``depth`` is
 taken among those items. This is exact: an item outside the chosen groups has at least
 ``depth`` items ranked ahead of it (the best item of each chosen group). (g, s) is (64, 8) on
-long rows and (16, 4) on shorter ones. One max-reduction over the row plus selections among
+long rows and (16, 4) on shorter ones (``tuning``). One max-reduction over the row plus selections among
 ~``N / g + depth * (g / s + s)`` values replace ``torch.topk``'s selection over all N. The final
 selection uses unique int64 keys (order-preserving float bits, then the item index), so the order
 is the same on CPU and CUDA. Everything is tensor code without host synchronisation.
@@ -24,16 +23,7 @@ import torch
 from .. import tuning
 
 
-# (items per group, items per sub-group) of the two selection levels. Long rows use groups of
-# 64: torch's CPU max-reduction is fast over 64 contiguous values (3x slower over 32); max
-# pooling reduces the smaller groups faster than it.
-LONG_ROW_GROUPS = (64, 8)
-
-
-SHORT_ROW_GROUPS = (16, 4)
-
-
-_FAST_REDUCTION = 64
+from ..tuning import LONG_ROW_GROUPS, SHORT_ROW_GROUPS  # noqa: F401  (the selection's group sizes)
 
 
 def stable_topk(x: torch.Tensor, k: int, detect_nan: bool = False):
@@ -94,12 +84,11 @@ def with_tail(values: torch.Tensor, items: torch.Tensor, x: torch.Tensor, tail_s
 
 
 def group_sizes(num_cols: int, k: int) -> Optional[tuple]:
-    """(items per group, items per sub-group), or None to select among all items. Measured on
-    CPU with k = 100: the two levels pay off from 20 k items; groups of 64 from 200 k, groups of
-    16 below (choosing k of few groups of 64 prunes too little)."""
-    if num_cols >= 200 * k:
-        return LONG_ROW_GROUPS
-    return SHORT_ROW_GROUPS if num_cols >= 20 * k else None
+    """(items per group, items per sub-group), or None to select among all items (see
+    ``tuning.LONG_ROWS_PER_K`` and ``tuning.GROUPED_ROWS_PER_K``)."""
+    if num_cols >= tuning.LONG_ROWS_PER_K * k:
+        return tuning.LONG_ROW_GROUPS
+    return tuning.SHORT_ROW_GROUPS if num_cols >= tuning.GROUPED_ROWS_PER_K * k else None
 
 
 def group_maxima(x: torch.Tensor, size: int) -> torch.Tensor:
@@ -108,7 +97,7 @@ def group_maxima(x: torch.Tensor, size: int) -> torch.Tensor:
     groups faster (and skips the last partial group without a copy; a 2-D input is pooled as
     (channels, length), so each row on its own)."""
     num_full = x.shape[1] // size
-    if size < _FAST_REDUCTION and x.is_floating_point() and tuning.cpu_tuned(x.device):
+    if size < tuning.FAST_REDUCTION and x.is_floating_point() and tuning.cpu_tuned(x.device):
         return torch.nn.functional.max_pool1d(x, size)
     return x[:, : num_full * size].unflatten(1, (num_full, size)).amax(2)
 

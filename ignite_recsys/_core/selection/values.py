@@ -7,11 +7,8 @@ from typing import Optional
 
 import torch
 
+from ..tuning import CONTIGUOUS_FROM, MIN_VALUE_GROUP
 from .groups import rows_of_groups
-
-
-# Smallest strided group worth a two-step selection of values (measured on CPU, k = 100).
-MIN_VALUE_GROUP = 3
 
 
 def top_values(
@@ -30,13 +27,6 @@ def top_values(
             return x.topk(k, 1).values
         candidates = groups.candidates(x, k, maxima)
     return candidates.topk(k, 1).values
-
-
-# From this many items per group (about sqrt(num_cols / k)) the groups are contiguous runs of
-# 32 or 64 items: torch's CPU max-reduction vectorises over contiguous runs of that length and
-# streams the rows from memory, while a reduction across strided groups reads sqrt(num_cols / k)
-# rows at once (2.6x slower at 256 x 100k float32 labels, 1.4x at 1M, measured on CPU).
-CONTIGUOUS_FROM = 24
 
 
 @dataclass(frozen=True)
