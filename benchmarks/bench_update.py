@@ -272,7 +272,7 @@ def main(argv=None):
 
         counted = R.RankingMetrics(TOP_K, metrics=SIX)
         counted.update((scores, labels))  # warm: constants and buffers are made once
-        operations = top_level_ops(lambda: counted.update((scores, labels)))
+        operations = top_level_ops(lambda metric=counted, batch=(scores, labels): metric.update(batch))
         del counted
         slow = {name: fn for name, fn in all_candidates.items()
                 if name.startswith(("ignite NDCG", "torchmetrics")) and items >= 100_000}

@@ -284,7 +284,7 @@ def check_level(value: Any) -> float:
     """A confidence level strictly between 0 and 1 (e.g. 0.95)."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise TypeError(f"level must be a real number in (0, 1), got {value!r} of type {type(value).__name__}")
-    if not 0 < value < 1:
+    if not 0 < float(value) < 1:
         raise ValueError(f"level must be strictly between 0 and 1 (e.g. 0.95), got {value}")
     return float(value)
 

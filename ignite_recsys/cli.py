@@ -82,7 +82,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _conventions(args: argparse.Namespace) -> dict:
-    conventions = {}
+    conventions: dict = {}
     if args.trec_eval:
         conventions.update(gain_function="linear_rank", map_normalization="relevant", ignore_zero_hits=False)
     for name in ("gain_function", "relevance_threshold", "map_normalization", "recall_normalization",

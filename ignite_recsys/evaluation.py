@@ -80,6 +80,8 @@ def parse_metrics(names: Union[str, Sequence[str]]) -> List[MetricName]:
             raise TypeError(f"metrics must be names (str), got {original!r}")
         text = original.strip().lower()
         match = re.fullmatch(r"(.+?)(?:[@_](\d+))?", text)
+        if match is None:
+            raise ValueError(f"metrics must name a metric, got {original!r}")
         base, k = match.group(1), match.group(2)
         if base not in ALIASES and k is not None and text in ALIASES:  # e.g. a name ending in _<digits>
             base, k = text, None
@@ -183,7 +185,7 @@ class EvaluationResult:
         pandas = require("pandas", "EvaluationResult.to_pandas()")
         if per_user:
             values = self.per_user()
-            frame = {"user": list(self.user_ids.tolist() if hasattr(self.user_ids, "tolist") else self.user_ids)}
+            frame: dict = {"user": list(self.user_ids.tolist() if hasattr(self.user_ids, "tolist") else self.user_ids)}
             frame.update({key: value.cpu().numpy() for key, value in values.items()})
             return pandas.DataFrame(frame)
         return pandas.DataFrame(
@@ -374,7 +376,7 @@ def evaluate(
 
     # computed when first read (its t quantiles import scipy.stats); under torch.distributed now,
     # as every process must take part in the reduction
-    intervals = intervals() if world_size > 1 else intervals
+    intervals = intervals() if world_size > 1 else intervals  # type: ignore[assignment]
     kept, user_ids = None, None
     if per_user:
         rows = metric.per_user()
@@ -447,7 +449,7 @@ def _from_run(run: Any, test: Interactions, exclude: Optional[Interactions], min
     if isinstance(run, (str, os.PathLike)):
         chunks = run_file_chunks(run, format, **names)
     else:
-        chunks = run_frame_chunks(run, **{role: names.get(role, role) for role in ("user", "item", "score")})
+        chunks = run_frame_chunks(run, names.get("user", "user"), names.get("item", "item"), names.get("score", "score"))
     base = max(test.num_items, len(test.item_map) if test.item_map is not None else 0)
     stream = RunStream(chunks, test, ties=ties, keep=mine, unknown_base=base)
     pending: list = []

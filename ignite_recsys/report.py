@@ -72,6 +72,15 @@ class Report:
     Mean ± half-width of the 95% confidence interval; bold: best per column.
     """
 
+    level: float
+    alpha: float
+    models: list
+    columns: list
+    baseline: Optional[str]
+    lower_is_better: set
+    tests: dict
+    adjusted_p_values: dict
+
     def __init__(
         self,
         results: Any,
@@ -133,7 +142,7 @@ class Report:
         self.adjusted_p_values = dict(zip(self.tests, adjusted))
 
     @staticmethod
-    def _read_summary(model, column, cell) -> tuple:  # noqa: D102
+    def _read_summary(model, column, cell) -> tuple:
         try:
             mean, (low, high) = cell
             numbers_ = (float(mean), float(low), float(high))

@@ -8,7 +8,6 @@ import pytest
 import torch
 
 import ignite_recsys as R
-import references as ref
 from conftest import random_batch
 
 

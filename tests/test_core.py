@@ -1,6 +1,5 @@
 """Core metrics against the numpy reference, the conventions table, the seeds and ignite 0.5.5."""
 
-import itertools
 
 import numpy as np
 import pytest

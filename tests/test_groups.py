@@ -16,7 +16,7 @@ from ignite.engine import Engine
 
 import ignite_recsys as R
 from ignite_recsys import UserGroups, UserIds
-from test_statistics import ALL, ITEM_VALUE, TOP_K, _batches, _expected_rows, _metric, _scipy_interval
+from test_statistics import ALL, TOP_K, _batches, _expected_rows, _metric, _scipy_interval
 from test_distributed import free_port
 
 NUM_GROUPS = 5  # group 4 never appears; group 3 holds a single user

@@ -4,7 +4,6 @@ from the numpy references in ``references.py`` (or is stated by hand); every ref
 leave the state bit for bit as it was."""
 
 import math
-import re
 
 import numpy as np
 import pytest

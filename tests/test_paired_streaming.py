@@ -18,7 +18,7 @@ from scipy import stats as sps
 
 import ignite_recsys as R
 from conftest import CUTOFF_CLASSES
-from test_statistics import ALL, ITEM_VALUE, TOP_K, _batches, _expected_rows, _metric
+from test_statistics import ALL, TOP_K, _batches, _expected_rows, _metric
 from test_distributed import free_port
 
 

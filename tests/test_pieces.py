@@ -151,7 +151,6 @@ def test_count_among_the_ideal_candidates_against_numpy(monkeypatch, setting, dt
     """With the ideal selection's candidates taken, |R| is counted among them; a user with
     relevant labels in more label groups than the candidates hold is counted over its whole
     row. Against numpy, with the rows recounted checked (negative, zero and tied labels, a tail)."""
-    from ignite_recsys._core import relevance as module
 
     _pieces(monkeypatch, *setting)
     recounted = []

@@ -122,14 +122,11 @@ def last_group_totals(scores, labels, boundary, relevance, gain_function, thresh
     else:
         pieces = [rows[piece] for piece in tuning.row_pieces(rows.numel(), row_bytes, scores.device)]
     for piece in pieces:
-        def take(tensor):
-            return tensor[piece] if isinstance(piece, slice) else tensor.index_select(0, piece)
-
-        tied = take(scores) == take(boundary)
+        tied = _rows(scores, piece) == _rows(boundary, piece)
         if excluded is not None:
-            tied &= ~take(excluded)
+            tied &= ~_rows(excluded, piece)
         tied = tied.to(torch.float64)
-        label_values = take(labels).to(torch.float64)
+        label_values = _rows(labels, piece).to(torch.float64)
         relevant = relevance.indicator(label_values)
         piece_totals = totals[:, piece] if isinstance(piece, slice) else torch.empty(3, len(piece), dtype=torch.float64,
                                                                                    device=scores.device)
@@ -142,3 +139,8 @@ def last_group_totals(scores, labels, boundary, relevance, gain_function, thresh
         if not isinstance(piece, slice):
             totals.index_copy_(1, piece, piece_totals)
     return totals[0], totals[1], totals[2]
+
+
+def _rows(tensor: torch.Tensor, piece) -> torch.Tensor:
+    """The rows ``piece`` (a slice: a view; an index tensor: a copy) of ``tensor``."""
+    return tensor[piece] if isinstance(piece, slice) else tensor.index_select(0, piece)

@@ -471,11 +471,11 @@ class Interactions:
         ids[cells] = self._items.numpy()[flat]
         values = np.zeros(len(lengths) * width)
         values[cells] = self._values.numpy()[flat] if grades and self._values is not None else 1.0
-        ids = torch.from_numpy(ids.reshape(len(lengths), width))
-        values = torch.from_numpy(values.reshape(len(lengths), width))
+        id_rows = torch.from_numpy(ids.reshape(len(lengths), width))
+        grade_rows = torch.from_numpy(values.reshape(len(lengths), width))
         if device is not None:
-            ids, values = ids.to(device), values.to(device)
-        return ItemIds(ids, values)
+            id_rows, grade_rows = id_rows.to(device), grade_rows.to(device)
+        return ItemIds(id_rows, grade_rows)
 
 
 class DuplicateInteractionError(ValueError):

@@ -45,7 +45,7 @@ def _attached_metrics(engine) -> Iterator[tuple[Metric, str]]:
                 yield metric, args[-1]
 
 
-def _keys_of(metric: Metric, name: str) -> list[str]:
+def _keys_of(metric: Any, name: str) -> list[str]:
     """The keys of ``engine.state.metrics`` that ``metric`` attached as ``name`` writes."""
     if isinstance(metric, EngineIO):
         return [name] + metric._scalar_keys(name) + metric._group_keys(name)
@@ -87,7 +87,7 @@ class EngineIO:
     name is its scalar), else one suffix per value in result order (``"@10"``, ``"/ndcg@10"``)."""
 
     optional_output_keys: tuple = ()
-    num_groups = None  # user groups reported (metrics that average over users, num_groups=G)
+    num_groups: Optional[int] = None  # user groups reported (metrics that average over users, num_groups=G)
 
     def _value_labels(self) -> Optional[list[str]]:
         return None
@@ -212,7 +212,7 @@ class CutoffResults:
     """Results per cut-off ``top_k`` (ascending): ``compute()`` returns a list, ``compute_dict()``
     the same values labelled ``"<metric>@<k>"``, and an Engine gets ``"<name>@<k>"`` scalars."""
 
-    top_k: list
+    top_k: Any  # the sorted cut-offs (a list)
 
     def _value_labels(self) -> list[str]:
         return [f"@{k}" for k in self.top_k]

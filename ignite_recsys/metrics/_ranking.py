@@ -295,7 +295,7 @@ class CutoffMetric(CutoffResults, RankingMetricBase):
         skip_users_without_relevant: Optional[bool] = None,
         **options: Any,
     ):
-        self.top_k = list(top_k)
+        self.top_k = list(top_k)  # type: ignore[arg-type]  # checked and sorted: a list
         for option in self.entry.options:
             setattr(self, option.name, options.get(option.name, option.default))
         chosen = {option.name: getattr(self, option.name) for option in self.entry.options}

@@ -116,6 +116,11 @@ class StatefulMetric(EngineIO, Metric):
 
     _resume_pending = False  # set by load_state_dict, consumed by the next ``started``
     _parameter_constraints: dict = {"output_transform": V.CALLABLE}
+    # (ignite's Metric answers any unknown attribute with a function: these are declared for checkers)
+    _states: dict
+    _device: torch.device
+    _num_invalid_updates: torch.Tensor
+    _inputs_looked_at: bool
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -336,6 +341,8 @@ class StreamingMean(StatefulMetric):
     float64 states ``_sum`` (num_values,) and ``_count``, summed across processes."""
 
     _counted = "counted user"  # what ``count`` counts, for the NotComputableError message
+    _sum: torch.Tensor
+    _count: torch.Tensor
 
     def __init__(
         self,

@@ -57,6 +57,9 @@ class UserMean(StreamingMean):
     """
 
     _parameter_constraints = {"per_user": V.BOOLEAN, "num_groups": V.positive_int(optional=True)}
+    _sum_squares: torch.Tensor
+    _per_user_rows: list
+    _per_user_ids: list
 
     def __init__(
         self,
@@ -109,7 +112,7 @@ class UserMean(StreamingMean):
         sums, squares = torch.stack([weighted, values * weighted]).transpose(1, 2).contiguous().sum(2).unbind(0)
         totals = {"_sum": sums, "_count": weight.sum(), "_sum_squares": squares, **rows.extra}
         invalid = rows.invalid
-        if self.num_groups is not None:
+        if self.num_groups is not None and rows.groups is not None:  # (_check_user_tags: groups given)
             invalid = {**invalid, **check_group_ids(rows.groups, self.num_groups)}
             totals.update(_group_totals(rows.groups.clamp(0, self.num_groups - 1), self.num_groups, values, weight))
         kept = torch.where(weights > 0, values, torch.nan) if self.keeps_per_user else None
@@ -263,7 +266,7 @@ class UserMean(StreamingMean):
         level = V.check_level(level)
         total, count, squares = self._group_state("confidence_interval_groups")
         low, high = t_intervals(total, squares, count.unsqueeze(1), level)
-        return [self._result(list(zip(lo.tolist(), hi.tolist()))) for lo, hi in zip(low, high)]
+        return [self._result(list(zip(lo.tolist(), hi.tolist()))) for lo, hi in zip(low, high)]  # type: ignore[arg-type]
 
     def _group_scalar_items(self, name: str) -> list:
         """(key, value) of every group's scalars for an Engine: ``"<scalar key>/group<g>"``."""
@@ -290,8 +293,11 @@ def _gathered_rows(rows: torch.Tensor) -> torch.Tensor:
     world_size = idist.get_world_size()
     if world_size == 1:
         return rows
-    sizes = idist.all_gather(torch.tensor([rows.shape[0]], dtype=torch.int64, device=rows.device)).tolist()
+    counts = idist.all_gather(torch.tensor([rows.shape[0]], dtype=torch.int64, device=rows.device))
+    sizes = counts.tolist() if isinstance(counts, torch.Tensor) else list(counts)  # type: ignore[arg-type]
     padded = torch.zeros((max(sizes), rows.shape[1]), dtype=rows.dtype, device=rows.device)
     padded[: rows.shape[0]] = rows
-    gathered = idist.all_gather(padded).reshape(world_size, max(sizes), rows.shape[1])
+    gathered = idist.all_gather(padded)
+    assert isinstance(gathered, torch.Tensor)
+    gathered = gathered.reshape(world_size, max(sizes), rows.shape[1])
     return torch.cat([gathered[rank, :size] for rank, size in enumerate(sizes)])

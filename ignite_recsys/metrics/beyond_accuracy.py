@@ -82,6 +82,8 @@ class CatalogCounts(CutoffResults, StatefulMetric):
     optional_output_keys = ("exclude",)  # a dict output {"y_pred", "y", "exclude"} passes its exclusion
     _parameter_constraints = {"top_k": V.TOP_K, "num_items": V.positive_int(optional=True)}
     _checked_by_shape = ("num_items",)  # a state whose size came from the batches loads under a given size
+    _counts: torch.Tensor
+    top_k: list
 
     def __init__(
         self,
@@ -92,7 +94,7 @@ class CatalogCounts(CutoffResults, StatefulMetric):
         device: Union[str, torch.device] = torch.device("cpu"),
         skip_unrolling: bool = False,
     ):
-        self.top_k = list(top_k)
+        self.top_k = list(top_k)  # type: ignore[arg-type]  # checked and sorted: a list
         self.num_items = num_items
         self.convention = convention
         self._buckets_by_depth: dict = {}
@@ -294,7 +296,7 @@ class ItemValueMean(CutoffResults, UserMean):
         per_user: bool = False,
         num_groups: Optional[int] = None,
     ):
-        self.top_k = list(top_k)
+        self.top_k = list(top_k)  # type: ignore[arg-type]  # checked and sorted: a list
         self.item_popularity = item_popularity  # a float64 copy (see V.ITEM_VECTOR)
         self._item_values = self._values_of_items(self.item_popularity)
         self._item_values_by_device: dict = {}

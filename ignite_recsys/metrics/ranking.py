@@ -18,7 +18,7 @@ from ._ranking import CutoffMetric, RankingMetricBase
 from ._state import _identity
 
 
-class _IgniteDropIn:
+class _IgniteDropIn(CutoffMetric):
     """What :class:`NDCG` and :class:`HitRate` share with ignite's ``rec_sys`` classes beyond the
     signature: ignite's NotComputableError text, and ``load_state_dict`` of a state dict saved by
     ignite's class (its per-k sums and ``_num_examples`` become this metric's state)."""
@@ -79,7 +79,7 @@ class _IgniteDropIn:
         return state
 
 
-class NDCG(_IgniteDropIn, CutoffMetric):
+class NDCG(_IgniteDropIn):
     r"""Normalized Discounted Cumulative Gain at k.
 
     .. math::
@@ -142,7 +142,7 @@ class NDCG(_IgniteDropIn, CutoffMetric):
         )
 
 
-class HitRate(_IgniteDropIn, CutoffMetric):
+class HitRate(_IgniteDropIn):
     r"""Hit rate at k: the share of users with at least one relevant item in their top k.
 
     .. math:: \mathrm{HR@k} = \mathbb{1}\left[\exists\, i \le k : rel_i \in R\right]

@@ -95,14 +95,14 @@ class RankingMetrics(RankingMetricBase):
         skip_users_without_relevant: Optional[bool] = None,
         **conventions: Any,
     ):
-        self.top_k = list(top_k)
+        self.top_k = list(top_k)  # type: ignore[arg-type]  # checked and sorted: a list
         self.metrics = metrics
         self.gain_function = gain_function
         # each metric's options, by the metric's own option names, from RankingMetrics' arguments
         arguments = {**conventions, "gain_function": gain_function}
         for argument, option in ranking_metrics_options().items():
             setattr(self, argument, arguments.get(argument, option.default))
-        entries = [REGISTRY[name] for name in self.metrics]
+        entries = [REGISTRY[name] for name in self.metrics or ()]  # checked: the names
         options = {entry.name: {option.name: getattr(self, option.argument) for option in entry.options}
                    for entry in entries}
         self._names = [f"{entry.name}@{k}" for entry in entries if entry.has_cutoff for k in self.top_k]

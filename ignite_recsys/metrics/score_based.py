@@ -81,7 +81,8 @@ class GAUC(StreamingMean):
         return inputs[0].device
 
     def _batch_totals(self, inputs) -> BatchTotals:
-        auc, positives, defined, invalid = per_user_auc(*inputs, self.relevance_threshold)
+        y_pred, y = inputs
+        auc, positives, defined, invalid = per_user_auc(y_pred, y, self.relevance_threshold)
         weight = defined.to(torch.float64)
         if self.weighting == "positives":
             weight = weight * positives
@@ -121,6 +122,9 @@ class AUC(StatefulMetric):
 
     optional_output_keys = ("mask",)  # a dict output {"y_pred", "y", "mask"} passes its mask
     _parameter_constraints = {"relevance_threshold": V.positive_real(), "resolution_bits": V.Interval(int, 10, 24)}
+    _histogram: torch.Tensor
+    _lowest: torch.Tensor
+    _highest: torch.Tensor
 
     def __init__(
         self,
@@ -236,7 +240,7 @@ class PointwiseMean(StreamingMean):
         count = torch.zeros((), dtype=torch.float64, device=device)
         zero = torch.zeros((), dtype=torch.float64, device=device)
         everything = torch.ones((), dtype=torch.bool, device=device)
-        invalid = {}
+        invalid: dict = {}
         for scores, targets, observed in tuning.entry_pieces((y_pred, y, mask), tuning.LOSS_BYTES_PER_ENTRY):
             scores, targets = scores.to(torch.float64), targets.to(torch.float64)
             if observed is None:
