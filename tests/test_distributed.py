@@ -14,6 +14,8 @@ from conftest import random_batch, run_metric
 import ignite_recsys as R
 from test_reliability import FACTORIES
 
+pytestmark = pytest.mark.slow  # multi-process (gloo) runs: .ci/run runs them
+
 _POPULARITY = torch.arange(25) % 7
 FACTORIES = dict(FACTORIES)
 FACTORIES.update(

@@ -15,6 +15,8 @@ import torch
 
 import ignite_recsys as R
 
+pytestmark = pytest.mark.slow  # multi-process (gloo) runs: .ci/run runs them
+
 pytest.importorskip("pyarrow")
 METRICS = ["ndcg@10", "recall@5", "map@20", "r_precision"]
 

@@ -57,6 +57,7 @@ def test_manual_loop_matches_ranking_metrics(capsys):
     assert "gauc" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_distributed_eval_every_rank_equals_single_process(capsys):
     results = _load("distributed_eval").main(SMALL + ["--nproc", "2", "--backend", "gloo"])
     assert results["largest_difference"] < 1e-9

@@ -417,6 +417,7 @@ def _flat(value):
     return [value]
 
 
+@pytest.mark.slow
 def test_two_gloo_processes_equal_one():
     """Rank 0 and rank 1 hold interleaved users of every group: the groups' means, intervals and
     counts equal one process's, and the per-user rows come in user-id order, as in one process."""

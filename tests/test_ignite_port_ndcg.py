@@ -318,6 +318,7 @@ def test_all_zero_targets_ignore():
         metric.compute()
 
 
+@pytest.mark.slow
 @pytest.mark.usefixtures("distributed")
 class TestDistributed:
     def test_integration(self):

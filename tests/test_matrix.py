@@ -121,6 +121,7 @@ def test_ranked_lists_of_the_whole_catalog(case):
 DISTRIBUTED = [H.Case(variant.name, **row) for variant in H.VARIANTS.values() for row in H.each_value(variant.axes)]
 
 
+@pytest.mark.slow
 def test_distributed_matrix():
     """Each of 2 gloo processes holds half of the users: every process returns the values of one
     process over all users (compute, per_user rows gathered in rank order, confidence interval),

@@ -328,6 +328,7 @@ def _worker(local_rank, folder):
         json.dump(_results(_shares()[rank]), handle)
 
 
+@pytest.mark.slow
 def test_two_gloo_processes_equal_one():
     shares = _shares()
     expected = _results(shares[0] + shares[1])

@@ -111,6 +111,7 @@ def test_pieces_change_no_result(monkeypatch, options):
     assert all(result == results[0] for result in results[1:])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("cache", [1 << 20, 64 << 20])
 def test_operation_count_is_bounded_and_does_not_grow_with_the_batch(monkeypatch, cache):
     """An update of the six metrics at six cut-offs takes at most 150 top-level operations at

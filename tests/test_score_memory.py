@@ -301,6 +301,7 @@ for name, metric in [("AUC", R.AUC()), ("LogLoss", R.LogLoss()), ("MAE", R.MAE()
 """
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not os.access("/proc/self/clear_refs", os.W_OK), reason="needs Linux's peak-RSS reset")
 def test_peak_memory_of_one_update_within_one_float32_copy():
     """Peak extra resident memory of one update (inputs already allocated) at most one (B, N)
