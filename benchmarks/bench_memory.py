@@ -108,7 +108,8 @@ def main(argv=None):
     if args.markdown:
         from bench_update import command_line, header_line  # same folder
 
-        lines = [header_line(command_line("benchmarks/bench_memory.py", argv), 1), "",
+        lines = [header_line(command_line("benchmarks/bench_memory.py", argv), 1, "memory does not depend on the load"),
+                 "",
                  f"| metric (B = {args.batch}, N = {args.items:,}) | peak extra memory | of the scores |",
                  "|---|---|---|"]
         lines += [f"| `{name}` | {share * one / 2**20:.1f} MiB | {share:.2f} |" for name, share in report.items()]

@@ -245,11 +245,14 @@ def command_line(script: str, argv) -> str:
     return " ".join(["python", script] + [str(a) for a in arguments])
 
 
-def header_line(command: str, runs: int, note: str = "") -> str:
-    """``date · machine · torch · threads · runs``, then the command: the line above each table."""
+def header_line(command: str, runs: int, note: str = "", load_average=None) -> str:
+    """``date, machine, torch, threads, runs, load``, then the command: the line above each table.
+    ``load_average``: the 1-minute load average when the runs started (how busy the machine was)."""
     machine = f"{platform.machine()}, {os.cpu_count()} cores"
     runs_text = f"medians of {runs} runs" if runs > 1 else "one run"
     extra = f", {note}" if note else ""
+    if load_average is not None:
+        extra += f", load average {float(load_average):.1f} at the start"
     return (f"{time.strftime('%Y-%m-%d')}, {machine}, torch {torch.__version__}, {torch.get_num_threads()} threads, "
             f"{runs_text}{extra}: `{command}`")
 
@@ -277,7 +280,8 @@ def markdown_tables(runs, command, load=0):
     sizes = list(runs[0]["sizes"])
     ratios = lambda n, name: [r["sizes"][n]["ratio_to_topk"][name] for r in runs]  # noqa: E731
     note = f"{load} busy process{'es' if load > 1 else ''} competing for the cores" if load else ""
-    lines = [header_line(command, len(runs), note), "",
+    start_load = runs[0]["load_average_at_start"][0] if runs[0].get("load_average_at_start") else None
+    lines = [header_line(command, len(runs), note, start_load), "",
              "| items N | `torch.topk(scores, 100)` | `RankingMetrics` | same, bool labels | torch operations | "
              "peak extra memory |", "|---|---|---|---|---|---|"]
     for n in sizes:
@@ -327,7 +331,8 @@ def operations_markdown(counts, command):
         else:
             grid.setdefault(items, {})[int(batch)] = operations
     batches = sorted({b for row in grid.values() for b in row})
-    lines = [header_line(command, 1), "", "| items N | " + " | ".join(f"B = {b:,}" for b in batches) + " |",
+    lines = [header_line(command, 1, "counts do not depend on the machine's load"), "",
+             "| items N | " + " | ".join(f"B = {b:,}" for b in batches) + " |",
              "|---" * (len(batches) + 1) + "|"]
     for items, row in grid.items():
         lines.append(f"| {items} | " + " | ".join(f"{row[b]}" if b in row else "" for b in batches) + " |")
