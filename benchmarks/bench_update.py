@@ -281,9 +281,10 @@ def markdown_tables(runs, command, load=0):
     ratios = lambda n, name: [r["sizes"][n]["ratio_to_topk"][name] for r in runs]  # noqa: E731
     note = f"{load} busy process{'es' if load > 1 else ''} competing for the cores" if load else ""
     start_load = runs[0]["load_average_at_start"][0] if runs[0].get("load_average_at_start") else None
+    with_memory = any(runs[0]["sizes"][n]["memory"] for n in sizes)
     lines = [header_line(command, len(runs), note, start_load), "",
-             "| items N | `torch.topk(scores, 100)` | `RankingMetrics` | same, bool labels | torch operations | "
-             "peak extra memory |", "|---|---|---|---|---|---|"]
+             "| items N | `torch.topk(scores, 100)` | `RankingMetrics` | same, bool labels | torch operations |"
+             + (" peak extra memory |" if with_memory else ""), "|---" * (6 if with_memory else 5) + "|"]
     for n in sizes:
         first = runs[0]["sizes"][n]
         mem = first["memory"]
@@ -293,8 +294,8 @@ def markdown_tables(runs, command, load=0):
             memory_cell = f"{mem['peak_extra_bytes'] / 2**20:.1f} MiB ({share:.2f} of the scores)"
         lines.append(f"| {int(n):,} | {_ms([r['sizes'][n]['seconds']['torch.topk(100)'] for r in runs])} | "
                      f"{_ratio(ratios(n, 'RankingMetrics (6 metrics x 6 k)'))} | "
-                     f"{_ratio(ratios(n, 'RankingMetrics, bool labels'))} | {first['ranking_metrics_top_level_ops']} | "
-                     f"{memory_cell} |")
+                     f"{_ratio(ratios(n, 'RankingMetrics, bool labels'))} | {first['ranking_metrics_top_level_ops']} |"
+                     + (f" {memory_cell} |" if with_memory else ""))
     names = ("NDCG", "HitRate", "Recall", "Precision", "MAP", "MRR")
     if names[0] in runs[0]["sizes"][sizes[0]]["ratio_to_topk"]:
         lines += ["", "Each metric alone, time / `torch.topk(scores, 100)` (same runs):", "",
@@ -335,7 +336,7 @@ def operations_markdown(counts, command):
              "| items N | " + " | ".join(f"B = {b:,}" for b in batches) + " |",
              "|---" * (len(batches) + 1) + "|"]
     for items, row in grid.items():
-        lines.append(f"| {items} | " + " | ".join(f"{row[b]}" if b in row else "" for b in batches) + " |")
+        lines.append(f"| {items} | " + " | ".join(f"{row[b]}" if b in row else "—" for b in batches) + " |")
     lines += ["", "| configuration, B = 256, N = 100,000 | torch operations |", "|---|---|"]
     lines += [f"| {configuration} | {operations} |" for configuration, operations in others.items()]
     return "\n".join(lines)
