@@ -91,7 +91,7 @@ def _write_metric_pages(app):
                 has_inputs_page = (ROOT / "inputs.md").exists() and name in ("ItemIds", "RankedItems")
                 page += ["See :doc:`../inputs` for the input forms." if has_inputs_page else "", ""]
             if name in SIDES:  # the page starts with the side of the update tuple the form belongs to
-                page[2:2] = [SIDES[name], ""]
+                page[3:3] = [SIDES[name], ""]
             _write_if_changed(folder / f"{name}.rst", "\n".join(page))
     _write_if_changed(folder / "index.rst", "\n".join(index))
 
@@ -156,10 +156,9 @@ def _defaults_by_bytes(app, obj, bound_method):
     parameters = []
     for parameter in signature.parameters.values():
         value = nodes.get(parameter.name)
-        if value is not None and value.lineno == value.end_lineno and parameter.default is not parameter.empty:
+        if value is not None and value.lineno == value.end_lineno and hasattr(parameter.default, "name"):
             text = lines[value.lineno - 1][value.col_offset:value.end_col_offset].decode()
-            parameter = parameter.replace(default=type(parameter.default)(text) if hasattr(parameter.default, "name")
-                                          else parameter.default)
+            parameter = parameter.replace(default=type(parameter.default)(text))  # Sphinx's DefaultValue
         parameters.append(parameter)
     try:
         obj.__signature__ = signature.replace(parameters=parameters)
