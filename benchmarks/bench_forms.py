@@ -353,7 +353,7 @@ def _median_ms(values):
 def markdown_tables(runs, command):
     """The Markdown tables of docs/benchmarks.md from the reports of ``runs`` (one per run): each
     cell the median over runs of the run's median, with the range of the runs."""
-    head = header_line(command, len(runs), load_average=runs[0]["load_start"].split()[0])
+    head = header_line(command, len(runs), load_averages=[run["load_start"].split()[0] for run in runs])
     tables = []
     if "sparse" in runs[0]:
         first = runs[0]["sparse"]

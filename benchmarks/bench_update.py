@@ -245,20 +245,22 @@ def command_line(script: str, argv) -> str:
     return " ".join(["python", script] + [str(a) for a in arguments])
 
 
-def header_line(command: str, runs: int, note: str = "", load_average=None) -> str:
+def header_line(command: str, runs: int, note: str = "", load_averages=()) -> str:
     """``date, machine, torch, threads, runs, load``, then the command: the line above each table.
-    ``load_average``: the 1-minute load average when the runs started (how busy the machine was)."""
+    ``load_averages``: the 1-minute load average when each run started (how busy the machine was)."""
     machine = f"{platform.machine()}, {os.cpu_count()} cores"
     runs_text = f"medians of {runs} runs" if runs > 1 else "one run"
     extra = f", {note}" if note else ""
-    if load_average is not None:
-        extra += f", load average {float(load_average):.1f} at the start"
+    loads = sorted(float(load) for load in load_averages)
+    if loads:
+        span = f"{loads[0]:.1f}" if f"{loads[0]:.1f}" == f"{loads[-1]:.1f}" else f"{loads[0]:.1f}–{loads[-1]:.1f}"
+        extra += f", load average {span} at the start of {'each run' if len(loads) > 1 else 'the run'}"
     return (f"{time.strftime('%Y-%m-%d')}, {machine}, torch {torch.__version__}, {torch.get_num_threads()} threads, "
             f"{runs_text}{extra}: `{command}`")
 
 
 def _number(value):
-    return f"{value:.2f}" if value < 10 else f"{value:.3g}"
+    return f"{value:.2f}" if value < 10 else f"{value:.3g}" if value < 1000 else f"{value:,.0f}"
 
 
 def _ratio(values, unit="x"):
@@ -280,9 +282,9 @@ def markdown_tables(runs, command, load=0):
     sizes = list(runs[0]["sizes"])
     ratios = lambda n, name: [r["sizes"][n]["ratio_to_topk"][name] for r in runs]  # noqa: E731
     note = f"{load} busy process{'es' if load > 1 else ''} competing for the cores" if load else ""
-    start_load = runs[0]["load_average_at_start"][0] if runs[0].get("load_average_at_start") else None
+    loads = [run["load_average_at_start"][0] for run in runs if run.get("load_average_at_start")]
     with_memory = any(runs[0]["sizes"][n]["memory"] for n in sizes)
-    lines = [header_line(command, len(runs), note, start_load), "",
+    lines = [header_line(command, len(runs), note, loads), "",
              "| items N | `torch.topk(scores, 100)` | `RankingMetrics` | same, bool labels | torch operations |"
              + (" peak extra memory |" if with_memory else ""), "|---" * (6 if with_memory else 5) + "|"]
     for n in sizes:
