@@ -27,6 +27,7 @@ torch.profiler per-op breakdown of one update of each form.
 
     python benchmarks/bench_forms.py [--sections sparse ranked exclude] [--threads 1] [--rounds 7]
                                      [--sparse-batch 256] [--profile] [--out benchmarks/results]
+    python benchmarks/bench_forms.py --runs 3 --markdown   # three runs; the tables of docs/benchmarks.md
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ import warnings
 import numpy as np
 import torch
 
-from bench_update import PEAK_HELPERS  # noqa: E402  (same folder)
+from bench_update import PEAK_HELPERS, _ratio, command_line, header_line  # noqa: E402  (same folder)
 
 TOP_K = [1, 5, 10, 20, 50, 100]
 SIX = ["ndcg", "hit_rate", "recall", "precision", "map", "mrr"]
@@ -344,6 +345,61 @@ def bench_exclude(args):
     return {"batch": batch, "items": items, "rows": rows}
 
 
+def _median_ms(values):
+    value = statistics.median(values) * 1e3
+    return f"{value:.3g} ms" if value < 100 else f"{value:.0f} ms"
+
+
+def markdown_tables(runs, command):
+    """The Markdown tables of docs/benchmarks.md from the reports of ``runs`` (one per run): each
+    cell the median over runs of the run's median, with the range of the runs."""
+    head = header_line(command, len(runs), load_averages=[run["load_start"].split()[0] for run in runs])
+    tables = []
+    if "sparse" in runs[0]:
+        first = runs[0]["sparse"]
+        rows = [run["sparse"]["rows"] for run in runs]
+        lines = [f"| sparse targets, B = {first['batch']}, N = {first['items']:,} | time | ratio |", "|---|---|---|"]
+        for name, label in (("torch.topk(100)", "`torch.topk(scores, 100)`"),
+                            ("RankingMetrics, dense float targets", "update, dense float targets"),
+                            ("RankingMetrics, CSR targets", "update, CSR targets")):
+            ratio = "1" if name == "torch.topk(100)" else _ratio([r[name]["ratio"] for r in rows]) + " `torch.topk`"
+            lines.append(f"| {label} | {_median_ms([r[name]['median_s'] for r in rows])} | {ratio} |")
+        for form in ("dense", "csr"):
+            mem = first["memory"].get(form)
+            if mem:
+                lines.append(f"| peak extra memory, {'CSR' if form == 'csr' else 'dense'} targets | "
+                             f"{mem['peak_extra_bytes'] / 2**20:.1f} MiB | "
+                             f"{mem['peak_extra_bytes'] / mem['one_BxN_float32_bytes']:.3f} of the scores |")
+        tables.append("\n".join(lines))
+    if "ranked" in runs[0]:
+        sizes = [n for n in runs[0]["ranked"] if n != "size_ratio"]
+        lines = ["| `RankedItems` (B = 256, K = 100), CSR targets | " + " | ".join(f"N = {int(n):,}" for n in sizes)
+                 + " |", "|---" * (len(sizes) + 1) + "|"]
+        ours = "RankingMetrics, RankedItems + CSR"
+        lines.append("| update | " + " | ".join(
+            _median_ms([run["ranked"][n]["rows"][ours]["median_s"] for run in runs]) for n in sizes) + " |")
+        for name, label in (("ranx.evaluate (Qrels, Run built)", "ranx `evaluate`, its inputs built, time / ours"),
+                            ("ranx.evaluate (prebuilt)", "ranx `evaluate` alone, time / ours")):
+            lines.append(f"| {label} | " + " | ".join(
+                _ratio([run["ranked"][n]["rows"][name]["ratio"] for run in runs]) for n in sizes) + " |")
+        largest = [max(run["ranked"][n]["agreement"]["largest_abs_difference"] for run in runs) for n in sizes]
+        lines.append("| largest difference to ranx (42 values) | " + " | ".join(f"{d:.1e}" for d in largest) + " |")
+        tables.append("\n".join(lines))
+    if "exclude" in runs[0]:
+        first = runs[0]["exclude"]
+        rows = [run["exclude"]["rows"] for run in runs]
+        lines = [f"| exclusions, B = {first['batch']}, N = {first['items']:,} | time | time / update without |",
+                 "|---|---|---|"]
+        for name, label in (("RankingMetrics, no exclusion", "update without exclusion"),
+                            ("exclude CSR (100 per user)", "100 excluded per user, CSR"),
+                            ("exclude ItemIds (100 per user)", "100 excluded per user, `ItemIds`"),
+                            ("exclude dense bool", "100 excluded per user, dense bool mask")):
+            ratio = "1" if name == "RankingMetrics, no exclusion" else _ratio([r[name]["ratio"] for r in rows])
+            lines.append(f"| {label} | {_median_ms([r[name]['median_s'] for r in rows])} | {ratio} |")
+        tables.append("\n".join(lines))
+    return head + "\n\n" + "\n\n".join(tables)
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sections", nargs="+", default=["sparse", "ranked", "exclude"],
@@ -356,8 +412,14 @@ def main(argv=None):
     parser.add_argument("--exclude-items", type=int, default=100_000)
     parser.add_argument("--excluded-per-user", type=int, default=100)
     parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--runs", type=int, default=1,
+                        help="whole runs, one after the other; the tables give the median of the runs' medians "
+                             "and their range")
     parser.add_argument("--threads", type=int, default=None, help="torch.set_num_threads (and ranx threads)")
     parser.add_argument("--profile", action="store_true", help="torch.profiler breakdown of one update per form")
+    parser.add_argument("--markdown", action="store_true",
+                        help="end with the Markdown tables of docs/benchmarks.md (date, machine, torch and this "
+                             "command in the line above them)")
     parser.add_argument("--out", default="benchmarks/results")
     args = parser.parse_args(argv)
     warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
@@ -371,19 +433,25 @@ def main(argv=None):
             pass
     machine = (f"{platform.machine()} {os.cpu_count()} cores, torch {torch.__version__}, "
                f"{torch.get_num_threads()} threads")
-    start_load = load_average()
-    print(f"machine: {machine}; top_k {TOP_K}; {args.rounds} interleaved rounds; load average at start {start_load}")
-    report = {"machine": machine, "top_k": TOP_K, "rounds": args.rounds, "load_start": start_load}
     sections = {"sparse": bench_sparse, "ranked": bench_ranked, "exclude": bench_exclude}
-    for name in args.sections:
-        report[name] = sections[name](args)
-    report["load_end"] = load_average()
-    print(f"\nload average at end {report['load_end']}")
+    runs = []
+    for _ in range(args.runs):
+        start_load = load_average()
+        print(f"machine: {machine}; top_k {TOP_K}; {args.rounds} interleaved rounds; "
+              f"load average at start {start_load}")
+        report = {"machine": machine, "top_k": TOP_K, "rounds": args.rounds, "load_start": start_load}
+        for name in args.sections:
+            report[name] = sections[name](args)
+        report["load_end"] = load_average()
+        print(f"\nload average at end {report['load_end']}")
+        runs.append(report)
     os.makedirs(args.out, exist_ok=True)
     suffix = f"_threads{args.threads}" if args.threads else ""
     with open(os.path.join(args.out, f"bench_forms{suffix}.json"), "w") as handle:
-        json.dump(report, handle, indent=2, default=str)
-    return report
+        json.dump(runs[0] if len(runs) == 1 else runs, handle, indent=2, default=str)
+    if args.markdown:
+        print("\n" + markdown_tables(runs, command_line("benchmarks/bench_forms.py", argv)))
+    return runs[0] if len(runs) == 1 else runs
 
 
 if __name__ == "__main__":

@@ -9,7 +9,7 @@ fixed at 64 KiB so that every buffer of 64 KiB or more is mapped when allocated 
 when freed (the peak then counts the update's live buffers, not what the allocator kept).
 Linux only. Writes a table to stdout:
 
-    python benchmarks/bench_memory.py [--batch 256] [--items 100000] [--metrics AUC MAE ...]
+    python benchmarks/bench_memory.py [--batch 256] [--items 100000] [--metrics AUC MAE ...] [--markdown]
 """
 
 from __future__ import annotations
@@ -90,6 +90,9 @@ def main(argv=None):
     parser.add_argument("--batch", type=int, default=256)
     parser.add_argument("--items", type=int, default=100_000)
     parser.add_argument("--metrics", nargs="+", default=list(METRICS), choices=list(METRICS))
+    parser.add_argument("--markdown", action="store_true",
+                        help="end with the Markdown table of docs/benchmarks.md (date, machine, torch and this "
+                             "command in the line above it)")
     args = parser.parse_args(argv)
     if not os.path.exists("/proc/self/clear_refs"):
         sys.exit("needs Linux (/proc/self/clear_refs)")
@@ -102,6 +105,15 @@ def main(argv=None):
         extra = peak_extra(name, args.batch, args.items)
         report[name] = extra / one
         print(f"  {name:<20} {extra / 2**20:>8.1f} MiB {extra / one:>12.2f}", flush=True)
+    if args.markdown:
+        from bench_update import command_line, header_line  # same folder
+
+        lines = [header_line(command_line("benchmarks/bench_memory.py", argv), 1, "memory does not depend on the load"),
+                 "",
+                 f"| metric (B = {args.batch}, N = {args.items:,}) | peak extra memory | of the scores |",
+                 "|---|---|---|"]
+        lines += [f"| `{name}` | {share * one / 2**20:.1f} MiB | {share:.2f} |" for name, share in report.items()]
+        print("\n" + "\n".join(lines))
     return report
 
 

@@ -10,6 +10,7 @@ counter) and its growth over 20 updates. Writes a table to stdout, JSON and a PN
     python benchmarks/bench_update.py [--sizes 1000 10000 100000 1000000] [--batch 256] [--out benchmarks/results]
     python benchmarks/bench_update.py --load 1 --only-ours   # with one busy process competing for the cores
     python benchmarks/bench_update.py --operations           # operations per update at every batch size and N
+    python benchmarks/bench_update.py --runs 3 --markdown    # three runs; the tables of docs/benchmarks.md
 
 ``--load L`` starts L busy processes (each a pure-Python spin loop on one core, not pinned) before
 the timings and stops them after, so every candidate runs under the same load.
@@ -18,6 +19,7 @@ the timings and stops them after, so every candidate runs under the same load.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import platform
@@ -237,27 +239,114 @@ def memory(batch, items):
             "one_BxN_float32_bytes": one_temporary, "torch_topk_peak_extra_bytes": topk}
 
 
-def main(argv=None):
-    parser = argparse.ArgumentParser(description="Benchmark metric updates against peers.")
-    parser.add_argument("--sizes", type=int, nargs="+", default=[1_000, 10_000, 100_000, 1_000_000])
-    parser.add_argument("--batch", type=int, default=256)
-    parser.add_argument("--repeats", type=int, default=11, help="rounds; the medians of 11 move less between runs on a shared machine than those of 7")
-    parser.add_argument("--out", default="benchmarks/results")
-    parser.add_argument("--load", type=int, default=0, help="busy processes competing for the cores during the timings")
-    parser.add_argument("--only-ours", action="store_true", help="time torch.topk and RankingMetrics only")
-    parser.add_argument("--no-memory", action="store_true", help="skip the peak-memory probe")
-    parser.add_argument("--operations", action="store_true",
-                        help="only count the top-level operations of one update at every batch size and N, and of "
-                             "other configurations (no timings)")
-    args = parser.parse_args(argv)
-    os.makedirs(args.out, exist_ok=True)
-    if args.operations:
-        counts = operation_sweep(args.sizes)
-        for label, operations in counts.items():
-            print(f"  {label:<45} {operations:>5} top-level torch operations")
-        with open(os.path.join(args.out, "bench_operations.json"), "w") as handle:
-            json.dump(counts, handle, indent=2)
-        return counts
+def command_line(script: str, argv) -> str:
+    """The command that reproduces a run, for the header line of its Markdown tables."""
+    arguments = sys.argv[1:] if argv is None else list(argv)
+    return " ".join(["python", script] + [str(a) for a in arguments])
+
+
+def header_line(command: str, runs: int, note: str = "", load_averages=()) -> str:
+    """``date, machine, torch, threads, runs, load``, then the command: the line above each table.
+    ``load_averages``: the 1-minute load average when each run started (how busy the machine was)."""
+    machine = f"{platform.machine()}, {os.cpu_count()} cores"
+    runs_text = f"medians of {runs} runs" if runs > 1 else "one run"
+    extra = f", {note}" if note else ""
+    loads = sorted(float(load) for load in load_averages)
+    if loads:
+        span = f"{loads[0]:.1f}" if f"{loads[0]:.1f}" == f"{loads[-1]:.1f}" else f"{loads[0]:.1f}–{loads[-1]:.1f}"
+        extra += f", load average {span} at the start of {'each run' if len(loads) > 1 else 'the run'}"
+    return (f"{time.strftime('%Y-%m-%d')}, {machine}, torch {torch.__version__}, {torch.get_num_threads()} threads, "
+            f"{runs_text}{extra}: `{command}`")
+
+
+def _number(value):
+    return f"{value:.2f}" if value < 10 else f"{value:.3g}" if value < 1000 else f"{value:,.0f}"
+
+
+def _ratio(values, unit="x"):
+    """``0.93x`` for one run, ``0.93x (0.91–0.95)`` for several: the median of the runs and their range."""
+    middle = statistics.median(values)
+    if len(values) == 1 or _number(min(values)) == _number(max(values)):
+        return f"{_number(middle)}{unit}"
+    return f"{_number(middle)}{unit} ({_number(min(values))}–{_number(max(values))})"
+
+
+def _ms(seconds):
+    value = statistics.median(seconds) * 1e3
+    return f"{value:.3g} ms" if value < 100 else f"{value:.0f} ms"
+
+
+def markdown_tables(runs, command, load=0):
+    """The Markdown tables of the Benchmarks page from the reports of ``runs`` (one per run; each
+    cell the median over runs of the run's median ratio, with the range of the runs)."""
+    sizes = list(runs[0]["sizes"])
+    ratios = lambda n, name: [r["sizes"][n]["ratio_to_topk"][name] for r in runs]  # noqa: E731
+    note = f"{load} busy process{'es' if load > 1 else ''} competing for the cores" if load else ""
+    loads = [run["load_average_at_start"][0] for run in runs if run.get("load_average_at_start")]
+    with_memory = any(runs[0]["sizes"][n]["memory"] for n in sizes)
+    lines = [header_line(command, len(runs), note, loads), "",
+             "| items N | `torch.topk(scores, 100)` | `RankingMetrics` | same, bool labels | torch operations |"
+             + (" peak extra memory |" if with_memory else ""), "|---" * (6 if with_memory else 5) + "|"]
+    for n in sizes:
+        first = runs[0]["sizes"][n]
+        mem = first["memory"]
+        memory_cell = ""
+        if mem:
+            share = mem["peak_extra_bytes"] / mem["one_BxN_float32_bytes"]
+            memory_cell = f"{mem['peak_extra_bytes'] / 2**20:.1f} MiB ({share:.2f} of the scores)"
+        lines.append(f"| {int(n):,} | {_ms([r['sizes'][n]['seconds']['torch.topk(100)'] for r in runs])} | "
+                     f"{_ratio(ratios(n, 'RankingMetrics (6 metrics x 6 k)'))} | "
+                     f"{_ratio(ratios(n, 'RankingMetrics, bool labels'))} | {first['ranking_metrics_top_level_ops']} |"
+                     + (f" {memory_cell} |" if with_memory else ""))
+    names = ("NDCG", "HitRate", "Recall", "Precision", "MAP", "MRR")
+    if names[0] in runs[0]["sizes"][sizes[0]]["ratio_to_topk"]:
+        lines += ["", "Each metric alone, time / `torch.topk(scores, 100)` (same runs):", "",
+                  "| items N | " + " | ".join(f"`{name}`" for name in names) + " |", "|---" * (len(names) + 1) + "|"]
+        for n in sizes:
+            lines.append(f"| {int(n):,} | " + " | ".join(_ratio(ratios(n, name)) for name in names) + " |")
+        peers = [("ignite NDCG", "ignite `NDCG`"), ("ignite HitRate", "ignite `HitRate`"),
+                 ("torchmetrics NDCG (update+compute)", "torchmetrics NDCG"),
+                 ("ranx (top-100 run, inputs built)", "ranx")]
+        lines += ["", "Other libraries, time / `torch.topk(scores, 100)` (same runs; our `NDCG` for scale):", "",
+                  "| items N | our `NDCG` | " + " | ".join(label for _, label in peers)
+                  + " | ignite `NDCG` time / ours |",
+                  "|---" * (len(peers) + 3) + "|"]
+        for n in sizes:
+            cells = []
+            for key, _ in peers:
+                values = [r["sizes"][n]["ratio_to_topk"].get(key) for r in runs]
+                cells.append("(skipped)" if None in values else _ratio(values))
+            speedup = [r["sizes"][n]["seconds"]["ignite NDCG"] / r["sizes"][n]["seconds"]["NDCG"] for r in runs]
+            lines.append(f"| {int(n):,} | {_ratio(ratios(n, 'NDCG'))} | " + " | ".join(cells)
+                         + f" | {_ratio(speedup)} |")
+    return "\n".join(lines)
+
+
+def operations_markdown(counts, command):
+    """The operation counts as two Markdown tables: the six metrics at every (B, N), then the other
+    configurations at 256 x 100k."""
+    grid, others = {}, {}
+    for label, operations in counts.items():
+        shape, _, configuration = label.partition(", ")
+        batch, items = (part.split("=")[1] for part in shape.split())
+        if configuration:
+            others[configuration] = operations
+        else:
+            grid.setdefault(items, {})[int(batch)] = operations
+    batches = sorted({b for row in grid.values() for b in row})
+    lines = [header_line(command, 1, "counts do not depend on the machine's load"), "",
+             "| items N | " + " | ".join(f"B = {b:,}" for b in batches) + " |",
+             "|---" * (len(batches) + 1) + "|"]
+    for items, row in grid.items():
+        lines.append(f"| {items} | " + " | ".join(f"{row[b]}" if b in row else "—" for b in batches) + " |")
+    lines += ["", "| configuration, B = 256, N = 100,000 | torch operations |", "|---|---|"]
+    lines += [f"| {configuration} | {operations} |" for configuration, operations in others.items()]
+    return "\n".join(lines)
+
+
+def measure(args, with_memory=True):
+    """One run: every candidate at every size; returns the report (also printed as text)."""
+    import ignite_recsys as R
 
     machine = f"{platform.machine()} {platform.processor() or ''} {os.cpu_count()} cores, torch {torch.__version__}, {torch.get_num_threads()} threads"
     load_average = os.getloadavg() if hasattr(os, "getloadavg") else None
@@ -268,11 +357,9 @@ def main(argv=None):
     for items in args.sizes:
         scores, labels = make_data(args.batch, items)
         all_candidates = candidates(scores, labels, items, only_ours=args.only_ours)
-        import ignite_recsys as R
-
         counted = R.RankingMetrics(TOP_K, metrics=SIX)
         counted.update((scores, labels))  # warm: constants and buffers are made once
-        operations = top_level_ops(lambda metric=counted, batch=(scores, labels): metric.update(batch))
+        operations = top_level_ops(functools.partial(counted.update, (scores, labels)))
         del counted
         slow = {name: fn for name, fn in all_candidates.items()
                 if name.startswith(("ignite NDCG", "torchmetrics")) and items >= 100_000}
@@ -287,7 +374,7 @@ def main(argv=None):
             per_round = ([v / b for v, b in zip(values, times["torch.topk(100)"])] if len(values) == args.repeats
                          else [v / base for v in values])
             ratios[name] = (statistics.median(per_round), min(per_round), max(per_round))
-        mem = None if args.no_memory else memory(args.batch, items)
+        mem = memory(args.batch, items) if with_memory and not args.no_memory else None
         report["sizes"][items] = {
             "seconds": rows, "ratio_to_topk": {k: v[0] for k, v in ratios.items()},
             "ratio_spread": {k: v[1:] for k, v in ratios.items()}, "ranking_metrics_top_level_ops": operations,
@@ -303,9 +390,46 @@ def main(argv=None):
                   f"{mem['torch_topk_peak_extra_bytes'] / 2**20:.1f} MiB); "
                   f"growth over 20 updates: {mem['growth_over_20_updates_bytes'] / 2**20:.1f} MiB")
         del scores, labels
+    return report
 
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description="Benchmark metric updates against peers.")
+    parser.add_argument("--sizes", type=int, nargs="+", default=[1_000, 10_000, 100_000, 1_000_000])
+    parser.add_argument("--batch", type=int, default=256)
+    parser.add_argument("--repeats", type=int, default=11, help="rounds; the medians of 11 move less between runs on a shared machine than those of 7")
+    parser.add_argument("--runs", type=int, default=1,
+                        help="whole runs, one after the other; the tables give the median of the runs' medians "
+                             "and their range")
+    parser.add_argument("--out", default="benchmarks/results")
+    parser.add_argument("--load", type=int, default=0, help="busy processes competing for the cores during the timings")
+    parser.add_argument("--only-ours", action="store_true", help="time torch.topk and RankingMetrics only")
+    parser.add_argument("--no-memory", action="store_true", help="skip the peak-memory probe")
+    parser.add_argument("--operations", action="store_true",
+                        help="only count the top-level operations of one update at every batch size and N, and of "
+                             "other configurations (no timings)")
+    parser.add_argument("--markdown", action="store_true",
+                        help="end with the Markdown tables of docs/benchmarks.md (date, machine, torch and this "
+                             "command in the line above them)")
+    args = parser.parse_args(argv)
+    os.makedirs(args.out, exist_ok=True)
+    command = command_line("benchmarks/bench_update.py", argv)
+    if args.operations:
+        counts = operation_sweep(args.sizes)
+        for label, operations in counts.items():
+            print(f"  {label:<45} {operations:>5} top-level torch operations")
+        with open(os.path.join(args.out, "bench_operations.json"), "w") as handle:
+            json.dump(counts, handle, indent=2)
+        if args.markdown:
+            print("\n" + operations_markdown(counts, command))
+        return counts
+
+    runs = [measure(args, with_memory=run == 0) for run in range(args.runs)]
+    report = runs[0] if len(runs) == 1 else {**runs[0], "runs": runs}
     with open(os.path.join(args.out, "bench_update.json"), "w") as handle:
         json.dump(report, handle, indent=2)
+    if args.markdown:
+        print("\n" + markdown_tables(runs, command, args.load))
     try:
         import matplotlib
 

@@ -5,8 +5,11 @@ The per-metric reference pages are written at build time (into ``docs/api/``, no
 the library convention it matches) and its methods.
 """
 
+import ast
+import inspect
 import pathlib
 import sys
+import textwrap
 
 ROOT = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT.parent))
@@ -19,7 +22,10 @@ project = "ignite_recsys"
 author = "the ignite_recsys developers"
 copyright = "the ignite_recsys developers"
 release = ignite_recsys.__version__
-extensions = ["sphinx.ext.autodoc", "sphinx.ext.napoleon", "sphinx.ext.mathjax", "myst_parser"]
+# MathJax from the sphinx-mathjax-offline package (copied into _static/mathjax), not from a CDN:
+# the formulas render without network access.
+extensions = ["sphinx.ext.autodoc", "sphinx.ext.napoleon", "sphinx.ext.mathjax", "sphinx-mathjax-offline",
+              "myst_parser"]
 source_suffix = {".rst": "restructuredtext", ".md": "markdown"}
 myst_enable_extensions = ["dollarmath"]
 exclude_patterns = ["_build"]
@@ -29,7 +35,9 @@ autodoc_preserve_defaults = True
 autodoc_inherit_docstrings = False
 napoleon_google_docstring = True
 html_theme = "alabaster"
-html_theme_options = {"page_width": "1180px", "sidebar_width": "240px"}
+html_theme_options = {"page_width": "1240px", "sidebar_width": "220px", "body_max_width": "none"}
+html_static_path = ["_static"]
+html_css_files = ["custom.css"]  # code blocks, tables and formulas stay within the text column
 nitpicky = False
 
 GROUPS = {
@@ -42,6 +50,15 @@ GROUPS = {
                                     "InputWarning"],
     "Statistics": ["PairedTestResult", "Report", "Paired"],
     "Files and data frames": ["Interactions", "IdMap", "EvaluationResult"],
+}
+
+# The first sentence of the pages of the input forms: which side of ``update((y_pred, y[, exclude]))``.
+SIDES = {
+    "ItemIds": "``ItemIds`` goes on the ``y`` side of the update tuple: the targets (each user's relevant "
+               "items), or the third element, ``exclude`` (the items to leave out of the ranking), as padded "
+               "item ids.",
+    "RankedItems": "``RankedItems`` goes on the ``y_pred`` side of the update tuple: the predictions, as "
+                   "each user's ranked item ids, best first.",
 }
 
 
@@ -78,6 +95,8 @@ def _write_metric_pages(app):
             else:
                 has_inputs_page = (ROOT / "inputs.md").exists() and name in ("ItemIds", "RankedItems")
                 page += ["See :doc:`../inputs` for the input forms." if has_inputs_page else "", ""]
+            if name in SIDES:  # the page starts with the side of the update tuple the form belongs to
+                page[3:3] = [SIDES[name], ""]
             _write_if_changed(folder / f"{name}.rst", "\n".join(page))
     _write_if_changed(folder / "index.rst", "\n".join(index))
 
@@ -119,6 +138,42 @@ def _write_if_changed(path, text):
         path.write_text(text)
 
 
+def _defaults_by_bytes(app, obj, bound_method):
+    """Sphinx's ``autodoc_preserve_defaults`` cuts each default's source text by the AST's column
+    offsets, which count UTF-8 bytes, not characters: on a line with a non-ASCII character before
+    or in a default (``Report.caption(dagger="†", ...)``) the text comes out shifted and mangled.
+    Runs after Sphinx's own handler and reads those defaults again, by bytes."""
+    function = getattr(obj, "__func__", obj)
+    signature = getattr(obj, "__signature__", None) or getattr(function, "__signature__", None)
+    try:
+        source = textwrap.dedent(inspect.getsource(function))
+    except (OSError, TypeError):
+        return
+    if signature is None or source.isascii():
+        return
+    node = ast.parse(source).body[0]
+    if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return
+    lines = [line.encode() for line in source.splitlines()]
+    kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    positional = [p.name for p in signature.parameters.values() if p.kind in kinds and p.default is not p.empty]
+    keyword = [p.name for p in signature.parameters.values() if p.kind is inspect.Parameter.KEYWORD_ONLY]
+    nodes = dict(zip(positional, node.args.defaults[-len(positional):] if positional else []))
+    nodes.update({name: value for name, value in zip(keyword, node.args.kw_defaults) if value is not None})
+    parameters = []
+    for parameter in signature.parameters.values():
+        value = nodes.get(parameter.name)
+        if value is not None and value.lineno == value.end_lineno and hasattr(parameter.default, "name"):
+            text = lines[value.lineno - 1][value.col_offset:value.end_col_offset].decode()
+            parameter = parameter.replace(default=type(parameter.default)(text))  # Sphinx's DefaultValue
+        parameters.append(parameter)
+    try:
+        obj.__signature__ = signature.replace(parameters=parameters)
+    except AttributeError:
+        function.__signature__ = signature.replace(parameters=parameters)
+
+
 def setup(app):
+    app.connect("autodoc-before-process-signature", _defaults_by_bytes)
     app.connect("builder-inited", _write_metric_pages)
     app.connect("builder-inited", _write_registry_page)

@@ -30,7 +30,10 @@ def evaluate(model_scores, split: data.Split, batch_size):
     """An Ignite evaluator over user batches; returns engine.state.metrics."""
     # each batch: (scores, test items as sparse CSR, training items to exclude as sparse CSR)
     evaluator = Engine(lambda engine, users: split.evaluation_batch(model_scores, users))
-    RankingMetrics(TOP_K).attach(evaluator, "ranking")
+    # ties="average": the popularity baseline gives many items the same count, and nothing orders
+    # them, so each tied order counts equally (the expected value). The taste model's scores do not
+    # tie, and for them the result is the same as with the default tie rule.
+    RankingMetrics(TOP_K, ties="average").attach(evaluator, "ranking")
     ItemCoverage(TOP_K).attach(evaluator, "coverage")
     GiniIndex(TOP_K).attach(evaluator, "gini")
     AveragePopularity(TOP_K, split.item_popularity).attach(evaluator, "avg_popularity")

@@ -28,7 +28,10 @@ NAMES = {"ndcg": "NDCG@k", "recall": "Recall@k"}
 
 def curves(score_users, split, top_k, level=0.95):
     """{"ndcg": [value per k], "ndcg_interval": [(low, high) per k], ...}"""
-    metric = RankingMetrics(top_k, metrics=list(NAMES))
+    # ties="average": the popularity baseline gives many items the same count, and nothing orders
+    # them, so each tied order counts equally (the expected value); untied scores (matrix
+    # factorisation) give the same values as the default tie rule.
+    metric = RankingMetrics(top_k, metrics=list(NAMES), ties="average")
     with torch.no_grad():
         for batch in split.batches(score_users):
             metric.update(batch)

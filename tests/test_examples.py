@@ -12,6 +12,9 @@ sys.path.insert(0, str(EXAMPLES))  # the examples import their data and model he
 
 import data  # noqa: E402
 
+# A first run prints no warning: the examples break their ties or say why they average over them.
+pytestmark = pytest.mark.filterwarnings("error::UserWarning")
+
 
 def _load(name):
     """Import an example as a module (by name, so spawned processes can import it too)."""
