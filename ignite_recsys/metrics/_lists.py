@@ -177,8 +177,9 @@ def relevant_at(batch: RankingInput, order: torch.Tensor, threshold: float) -> t
         labels = batch.labels
         relevance = Relevance.of(threshold, labels.dtype)
         top = labels.gather(1, order.clamp(min=0, max=labels.shape[1] - 1))
-        has_relevant = relevance.mask(labels).any(1)
-        label_nan = any_nan(labels.amax(1)) if labels.is_floating_point() else any_nan(labels)
+        # one pass: a user has a relevant item iff its largest label is relevant; a NaN label makes it NaN
+        highest = labels.any(1) if labels.dtype == torch.bool else labels.amax(1)
+        has_relevant, label_nan = relevance.mask(highest), any_nan(highest)
     else:
         table = batch.targets
         relevance = Relevance.of(threshold, table.values.dtype)
@@ -221,9 +222,9 @@ def history_mask(batch: RankingInput) -> Optional[torch.Tensor]:
     return mask[: batch.num_users]
 
 
-def relevant_sums(batch: RankingInput, threshold: float, matrix: torch.Tensor) -> torch.Tensor:
-    """(batch, width): over each user's relevant items outside its history (each item once), the
-    sum of their ``matrix`` (num_items, width) rows."""
+def relevant_counts(batch: RankingInput, threshold: float, membership: torch.Tensor) -> torch.Tensor:
+    """(batch, groups) float64: each user's relevant items outside its history (each item once)
+    in each group of the 0/1 ``membership`` (num_items, groups) matrix."""
     num_users, num_items = batch.num_users, batch.num_items
     if batch.labels is not None:
         labels = batch.labels
@@ -231,7 +232,10 @@ def relevant_sums(batch: RankingInput, threshold: float, matrix: torch.Tensor) -
         history = history_mask(batch)
         if history is not None:
             relevant = relevant & ~history
-        return relevant.to(torch.float64) @ matrix
+        # counts of 0/1 products: exact in float32 below 2**24 items
+        wide = torch.float32 if num_items < (1 << 24) else torch.float64
+        return (relevant.to(wide) @ membership.to(wide)).to(torch.float64)
+    matrix = membership
     table = batch.targets
     users = table.users.clamp(max=num_users)
     items = (table.keys & _ITEM_MASK).clamp(max=num_items - 1)

@@ -50,16 +50,19 @@ class IntraListDiversity(ListMean):
         top_k: the cut-offs.
         item_features: (num_items, d) tensor, one row of features (or an embedding) per item,
             copied once as float64; only the rows of the listed items are read in an update.
-        distance: ``"cosine"`` (default): :math:`1 - x \cdot y / (\lVert x\rVert \lVert y\rVert)`,
-            clipped to [0, 2]; an all-zero row has similarity 0 with every item (distance 1), as
-            scikit-learn's ``cosine_distances``. ``"hamming"``: the number of features that differ
+        distance: ``"cosine"`` (default): :math:`1 - x \cdot y / (\lVert x\rVert \lVert y\rVert)`;
+            an all-zero row has similarity 0 with every item (distance 1), as scikit-learn's
+            ``cosine_distances``. ``"hamming"``: the number of features that differ
             (RecTools' ``PairwiseHammingDistanceCalculator``: a count, not a fraction). Or a
             callable taking the features of each user's list, a float64 (batch, k, d) tensor, and
             returning the pairwise distances (batch, k, k) (only the entries i < j of listed
             items are read; past a user's list the rows hold item 0's features).
 
-    ``compute()`` returns a list in ascending k order; per user the values of every cut-off
-    come from one (batch, k, k) distance matrix.
+    Cost: cosine and Hamming distances of 0/1 features are summed from running sums of the
+    listed items' features, :math:`\sum_{i<j} x_i \cdot x_j = (\lVert \sum_i x_i\rVert^2 -
+    \sum_i \lVert x_i\rVert^2)/2`: O(batch · k · d), no pairwise matrix. Hamming distances of
+    other features and a callable form the (batch, k, k) matrix (Hamming: O(batch · k² · d)).
+    ``compute()`` returns a list in ascending k order.
 
     >>> import torch
     >>> from ignite_recsys import IntraListDiversity
@@ -108,15 +111,34 @@ class IntraListDiversity(ListMean):
     def _catalog_size(self) -> int:
         return self.item_features.shape[0]
 
-    def _pairwise(self, features: torch.Tensor) -> tuple:
-        """(batch, depth, depth) distances of the listed items' features, and value checks."""
-        if self.distance == "cosine":
-            return (1.0 - features @ features.transpose(1, 2)).clamp(0.0, 2.0), {}
+    def _pair_sums(self, features: torch.Tensor, listed: torch.Tensor, n: torch.Tensor) -> tuple:
+        r"""(batch, len(top_k)) the sum of the distances over the pairs i < j of the first n listed
+        positions at each cut-off, and value checks. Cosine and binary Hamming distances come from
+        the running sums of the features, with no pairwise matrix:
+        :math:`\sum_{i<j} x_i \cdot x_j = (\lVert \sum_i x_i \rVert^2 - \sum_i \lVert x_i \rVert^2) / 2`."""
+        if self.distance == "cosine" or (self.distance == "hamming" and self._binary):
+            x = features * listed.unsqueeze(2)  # (batch, depth, d); unit rows (cosine) or 0/1 rows
+            squares = at_cutoffs((x * x).sum(2), self.top_k)  # sum of |x_i|^2 (0/1 rows: |x_i|_1)
+            totals = at_cutoffs(x, self.top_k)  # (batch, len(top_k), d)
+            dots = ((totals * totals).sum(2) - squares) / 2  # sum over pairs of x_i . x_j
+            if self.distance == "cosine":  # 1 - x_i . x_j
+                return n * (n - 1) / 2 - dots, {}
+            return (n - 1) * squares - 2 * dots, {}  # |x_i| + |x_j| - 2 x_i . x_j
+        depth = features.shape[1]
         if self.distance == "hamming":
-            if self._binary:  # 0/1 features: |x| + |y| - 2 x.y
-                ones = features.sum(2)
-                return ones.unsqueeze(2) + ones.unsqueeze(1) - 2.0 * (features @ features.transpose(1, 2)), {}
-            return (features.unsqueeze(2) != features.unsqueeze(1)).sum(3, dtype=torch.float64), {}
+            distances = (features.unsqueeze(2) != features.unsqueeze(1)).sum(3, dtype=torch.float64)
+        else:
+            distances = self._called(features)
+        upper = torch.ones(depth, depth, dtype=torch.bool, device=features.device).triu(1)
+        counted = torch.where(listed.unsqueeze(2) & listed.unsqueeze(1) & upper, distances, 0.0)
+        checks = {}
+        if callable(self.distance):
+            checks["distance returned NaN for a pair of listed items"] = any_nan(counted)
+        # the pairs (i, j), i < j, of the first n positions are those of the columns j < n
+        return at_cutoffs(counted.sum(1), self.top_k), checks
+
+    def _called(self, features: torch.Tensor) -> torch.Tensor:
+        """The distances (batch, depth, depth) of a callable ``distance``, checked."""
         distances = self.distance(features)
         expected = (features.shape[0], features.shape[1], features.shape[1])
         if not isinstance(distances, torch.Tensor):
@@ -131,21 +153,13 @@ class IntraListDiversity(ListMean):
                 f"distance must return real distances on {features.device}, got dtype {distances.dtype} on "
                 f"{distances.device}"
             )
-        return distances.detach().to(torch.float64), {}
+        return distances.detach().to(torch.float64)
 
     def _list_values(self, batch: RankingInput, order: torch.Tensor) -> tuple:
         listed = order >= 0
-        depth = order.shape[1]
-        features = self._copies.get("features", order.device)
-        distances, checks = self._pairwise(at_items(features, order))  # (batch, depth, depth)
-        upper = torch.ones(depth, depth, dtype=torch.bool, device=order.device).triu(1)
-        pairs = listed.unsqueeze(2) & listed.unsqueeze(1) & upper
-        counted = torch.where(pairs, distances, 0.0)
-        if callable(self.distance):
-            checks = {"distance returned NaN for a pair of listed items": any_nan(counted)}
-        # the pairs (i, j), i < j, of the first n positions are those of the columns j < n
-        sums = at_cutoffs(counted.sum(1), self.top_k)
         n = list_lengths(listed, self.top_k)
+        features = at_items(self._copies.get("features", order.device), order)  # (batch, depth, d)
+        sums, checks = self._pair_sums(features, listed, n)
         num_pairs = n * (n - 1) / 2
         values = torch.where(num_pairs > 0, sums / num_pairs.clamp(min=1), 0.0)
         return values, listed[:, 0].to(torch.float64), checks

@@ -25,7 +25,7 @@ from ._lists import (
     history_sums,
     rank_weight_values,
     relevant_at,
-    relevant_sums,
+    relevant_counts,
 )
 from ._state import BatchTotals, StatefulMetric, _identity
 from ._users import UserRows
@@ -292,7 +292,7 @@ class PopREO(_PopularityParity):
 
     def _counted_slots(self, batch, order, groups):
         relevant, _, checks = relevant_at(batch, order, self.relevance_threshold)
-        return relevant, relevant_sums(batch, self.relevance_threshold, groups).sum(0), checks
+        return relevant, relevant_counts(batch, self.relevance_threshold, groups).sum(0), checks
 
 
 class ExposureGini(CatalogCounts):
