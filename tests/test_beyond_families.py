@@ -444,24 +444,31 @@ def test_aplt_of_elliot_and_tail_items():
 
 
 def test_elliot_hand_worked_case():
-    """tests/peers/test_hand_worked.py's case: counts (3, 2, 1, 0, 0), 4 training users, lists at
-    k = 3 [0, 2, 3], [1, 4], [0, 1, 2], relevant {2, 3}, {1, 3}, {}, histories {0, 1}, {0}, {2}."""
+    """The training data of tests/peers/test_hand_worked.py: counts (3, 2, 1, 0, 0), 4 training
+    users, histories {0, 1}, {0}, {2}, relevant {2, 3}, {1, 3}, {}; the lists at k = 3 leave the
+    history out, as the ranking with the history excluded does: [2, 3, 4], [1, 4], [0, 1, 3]."""
     counts = torch.tensor([3.0, 2, 1, 0, 0])
-    lists = R.RankedItems(torch.tensor([[0, 2, 3], [1, 4, -1], [0, 1, 2]]))
+    ids = [[2, 3, 4], [1, 4], [0, 1, 3]]
+    lists = R.RankedItems(torch.tensor([[2, 3, 4], [1, 4, -1], [0, 1, 3]]))
     relevance = torch.tensor([[0.0, 0, 1, 1, 0], [0, 1, 0, 1, 0], [0, 0, 0, 0, 0]])
     history = R.ItemIds(torch.tensor([[0, 1], [0, -1], [2, -1]]))
     log3 = math.log2(3)
     epc = R.EPC(3, counts, 4)
-    epc.update((lists, relevance))
-    want_a = (0.75 / log3 + 1.0 / 2) / (1 + 1 / log3 + 1 / 2)
-    want_b = (0.5 / 1) / (1 + 1 / log3)
+    epc.update((lists, relevance, history))
+    want_a = (0.75 / 1 + 1.0 / log3) / (1 + 1 / log3 + 1 / 2)  # items 2 (1 - 1/4) and 3 (unseen: 1) relevant
+    want_b = (0.5 / 1) / (1 + 1 / log3)  # item 1 (1 - 2/4) relevant; user C has no relevant item
     assert epc.compute() == pytest.approx([(want_a + want_b) / 2], abs=1e-12)
     rsp, reo = R.PopRSP(3, counts), R.PopREO(3, counts)
     for metric in (rsp, reo):
-        metric.update((R.RankedItems(torch.tensor([[0, 2, 3], [1, 4, -1], [0, 1, 2]])), relevance, history))
-    a, b = 4 / 3, 4 / 8
-    assert rsp.compute() == pytest.approx([abs(a - b) / (a + b)], abs=1e-12)
-    assert reo.compute() == pytest.approx([0.2], abs=1e-12)
+        metric.update((lists, relevance, history))
+    head, tail = 3 / 3, 5 / 8  # recommended head 0+1+2 of 0+1+2 available, tail 3+1+1 of 3+3+2
+    assert rsp.compute() == pytest.approx([abs(head - tail) / (head + tail)], abs=1e-12)
+    head, tail = 1 / 1, 2 / 3  # relevant hits head 0+1 of 0+1, tail 2+0 of 2+1 (outside the history)
+    assert reo.compute() == pytest.approx([abs(head - tail) / (head + tail)], abs=1e-12)
+    histories = [{0, 1}, {0}, {2}]
+    relevances = [{2: 1, 3: 1}, {1: 1, 3: 1}, {}]
+    assert reo.compute()[0] == pytest.approx(fam.pop_reo(ids, relevances, histories, 3, {0, 1}, {2, 3, 4}), abs=1e-12)
+    assert rsp.compute()[0] == pytest.approx(fam.pop_rsp(ids, histories, 3, {0, 1}, {2, 3, 4}), abs=1e-12)
 
 
 def test_cosine_of_a_zero_vector_follows_scikit_learn():

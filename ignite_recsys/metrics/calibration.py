@@ -91,7 +91,7 @@ class Miscalibration(ListMean):
               \qquad n = \min(k, |\hat R(u)|)
 
     :math:`p(g|i)` is item i's category distribution (its row of ``item_categories`` divided by
-    the row's sum: 1/|categories(i)| for a 0/1 membership); an item without a category counts in
+    the row's sum: :math:`1/|\text{categories}(i)|` for a 0/1 membership); an item without a category counts in
     the denominators and adds to no category. :math:`H_u` is the user's history: **the exclude
     entry of the update** (each item once), so ``update((y_pred, y, exclude))`` is required, in
     any form of ``exclude``. Natural log; :math:`\alpha` = 0.01 as in the paper keeps

@@ -180,7 +180,7 @@ class Serendipity(ListMean):
     rel the relevance of the item (``y >= relevance_threshold``). Unexpected items that are
     relevant score high; popular or irrelevant ones score 0.
 
-    RecTools' conventions: divided by the list's length min(k, |list|), not k; a user with an
+    RecTools' conventions: divided by the list's length :math:`\min(k, |\hat R(u)|)`, not k; a user with an
     empty list is not counted; a user without a relevant item counts 0. Ge, Delgado-Battenfeld &
     Jannach (RecSys 2010) and Kotkov et al. define serendipity against a primitive recommender's
     lists instead (unexpected = not recommended by it); that definition needs a second model's

@@ -99,7 +99,7 @@ class EPC(_ExpectedNovelty):
               \bigl(1 - \phi(\hat r_i) / |U|\bigr)}{\sum_{i=1}^{n} w(i)},
               \qquad n = \min(k, |\hat R(u)|)
 
-    with :math:`\phi(j)` the number of distinct training users of item j, |U| the number of
+    with :math:`\phi(j)` the number of distinct training users of item j, :math:`|U|` the number of
     training users, rel binary (``y >= relevance_threshold``) and w the rank discount,
     :math:`1/\log_2(i + 1)` by default (Elliot's). The denominator runs over the list's own
     positions. As Elliot, users without a relevant item are skipped (``ignore_zero_hits=False``
@@ -108,7 +108,7 @@ class EPC(_ExpectedNovelty):
     Args:
         item_popularity: 1-D tensor, the distinct training users of each item (its length is
             the catalog size).
-        num_users: |U|, the number of training users (at least every entry of item_popularity).
+        num_users: :math:`|U|`, the number of training users (at least every entry of item_popularity).
         rank_weight: the discount w: ``"log2"`` (default), ``None`` (every rank 1: the plain
             mean of the paper's non-discounted form), ``"log2_clip"``, ``("geometric", p)`` or a
             callable of the ranks.
@@ -179,8 +179,8 @@ class MeanInvUserFreq(ItemValueMean):
               \qquad n = \min(k, |\hat R(u)|)
 
     with :math:`\phi(j)` the distinct training users of item j (an item never seen counts 1, as
-    RecTools) and |U| the training users. RecTools' conventions: divided by the list's length
-    min(k, |list|) (its docstring writes k); a user with an empty list is not counted.
+    RecTools) and :math:`|U|` the training users. RecTools' conventions: divided by the list's length
+    :math:`\min(k, |\hat R(u)|)` (its docstring writes k); a user with an empty list is not counted.
 
     Relation to :class:`Novelty`: with ``item_popularity`` counting distinct users, every (user,
     item) pair once in training and no unseen item in the lists, MIUF@k equals
@@ -189,7 +189,7 @@ class MeanInvUserFreq(ItemValueMean):
 
     Args:
         item_popularity: 1-D tensor, the distinct training users of each item.
-        num_users: |U|, the number of training users.
+        num_users: :math:`|U|`, the number of training users.
 
     >>> import torch
     >>> from ignite_recsys import MeanInvUserFreq
