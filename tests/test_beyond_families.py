@@ -536,6 +536,12 @@ def test_paired_takes_the_per_user_families():
         assert result.p_value == pytest.approx(stats.ttest_rel(values[0][:, j], values[1][:, j]).pvalue, abs=1e-10)
 
 
+def test_paired_refuses_the_two_model_metrics():
+    for metric in (R.RankBiasedOverlap(2), R.Intersection(2)):
+        with pytest.raises(TypeError, match="compares two models itself"):
+            R.Paired(metric)
+
+
 # --- group_gap ----------------------------------------------------------------------------------------
 def _welch(high, low, level=LEVEL):
     test = stats.ttest_ind(high, low, equal_var=False)

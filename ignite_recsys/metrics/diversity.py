@@ -201,7 +201,7 @@ class Serendipity(ListMean):
     [0.3333]
     """
 
-    _parameter_constraints = {"item_popularity": V.ITEM_VECTOR, "relevance_threshold": V.Interval(float)}
+    _parameter_constraints = {"item_popularity": V.ITEM_VECTOR, "relevance_threshold": V.positive_real()}
 
     def __init__(
         self,

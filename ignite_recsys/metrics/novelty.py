@@ -42,7 +42,7 @@ class _ExpectedNovelty(ListMean):
 
     _parameter_constraints = {
         "item_popularity": V.ITEM_VECTOR,
-        "relevance_threshold": V.Interval(float),
+        "relevance_threshold": V.positive_real(),
         "rank_weight": RANK_WEIGHT,
         "ignore_zero_hits": V.BOOLEAN,
     }

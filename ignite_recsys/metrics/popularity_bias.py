@@ -275,7 +275,7 @@ class PopREO(_PopularityParity):
     """
 
     _counted = "relevant item"
-    _parameter_constraints = {"relevance_threshold": V.Interval(float)}
+    _parameter_constraints = {"relevance_threshold": V.positive_real()}
 
     def __init__(
         self,
