@@ -216,10 +216,30 @@ def history_mask(batch: RankingInput) -> Optional[torch.Tensor]:
     if batch.excluded_list is None:
         return batch.excluded
     table = batch.excluded_table
-    mask = torch.zeros(batch.num_users + 1, batch.num_items, dtype=torch.bool, device=table.keys.device)
+    marks = torch.zeros(batch.num_users + 1, batch.num_items, dtype=torch.int32, device=table.keys.device)
     items = (table.keys & _ITEM_MASK).clamp(max=batch.num_items - 1)
-    mask.index_put_((table.users.clamp(max=batch.num_users), items), table.values != 0)
-    return mask[: batch.num_users]
+    # accumulated: a key held twice (an uncoalesced sparse exclusion) marks its item whatever the order
+    marks.index_put_((table.users.clamp(max=batch.num_users), items), (table.values != 0).to(torch.int32),
+                     accumulate=True)
+    return marks[: batch.num_users] > 0
+
+
+def in_history(batch: RankingInput, keys: torch.Tensor) -> torch.Tensor:
+    """(nnz,) bool: whether each ``user << 32 | item`` key (sorted or not) is in its user's history,
+    the update's exclusion (False without one): one ``searchsorted`` into an exclusion list, or a
+    lookup in a dense mask."""
+    if batch.excluded_list is not None:
+        excluded = batch.excluded_table.keys  # sorted; entries of value 0 are padding keys
+        if excluded.numel() == 0:
+            return torch.zeros(keys.shape, dtype=torch.bool, device=keys.device)
+        at = torch.searchsorted(excluded, keys).clamp(max=excluded.numel() - 1)
+        return excluded.gather(0, at) == keys
+    mask = batch.excluded
+    if mask is None:
+        return torch.zeros(keys.shape, dtype=torch.bool, device=keys.device)
+    padded = torch.cat([mask, torch.zeros_like(mask[:1])])  # padding keys belong to the row past the users
+    users = (keys >> ITEM_BITS).clamp(max=batch.num_users)
+    return padded[users, (keys & _ITEM_MASK).clamp(max=batch.num_items - 1)]
 
 
 def relevant_counts(batch: RankingInput, threshold: float, membership: torch.Tensor) -> torch.Tensor:
@@ -235,17 +255,13 @@ def relevant_counts(batch: RankingInput, threshold: float, membership: torch.Ten
         # counts of 0/1 products: exact in float32 below 2**24 items
         wide = torch.float32 if num_items < (1 << 24) else torch.float64
         return (relevant.to(wide) @ membership.to(wide)).to(torch.float64)
-    matrix = membership
     table = batch.targets
     users = table.users.clamp(max=num_users)
     items = (table.keys & _ITEM_MASK).clamp(max=num_items - 1)
     keep = Relevance.of(threshold, table.values.dtype).mask(table.values) & table.distinct_entries(num_items)
-    history = history_mask(batch)
-    if history is not None:
-        padded = torch.cat([history, torch.zeros_like(history[:1])])
-        keep = keep & ~padded[users, items]
-    sums = torch.zeros(num_users + 1, matrix.shape[1], dtype=torch.float64, device=matrix.device)
-    sums.index_add_(0, users, matrix.index_select(0, items) * keep.to(torch.float64).unsqueeze(1))
+    keep = keep & ~in_history(batch, table.keys)
+    sums = torch.zeros(num_users + 1, membership.shape[1], dtype=torch.float64, device=membership.device)
+    sums.index_add_(0, users, membership.index_select(0, items) * keep.to(torch.float64).unsqueeze(1))
     return sums[:num_users]
 
 
