@@ -44,11 +44,13 @@ GROUPS = {
     # every ranking metric of the registry, then the class that computes several at once
     "Ranking quality at cut-offs": [entry.class_name for entry in ENTRIES] + ["RankingMetrics"],
     "Beyond accuracy": ["ItemCoverage", "GiniIndex", "ShannonEntropy", "AveragePopularity", "TailPercentage",
-                        "Novelty"],
+                        "Novelty", "IntraListDiversity", "Serendipity", "EPC", "EFD", "MeanInvUserFreq",
+                        "Miscalibration", "APLT", "ACLT", "PopREO", "PopRSP", "ExposureGini", "MeanPopRank",
+                        "ItemGroupExposure", "RankBiasedOverlap", "Intersection"],
     "Score-based": ["GAUC", "AUC", "LogLoss", "MAE", "RMSE"],
     "Input forms and diagnostics": ["ItemIds", "RankedItems", "UserGroups", "UserIds", "BoundaryTieWarning",
                                     "InputWarning"],
-    "Statistics": ["PairedTestResult", "Report", "Paired"],
+    "Statistics": ["PairedTestResult", "Report", "Paired", "GroupGap"],
     "Files and data frames": ["Interactions", "IdMap", "EvaluationResult"],
 }
 

@@ -9,6 +9,7 @@ Predictions may be dense scores or :class:`RankedItems`; targets dense, sparse o
 
 from . import functional
 from ._core.input_checks import InputWarning
+from .fairness import GroupGap, group_gap
 from .inputs import ItemIds, RankedItems, UserGroups, UserIds
 from .metrics import *  # noqa: F401,F403
 from .metrics import __all__ as _metric_names
@@ -20,6 +21,7 @@ from .evaluation import EvaluationResult, evaluate
 __all__ = list(_metric_names) + [
     "ItemIds", "RankedItems", "UserGroups", "UserIds", "InputWarning", "paired_test", "correct_p_values",
     "PairedTestResult", "Report", "functional", "Interactions", "IdMap", "evaluate", "EvaluationResult",
+    "GroupGap", "group_gap",
 ]
 
 __version__ = "0.3.0"

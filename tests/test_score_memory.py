@@ -158,7 +158,25 @@ def _all_metrics(num_items):
         "AveragePopularity": R.AveragePopularity(k, popularity), "TailPercentage": R.TailPercentage(k, popularity),
         "Novelty": R.Novelty(k, popularity), "GAUC": R.GAUC(), "AUC": R.AUC(resolution_bits=10),
         "LogLoss": R.LogLoss(), "MAE": R.MAE(), "RMSE": R.RMSE(),
+        "IntraListDiversity": R.IntraListDiversity(k, torch.rand(num_items, 3)),
+        "Serendipity": R.Serendipity(k, popularity), "EPC": R.EPC(k, popularity, num_items),
+        "EFD": R.EFD(k, popularity), "MeanInvUserFreq": R.MeanInvUserFreq(k, popularity, num_items),
+        "Miscalibration": _WithHistory(k, [[i % 3] for i in range(num_items)]),
+        "APLT": R.APLT(k, popularity), "ACLT": R.ACLT(k, popularity), "PopREO": R.PopREO(k, popularity),
+        "PopRSP": R.PopRSP(k, popularity), "ExposureGini": R.ExposureGini(k), "MeanPopRank": R.MeanPopRank(k, popularity),
+        "ItemGroupExposure": R.ItemGroupExposure(k, torch.arange(num_items) % 2),
+        # two models: the labels serve as the second model's scores
+        "RankBiasedOverlap": R.RankBiasedOverlap(k), "Intersection": R.Intersection(k),
     }
+
+
+class _WithHistory(R.Miscalibration):
+    """Miscalibration with a history (item 0) added to each (y_pred, y) update."""
+
+    def update(self, output):
+        history = torch.zeros(output[1].shape, dtype=torch.bool)
+        history[:, 0] = True
+        super().update((*output, history))
 
 
 def test_every_metric_class_is_covered():

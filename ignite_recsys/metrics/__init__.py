@@ -1,7 +1,12 @@
 from ._engine import scalar_metric_names
 from ._ranking import BoundaryTieWarning
 from .beyond_accuracy import AveragePopularity, GiniIndex, ItemCoverage, Novelty, ShannonEntropy, TailPercentage
+from .calibration import Miscalibration
+from .diversity import IntraListDiversity, Serendipity
+from .novelty import EFD, EPC, MeanInvUserFreq
+from .overlap import Intersection, RankBiasedOverlap
 from .paired import Paired
+from .popularity_bias import ACLT, APLT, ExposureGini, ItemGroupExposure, MeanPopRank, PopREO, PopRSP
 from .ranking import *  # noqa: F401,F403  (one class per entry of the registry of ranking metrics)
 from .ranking import __all__ as _ranking_names
 from .ranking_metrics import RankingMetrics
@@ -12,10 +17,12 @@ __all__ = [
     *_ranking_names, "RankingMetrics",
     # beyond accuracy
     "ItemCoverage", "GiniIndex", "ShannonEntropy", "AveragePopularity", "TailPercentage", "Novelty",
+    "IntraListDiversity", "Serendipity", "EPC", "EFD", "MeanInvUserFreq", "Miscalibration", "APLT", "ACLT",
+    "PopREO", "PopRSP", "ExposureGini", "MeanPopRank", "ItemGroupExposure",
     # score-based
     "GAUC", "AUC", "LogLoss", "MAE", "RMSE",
     # two models on the same users
-    "Paired",
+    "Paired", "RankBiasedOverlap", "Intersection",
     # Engine logging, diagnostics
     "scalar_metric_names", "BoundaryTieWarning",
 ]

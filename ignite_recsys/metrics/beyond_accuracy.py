@@ -129,7 +129,15 @@ class CatalogCounts(CutoffResults, StatefulMetric):
             listed = listed & ~bad
             self._num_invalid_updates += bad.to(self._device, torch.float64)
         flat_index = (bucket * num_items + order.clamp(min=0, max=num_items - 1)).flatten().to(self._device)
-        self._counts.view(-1).index_add_(0, flat_index, listed.to(torch.float64).flatten().to(self._device))
+        slots = listed.to(torch.float64)
+        weights = self._position_weights(order.shape[1], order.device)
+        if weights is not None:  # each slot counts its rank's weight
+            slots = slots * weights
+        self._counts.view(-1).index_add_(0, flat_index, slots.flatten().to(self._device))
+
+    def _position_weights(self, depth: int, device: torch.device) -> Optional[torch.Tensor]:
+        """(depth,) float64 weight of a slot at each list position (None: every slot counts 1)."""
+        return None
 
     def _bucket_of_position(self, depth: int, device: torch.device) -> torch.Tensor:
         """(depth,) int64: list position p (0-based) counts towards every k > p and is added to the

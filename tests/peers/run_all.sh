@@ -18,8 +18,8 @@ start=$(date +%s)
 # name | pip requirements | test files
 GROUPS_SPEC=(
   "main|torch==2.13.0 ranx==0.3.21 torchmetrics==1.9.0 pytrec-eval-terrier==0.5.11 ir-measures==0.4.3|test_peer_ranx.py test_peer_trec.py test_peer_torchmetrics.py test_hand_worked.py"
-  "rectools|rectools==0.19.0 numpy<2 pandas<3|test_peer_rectools.py"
-  "lenskit|torch==2.13.0 lenskit==2025.8.1|test_peer_lenskit.py"
+  "rectools|rectools==0.19.0 numpy<2 pandas<3 torch==2.13.0 pytorch-ignite==0.5.5 scipy|test_peer_rectools.py test_peer_rectools_metrics.py"
+  "lenskit|torch==2.13.0 lenskit==2025.8.1 pytorch-ignite==0.5.5|test_peer_lenskit.py test_peer_lenskit_metrics.py"
   "recpack|torch==2.13.0 recpack==0.3.6|test_peer_recpack.py"
 )
 
@@ -35,7 +35,7 @@ for spec in "${GROUPS_SPEC[@]}"; do
     "$venv/bin/python" -m pip install --quiet $reqs pytest
   fi
   t1=$(date +%s)
-  echo "== $name: venv $((t1 - t0)) s; $("$venv/bin/python" -m pip freeze | grep -iE '^(numpy|pandas|scipy|torch|ranx|torchmetrics|pytrec.eval.terrier|ir.measures|rectools|lenskit|recpack)==' | tr '\n' ' ')"
+  echo "== $name: venv $((t1 - t0)) s; $("$venv/bin/python" -m pip freeze | grep -iE '^(numpy|pandas|scipy|torch|pytorch.ignite|ranx|torchmetrics|pytrec.eval.terrier|ir.measures|rectools|lenskit|recpack)==' | tr '\n' ' ')"
   args=()
   for f in $files; do args+=("tests/peers/$f"); done
   "$venv/bin/python" -m pytest --noconftest -p no:cacheprovider -c /dev/null --rootdir tests/peers -q "${args[@]}" \
