@@ -780,6 +780,7 @@ def _distributed_worker(local_rank, folder):
         json.dump(results, handle)
 
 
+@pytest.mark.slow
 def test_two_processes_equal_one():
     import ignite.distributed as idist
     from test_distributed import free_port
