@@ -42,7 +42,8 @@ nitpicky = False
 
 GROUPS = {
     # every ranking metric of the registry, then the class that computes several at once
-    "Ranking quality at cut-offs": [entry.class_name for entry in ENTRIES] + ["RankingMetrics"],
+    "Ranking quality at cut-offs": [entry.class_name for entry in ENTRIES] + ["RankingMetrics",
+                                                                              "RecallAtFixedPrecision"],
     "Beyond accuracy": ["ItemCoverage", "GiniIndex", "ShannonEntropy", "AveragePopularity", "TailPercentage",
                         "Novelty", "IntraListDiversity", "Serendipity", "EPC", "EFD", "MeanInvUserFreq",
                         "Miscalibration", "APLT", "ACLT", "PopREO", "PopRSP", "ExposureGini", "MeanPopRank",

@@ -56,6 +56,14 @@ class Option:
         return self.constraint or V.Options(self.values, none_means=self.default)
 
 
+def _none(options: Mapping[str, Any]) -> Any:
+    return None
+
+
+def _no_gains(options: Mapping[str, Any]) -> tuple:
+    return ()
+
+
 @dataclass(frozen=True)
 class Needs:
     """What a metric needs from the shared ranking step, beyond the hits of the top k."""
@@ -64,6 +72,11 @@ class Needs:
     ideal: bool = False  # the gains of the ideal ranking (relevance sorted descending)
     relevant_count: bool = False  # |R| itself, not only whether |R| > 0 (a pass over the labels on CPU)
     full_ranking: bool = False  # every candidate ranked: no cut-off (the formula reads the input)
+    relevant_candidates: bool = False  # |R| among the candidates
+    # further gain functions whose per-position gains the formula reads, under given options
+    extra_gains: Callable[[Mapping[str, Any]], tuple] = _no_gains
+    # which labels are judged (see RankingRequest.judged), under given options; None: not needed
+    judged: Callable[[Mapping[str, Any]], Optional[str]] = _none
 
 
 @dataclass(frozen=True)
@@ -78,6 +91,9 @@ class RankingEntry:
     options: tuple = ()
     reproduces: str = ""  # the libraries whose numbers it reproduces (under their arguments)
     default: bool = True  # computed by RankingMetrics(metrics=None)
+    average_ties: bool = True  # ties="average" is available (the expectation is per position)
+    # value checks of the ranked batch under the formula's options: (ranked, **options) -> {message: flag}
+    checks: Optional[Callable[..., dict]] = None
 
     @property
     def has_cutoff(self) -> bool:
@@ -99,8 +115,10 @@ class RankingEntry:
         return self.needs.relevant_count
 
     def refuses_average_ties(self, options: Mapping[str, Any], keyword: str = "name") -> Optional[str]:
-        """The ``keyword=value`` (the option's ``name`` or RankingMetrics ``argument``) whose choice
-        rules out ``ties="average"``, else None."""
+        """What rules out ``ties="average"``: the ``keyword=value`` of a choice (the option's
+        ``name`` or RankingMetrics ``argument``), or the metric itself; else None."""
+        if not self.average_ties:
+            return f"the metric {self.name!r}, whose value is not a sum of per-position terms"
         for option in self.options:
             value = options.get(option.name, option.default)
             chosen = option.choice(value)
@@ -108,11 +126,17 @@ class RankingEntry:
                 return f"{getattr(option, keyword)}={value!r}"
         return None
 
+    def formula_options(self, options: Mapping[str, Any]) -> dict:
+        return {option.name: options.get(option.name, option.default) for option in self.options
+                if option.stage == "formula"}
+
     def values(self, ranked, top_k, options: Mapping[str, Any]) -> torch.Tensor:
         """The per-user values (batch, len(top_k)) from a ranked batch, under these options."""
-        chosen = {option.name: options.get(option.name, option.default) for option in self.options
-                  if option.stage == "formula"}
-        return self.formula(ranked, top_k, **chosen)
+        return self.formula(ranked, top_k, **self.formula_options(options))
+
+    def value_checks(self, ranked, options: Mapping[str, Any]) -> dict:
+        """The metric's own value checks of a ranked batch (message -> 0-d bool flag)."""
+        return {} if self.checks is None else self.checks(ranked, **self.formula_options(options))
 
 
 GAIN = Option(
@@ -131,11 +155,42 @@ GAIN = Option(
     stage="ranking",
 )
 
+def _check_discount(name: str, value: Any, arguments: Mapping) -> Any:
+    if callable(value):
+        positions = torch.arange(1, 5, dtype=torch.float64)
+        weights = value(positions)
+        if not isinstance(weights, torch.Tensor) or weights.shape != positions.shape:
+            raise ValueError(f"{name} must map a tensor of 1-based positions to one weight each, got {weights!r:.60}")
+        if not bool(torch.isfinite(weights).all()) or bool((weights < 0).any()):
+            raise ValueError(f"{name} must give finite weights >= 0, got {weights.tolist()} for positions 1-4")
+        return value
+    return V.check_choice(name, value, DISCOUNTS)
+
+
+DISCOUNTS = ("log2", "log2_clip")
+DISCOUNT = Option(
+    "discount", "discount", "log2",
+    "the weight of rank i: ``\"log2\"`` 1 / log2(i + 1), ``\"log2_clip\"`` 1 / log2(max(i, 2)) (LensKit's "
+    "default ``LogRankWeight``), or a callable mapping a float64 tensor of 1-based positions to weights",
+    choices=(Choice("log2", "trec_eval, ranx, RecBole, torchmetrics, RecTools"), Choice("log2_clip", "LensKit")),
+    constraint=V.Custom("one of ['log2', 'log2_clip'] or a callable of the 1-based positions", _check_discount,
+                        ("no such discount", 3, None)),
+)
+
 ENTRIES: tuple = (
     RankingEntry(
         "ndcg", "NDCG", "Normalized Discounted Cumulative Gain at k.", formulas.ndcg,
-        Needs(gains=True, ideal=True), options=(GAIN,),
-        reproduces="ignite NDCG, trec_eval ndcg_cut, ranx ndcg, torchmetrics, scikit-learn ndcg_score, RecBole",
+        Needs(gains=True, ideal=True),
+        options=(GAIN, DISCOUNT, Option(
+            "ideal", "ndcg_ideal", "achievable", "the ideal DCG@k that NDCG@k divides by",
+            choices=(
+                Choice("achievable", "the ideal ranking of the user's labels: ignite, trec_eval, ranx, RecBole, "
+                                     "LensKit, torchmetrics, RecTools divide_by_achievable=True"),
+                Choice("k_relevant", "k items of the user's largest gain: RecTools NDCG (its default)"),
+            ),
+        )),
+        reproduces="ignite NDCG, trec_eval ndcg_cut, ranx ndcg, torchmetrics, scikit-learn ndcg_score, RecBole, "
+                   "LensKit NDCG (discount='log2_clip'), RecTools NDCG (ideal='k_relevant')",
     ),
     RankingEntry(
         "hit_rate", "HitRate", "1 if a relevant item is in the top k, else 0.", formulas.hit_rate,
@@ -173,6 +228,7 @@ ENTRIES: tuple = (
                 Choice("min_k_relevant", "RecBole, MS Recommenders"),
                 Choice("relevant", "trec_eval map_cut, ranx"),
                 Choice("hits", "torchmetrics RetrievalMAP(top_k)", counts_relevant=False, average_ties=False),
+                Choice("k", "RecTools MAP(divide_by_k=True)", counts_relevant=False),
             ),
         ),),
         reproduces="RecBole MAP, trec_eval map_cut, ranx map, torchmetrics RetrievalMAP",
@@ -184,6 +240,51 @@ ENTRIES: tuple = (
     RankingEntry(
         "f1", "F1", "The harmonic mean of Precision@k and Recall@k.", formulas.f1,
         Needs(relevant_count=True), reproduces="ranx f1",
+    ),
+    RankingEntry(
+        "dcg", "DCG", "Discounted Cumulative Gain at k, not normalised.", formulas.dcg,
+        Needs(gains=True), options=(GAIN, DISCOUNT),
+        reproduces="ranx dcg (gain_function='linear_rank'), ranx dcg_burges (the default gain), LensKit DCG",
+        default=False,
+    ),
+    RankingEntry(
+        "hits", "Hits", "The number of relevant items in the top k.", formulas.hits,
+        reproduces="RecPack HitK, ranx hits", default=False,
+    ),
+    RankingEntry(
+        "rbp", "RBP", "Rank-biased precision at k: relevance discounted geometrically by persistence p.",
+        formulas.rbp,
+        Needs(extra_gains=lambda options: ("linear_rank",) if options.get("graded", True) else ()),
+        options=(
+            Option("persistence", "rbp_persistence", 0.8, "the persistence p (the chance to look one rank further)",
+                   constraint=V.Interval(float, 0, 1, low_included=False, high_included=False)),
+            Option("graded", "rbp_graded", True, "r_i is the label of a relevant item (True, as ranx) or 1 (False, "
+                   "as the paper and LensKit)", constraint=V.BOOLEAN),
+        ),
+        reproduces="ranx rbp (graded=True, the run cut at k), LensKit RBP (graded=False)", default=False,
+    ),
+    RankingEntry(
+        "err", "ERR", "Expected reciprocal rank at k (the cascade model's stopping probabilities).",
+        formulas.err, Needs(extra_gains=lambda options: ("exp_rank",)),
+        options=(Option("max_grade", "err_max_grade", 4.0, "the grade whose stopping probability is 1 - 2^-g_max "
+                        "(gdeval and ir-measures: 4)", constraint=V.positive_real()),),
+        reproduces="ir-measures ERR@k, gdeval", default=False, average_ties=False,
+        checks=formulas.err_checks,
+    ),
+    RankingEntry(
+        "fall_out", "FallOut", "The share of the non-relevant candidates that the top k holds.", formulas.fall_out,
+        Needs(relevant_candidates=True), reproduces="torchmetrics retrieval_fall_out", default=False,
+    ),
+    RankingEntry(
+        "bpref", "BPref", "Binary preference at k: relevant items ranked above judged non-relevant ones.",
+        formulas.bpref,
+        Needs(relevant_count=True, judged=lambda options: "nonnegative" if options.get(
+            "negative_labels", "unjudged") == "unjudged" else "all"),
+        options=(Option(
+            "negative_labels", "bpref_negative_labels", "unjudged", "how a negative label counts",
+            choices=(Choice("unjudged", "trec_eval bpref"), Choice("judged", "ranx bpref (with N > 0)")),
+        ),),
+        reproduces="trec_eval bpref, ir-measures Bpref (k: the run's depth)", default=False, average_ties=False,
     ),
     RankingEntry(
         "r_precision", "RPrecision", "Precision at rank |R|, the user's number of relevant items.",

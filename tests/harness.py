@@ -259,44 +259,64 @@ class Variant:
         return replace(self, options=tuple(options.items()), blocked=())
 
 
-def _reference_keyword(argument: str) -> str:
-    """``references.user_values``' keyword of a RankingMetrics normalization argument."""
-    return argument.replace("_normalization", "_norm")  # map_normalization -> map_norm
+# the second value tried of the numeric options (the first is the default)
+OTHER_VALUES = {"persistence": 0.5, "max_grade": 3.0}
+
+
+def _reference_keyword(option) -> str:
+    """``references.user_values``' keyword of a registry option."""
+    if option.name == "gain_function":
+        return "gain_kind"
+    return option.argument.replace("_normalization", "_norm")  # map_normalization -> map_norm
+
+
+def option_values(option) -> tuple:
+    """The values of an option the harness tries, its default first."""
+    if option.name == "gain_function":
+        values = NDCG_GAINS
+    elif option.choices:
+        values = option.values
+    elif isinstance(option.default, bool):
+        values = (option.default, not option.default)
+    else:
+        values = (option.default, OTHER_VALUES[option.name])
+    return tuple(dict.fromkeys((option.default,) + tuple(values)))
 
 
 def ranking_variants() -> list:
-    """Every registry metric with every normalization choice (NDCG with every named gain), and
-    RankingMetrics of every metric, with choice i of each option in its i-th variant."""
+    """Every registry metric with each value of each of its options (the others at their
+    default), and RankingMetrics of every metric, with value i of each option in its i-th
+    variant."""
     out = []
     for entry in REGISTRY.values():
-        if entry.normalization is not None:
-            for choice in entry.normalization.choices:
-                out.append(Variant(
-                    f"{entry.name}[{choice.value}]", "ranking", entry.name,
-                    options=(("normalization", choice.value),),
-                    reference=((_reference_keyword(entry.normalization.argument), choice.value),),
-                    average_ties=choice.average_ties,
-                ))
-        elif entry.name == "ndcg":
-            for gain in NDCG_GAINS:
-                out.append(Variant(
-                    f"ndcg[{gain}]", "ranking", "ndcg", options=(("gain_function", gain),),
-                    reference=(("gain_kind", gain),),
-                ))
-        else:
-            out.append(Variant(entry.name, "ranking", entry.name))
-    normalized = [entry for entry in REGISTRY.values() if entry.normalization is not None]
-    rounds = max([len(NDCG_GAINS)] + [len(entry.normalization.choices) for entry in normalized])
+        chosen = [(option, value) for option in entry.options for value in option_values(option)[1:]]
+        out.append(Variant(entry.name, "ranking", entry.name, average_ties=entry.average_ties))
+        for option, value in chosen:
+            choice = option.choice(value)
+            out.append(Variant(
+                f"{entry.name}[{option.name}={value}]", "ranking", entry.name, options=((option.name, value),),
+                reference=((_reference_keyword(option), value),),
+                average_ties=entry.average_ties and (choice is None or choice.average_ties),
+            ))
+    arguments = {}
+    for entry in REGISTRY.values():
+        for option in entry.options:
+            arguments.setdefault(option.argument, option)
+    rounds = max(len(option_values(option)) for option in arguments.values())
     for i in range(rounds):
-        options = {"metrics": tuple(ALL_METRICS), "gain_function": NDCG_GAINS[i % len(NDCG_GAINS)]}
-        reference = {"gain_kind": options["gain_function"]}
+        options = {"metrics": tuple(ALL_METRICS)}
+        reference = {}
+        for argument, option in arguments.items():
+            values = option_values(option)
+            options[argument] = values[i % len(values)]
+            reference[_reference_keyword(option)] = values[i % len(values)]
         blocked = {}
-        for entry in normalized:
-            choice = entry.normalization.choices[i % len(entry.normalization.choices)]
-            options[entry.normalization.argument] = choice.value
-            reference[_reference_keyword(entry.normalization.argument)] = choice.value
-            if not choice.average_ties:
-                blocked[entry.name] = entry.normalization.argument
+        for entry in REGISTRY.values():
+            refused = entry.refuses_average_ties(
+                {option.name: options[option.argument] for option in entry.options}, "argument"
+            )
+            if refused:
+                blocked[entry.name] = entry.name if not entry.average_ties else refused.partition("=")[0]
         out.append(Variant(
             f"ranking_metrics[{i}]", "ranking_metrics", "ranking_metrics", options=tuple(options.items()),
             reference=tuple(reference.items()), average_ties=not blocked, blocked=tuple(blocked.items()),
@@ -428,12 +448,21 @@ def _rankings(data: Data, prediction: str, exclude: str, ties: str):
 
 
 @lru_cache(maxsize=None)
-def _ranking_rows(data: Data, prediction: str, excluded: bool, ties: str, reference: tuple) -> dict:
-    """Per-user values of every metric of every user (counted or not)."""
+def _ranking_rows(data: Data, prediction: str, excluded: bool, ties: str, reference: tuple,
+                  judged_all: bool = True) -> dict:
+    """Per-user values of every metric of every user (counted or not). ``judged_all``: every item
+    carries a judgement (dense labels); else only the stored ones (the nonzero labels of the
+    sparse and id forms), which only bpref reads."""
     rankings = _rankings(data, prediction, "dense" if excluded else "none", ties)
+    judged = None if judged_all else [set(np.flatnonzero(row).tolist()) for row in data.labels]
     return ref.candidate_user_rows(
-        rankings, data.labels, KS, ignore_zero_hits=False, threshold=THRESHOLD, **dict(reference)
+        rankings, data.labels, KS, ignore_zero_hits=False, threshold=THRESHOLD, judged_sets=judged, **dict(reference)
     )
+
+
+def _reads_judgements(variant: "Variant") -> bool:
+    names = [variant.metric] if variant.family == "ranking" else list(dict(variant.options).get("metrics", ()))
+    return "bpref" in names
 
 
 def _item_values(data: Data, metric: str):
@@ -460,7 +489,8 @@ def reference_rows(case: Case, data: Data) -> Optional[dict]:
         rows = ref.list_value_rows(lists, _item_values(data, variant.metric), KS)
         return {f"{variant.metric}@{k}": rows[:, j] for j, k in enumerate(KS)}
     ties = "stable" if case.prediction == "ranked" else case.ties
-    rows = _ranking_rows(data, case.prediction, case.exclude != "none", ties, variant.reference)
+    judged_all = case.target == "dense" or not _reads_judgements(variant)
+    rows = _ranking_rows(data, case.prediction, case.exclude != "none", ties, variant.reference, judged_all)
     counted = np.logical_or(not case.ignore_zero_hits, (data.labels >= THRESHOLD).any(1))
     names = [variant.metric] if variant.family == "ranking" else list(dict(variant.options)["metrics"])
     out = {}
@@ -516,16 +546,17 @@ def expected_outcome(case: Case, data: Data = DATA) -> dict:
     {"error": (type, text)} when the constructor must refuse the case. (Shared between cases
     that differ only in forms the references do not see: do not modify.)"""
     ties = "stable" if case.prediction == "ranked" or case.spec.family in ("catalog", "item_value") else case.ties
+    target = "dense" if case.target == "dense" or not _reads_judgements(case.spec) else "coo"
     return _expected(
         data, case.variant, case.prediction, case.exclude != "none", ties, case.ignore_zero_hits, case.per_user,
-        case.ties,
+        case.ties, target,
     )
 
 
 @lru_cache(maxsize=None)
-def _expected(data, name, prediction, excluded, ties, ignore_zero_hits, per_user, asked_ties) -> dict:
+def _expected(data, name, prediction, excluded, ties, ignore_zero_hits, per_user, asked_ties, target="dense") -> dict:
     variant = VARIANTS[name]
-    case = Case(name, prediction=prediction, exclude="dense" if excluded else "none", ties=ties,
+    case = Case(name, target=target, prediction=prediction, exclude="dense" if excluded else "none", ties=ties,
                 ignore_zero_hits=ignore_zero_hits, per_user=per_user)
     if asked_ties == "average" and not variant.average_ties and variant.family == "ranking":
         return {"error": (ValueError, "ties='average'")}

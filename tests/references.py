@@ -40,9 +40,22 @@ def gain(r, kind, threshold):
     return float(kind(r))
 
 
+def rank_weight(position, discount="log2"):
+    """The weight of the 1-based ``position``: 1 / log2(i + 1), 1 / log2(max(i, 2)) (LensKit) or
+    a callable's."""
+    if discount == "log2":
+        return 1.0 / math.log2(position + 1)
+    if discount == "log2_clip":
+        return 1.0 / math.log2(max(position, 2))
+    return float(discount(np.array([float(position)]))[0])
+
+
 def user_values(ranking, rel, k, threshold=1.0, gain_kind="exp_rank", map_norm="min_k_relevant",
-                recall_norm="relevant", precision_norm="k"):
-    """Every metric at cut-off k for one user, given the ranked item indices."""
+                recall_norm="relevant", precision_norm="k", discount="log2", ndcg_ideal="achievable",
+                rbp_persistence=0.8, rbp_graded=True, err_max_grade=4.0, bpref_negative_labels="unjudged",
+                judged=None):
+    """Every metric at cut-off k for one user, given the ranked item indices (the user's
+    candidates, best first). ``judged``: the items with a judgement (bpref; None: every item)."""
     rel = np.asarray(rel, dtype=np.float64)
     n = len(rel)
     relevant = [r >= threshold for r in rel]
@@ -51,10 +64,37 @@ def user_values(ranking, rel, k, threshold=1.0, gain_kind="exp_rank", map_norm="
     hit_list = [relevant[i] for i in top]
     hits = sum(hit_list)
     out = {}
-    dcg = sum(gain(rel[i], gain_kind, threshold) / math.log2(pos + 2) for pos, i in enumerate(top))
+    dcg = sum(gain(rel[i], gain_kind, threshold) * rank_weight(pos + 1, discount) for pos, i in enumerate(top))
     ideal = sorted(rel, reverse=True)[:k]
-    idcg = sum(gain(r, gain_kind, threshold) / math.log2(pos + 2) for pos, r in enumerate(ideal))
+    if ndcg_ideal == "achievable":
+        idcg = sum(gain(r, gain_kind, threshold) * rank_weight(pos + 1, discount) for pos, r in enumerate(ideal))
+    else:  # k items of the user's largest gain
+        idcg = gain(max(rel), gain_kind, threshold) * sum(rank_weight(i, discount) for i in range(1, k + 1))
     out["ndcg"] = dcg / idcg if idcg > 0 else 0.0
+    out["dcg"] = dcg
+    out["hits"] = float(hits)
+    p_ = rbp_persistence
+    out["rbp"] = (1 - p_) * sum((rel[i] if rbp_graded else 1.0) * relevant[i] * p_**pos for pos, i in enumerate(top))
+    err, going_on = 0.0, 1.0
+    for pos, i in enumerate(top, start=1):
+        stop = (2.0 ** rel[i] - 1) / 2.0**err_max_grade if relevant[i] else 0.0
+        err += going_on * stop / pos
+        going_on *= 1 - stop
+    out["err"] = err
+    nonrelevant_candidates = len(ranking) - sum(relevant[i] for i in ranking)
+    out["fall_out"] = (len(top) - hits) / nonrelevant_candidates if nonrelevant_candidates else 0.0
+    judged_items = range(n) if judged is None else judged
+    judged_nonrel = {
+        i for i in judged_items if not relevant[i] and (bpref_negative_labels == "judged" or rel[i] >= 0)
+    }
+    fewer = min(num_rel, len(judged_nonrel))
+    bpref, above = 0.0, 0
+    for i in top:
+        if relevant[i]:
+            bpref += 1 - min(above, num_rel) / fewer if fewer else 1.0
+        elif i in judged_nonrel:
+            above += 1
+    out["bpref"] = bpref / num_rel if num_rel else 0.0
     out["hit_rate"] = 1.0 if hits > 0 else 0.0
     rden = num_rel if recall_norm == "relevant" else min(k, num_rel)
     out["recall"] = hits / rden if rden else 0.0
@@ -64,7 +104,7 @@ def user_values(ranking, rel, k, threshold=1.0, gain_kind="exp_rank", map_norm="
         if h:
             seen += 1
             ap_sum += seen / pos
-    zden = {"min_k_relevant": min(k, num_rel), "relevant": num_rel, "hits": hits}[map_norm]
+    zden = {"min_k_relevant": min(k, num_rel), "relevant": num_rel, "hits": hits, "k": k}[map_norm]
     out["map"] = ap_sum / zden if zden else 0.0
     first = next((pos for pos, h in enumerate(hit_list, start=1) if h), None)
     out["mrr"] = 1.0 / first if first else 0.0
@@ -156,21 +196,22 @@ def candidate_rankings(scores=None, excluded=None, ranked_ids=None, ties="stable
     return out
 
 
-def candidate_metric_means(rankings, rel, top_k, *, ignore_zero_hits=True, threshold=1.0, **kw):
+def candidate_metric_means(rankings, rel, top_k, *, ignore_zero_hits=True, threshold=1.0, judged_sets=None, **kw):
     """Mean over counted users of every metric at every k, given each user's candidate rankings
     (``candidate_rankings``) and relevance row ``rel`` over the whole catalog: |R| and the ideal
     ranking count every relevant item, candidate or not; positions past the candidates are empty;
     Precision's ``min_k_items`` divides by min(k, number of candidates)."""
     rel = np.asarray(rel, dtype=np.float64)
     totals, counted = {}, 0
-    for user_rankings, y in zip(rankings, rel):
+    for u, (user_rankings, y) in enumerate(zip(rankings, rel)):
         if ignore_zero_hits and not (y >= threshold).any():
             continue
         counted += 1
         for k in sorted(top_k):
             values = []
             for ranking in user_rankings:
-                value = user_values(ranking, y, k, threshold, **kw)
+                judged = None if judged_sets is None else judged_sets[u]
+                value = user_values(ranking, y, k, threshold, judged=judged, **kw)
                 if kw.get("precision_norm") == "min_k_items":
                     hits = sum(y[i] >= threshold for i in ranking[:k])
                     value["precision"] = hits / min(k, len(ranking)) if ranking else 0.0
@@ -186,19 +227,20 @@ def candidate_metric_means(rankings, rel, top_k, *, ignore_zero_hits=True, thres
 
 
 # --- Per-user values (per_user() and the confidence intervals) ------------------------------
-def candidate_user_rows(rankings, rel, top_k, *, ignore_zero_hits=True, threshold=1.0, **kw):
+def candidate_user_rows(rankings, rel, top_k, *, ignore_zero_hits=True, threshold=1.0, judged_sets=None, **kw):
     """Per user, every metric at every k in ascending order (the mean over the user's tie orders),
     as ``candidate_metric_means`` counts them: {name: array (users, len(top_k))} and
     ``r_precision`` (users,), NaN for the users not counted."""
     rel = np.asarray(rel, dtype=np.float64)
     rows = {}
-    for user_rankings, y in zip(rankings, rel):
+    for u, (user_rankings, y) in enumerate(zip(rankings, rel)):
         counted = not ignore_zero_hits or (y >= threshold).any()
         per_k = []
         for k in sorted(top_k):
             values = []
             for ranking in user_rankings:
-                value = user_values(ranking, y, k, threshold, **kw)
+                judged = None if judged_sets is None else judged_sets[u]
+                value = user_values(ranking, y, k, threshold, judged=judged, **kw)
                 if kw.get("precision_norm") == "min_k_items":
                     hits = sum(y[i] >= threshold for i in ranking[:k])
                     value["precision"] = hits / min(k, len(ranking)) if ranking else 0.0

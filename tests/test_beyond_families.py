@@ -365,9 +365,10 @@ def test_against_the_references(name, target, prediction, exclude, container):
     low, high = zip(*metric.confidence_interval(LEVEL))
     for j in range(len(KS)):
         values = rows[:, j][~np.isnan(rows[:, j])]
-        interval = stats.t.interval(LEVEL, len(values) - 1, values.mean(), stats.sem(values))
         if np.std(values) == 0:
             interval = (values.mean(), values.mean())
+        else:
+            interval = stats.t.interval(LEVEL, len(values) - 1, values.mean(), stats.sem(values))
         assert_close([low[j], high[j]], interval, 1e-9, f"{name} confidence_interval@{KS[j]}")
 
 

@@ -20,7 +20,7 @@ METRIC_CLASSES = [getattr(R, name) for name in R.__all__
 UNDECLARED = {"self", "device", "skip_unrolling"}  # ignite's own arguments, checked by ignite
 POPULARITY = torch.tensor([3.0, 1.0, 0.0, 2.0])
 REQUIRED = {
-    "top_k": 2, "item_popularity": POPULARITY, "metric": R.NDCG(top_k=1), "num_users": 5,
+    "top_k": 2, "max_k": 3, "item_popularity": POPULARITY, "metric": R.NDCG(top_k=1), "num_users": 5,
     "item_features": torch.rand(4, 3), "item_categories": [[0], [0, 1], [], [1]], "item_groups": torch.tensor([0, 1, 1, 0]),
 }
 NOT_ACCEPTED = object()  # of no accepted type for any argument

@@ -52,12 +52,15 @@ def test_every_registry_metric_and_choice_has_a_variant():
     combined = [v for v in H.VARIANTS.values() if v.family == "ranking_metrics"]
     assert all(dict(v.options)["metrics"] == tuple(ALL_METRICS) for v in combined)
     for entry in REGISTRY.values():
-        if entry.normalization is None:
-            continue
-        for choice in entry.normalization.choices:
-            assert f"{entry.name}[{choice.value}]" in H.VARIANTS
-            assert H.VARIANTS[f"{entry.name}[{choice.value}]"].average_ties == choice.average_ties
-            assert any(dict(v.options)[entry.normalization.argument] == choice.value for v in combined)
+        assert H.VARIANTS[entry.name].average_ties == entry.average_ties  # every option at its default
+        for option in entry.options:
+            for value in H.option_values(option)[1:]:
+                variant = H.VARIANTS[f"{entry.name}[{option.name}={value}]"]
+                choice = option.choice(value)
+                assert variant.average_ties == (entry.average_ties and (choice is None or choice.average_ties))
+            for choice in option.choices:  # every named choice, by the class and by RankingMetrics
+                assert choice.value in H.option_values(option)
+                assert any(dict(v.options)[option.argument] == choice.value for v in combined)
     assert {dict(v.options)["gain_function"] for v in combined} == set(H.NDCG_GAINS)
     catalog = {v.metric for v in H.VARIANTS.values() if v.family in ("catalog", "item_value")}
     assert {H.CATALOG_CLASSES[name].__name__ for name in catalog} == {

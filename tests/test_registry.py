@@ -20,7 +20,7 @@ def test_names_and_public_constants():
     # the default metrics of RankingMetrics and their order, as documented
     assert DEFAULT_METRICS == ("ndcg", "hit_rate", "recall", "precision", "map", "mrr", "f1")
     assert set(DEFAULT_METRICS) <= set(CUTOFF_METRICS) and ALL_METRICS[-1] == "r_precision" not in CUTOFF_METRICS
-    assert REGISTRY["map"].normalization.values == ("min_k_relevant", "relevant", "hits")
+    assert REGISTRY["map"].normalization.values == ("min_k_relevant", "relevant", "hits", "k")
     assert REGISTRY["recall"].normalization.values == ("relevant", "min_k_relevant")
     assert REGISTRY["precision"].normalization.values == ("k", "min_k_items")
     assert list(CUTOFF_CLASSES) == list(DEFAULT_METRICS)

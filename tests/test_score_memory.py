@@ -150,10 +150,14 @@ def test_gauc_negative_targets_and_nan_targets():
 def _all_metrics(num_items):
     popularity = torch.arange(num_items, dtype=torch.float32) + 1
     k = [1, 3]
+    from ignite_recsys._registry import REGISTRY
+
+    ranking = {entry.class_name: getattr(R, entry.class_name)(*([k] if entry.has_cutoff else []))
+               for entry in REGISTRY.values()}  # every ranking metric of the registry
     return {
-        "NDCG": R.NDCG(k), "HitRate": R.HitRate(k), "Recall": R.Recall(k), "Precision": R.Precision(k),
-        "MAP": R.MAP(k), "MRR": R.MRR(k), "F1": R.F1(k), "RPrecision": R.RPrecision(),
-        "RankingMetrics": R.RankingMetrics(k), "ItemCoverage": R.ItemCoverage(k),
+        **ranking,
+        "RankingMetrics": R.RankingMetrics(k), "RecallAtFixedPrecision": R.RecallAtFixedPrecision(3),
+        "ItemCoverage": R.ItemCoverage(k),
         "GiniIndex": R.GiniIndex(k), "ShannonEntropy": R.ShannonEntropy(k),
         "AveragePopularity": R.AveragePopularity(k, popularity), "TailPercentage": R.TailPercentage(k, popularity),
         "Novelty": R.Novelty(k, popularity), "GAUC": R.GAUC(), "AUC": R.AUC(resolution_bits=10),

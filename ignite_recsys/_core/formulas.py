@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from functools import lru_cache
-from typing import Sequence
+from typing import Any, Sequence
 
 import torch
 
@@ -18,13 +18,13 @@ from .ranking import RankedBatch, hits_within_own_depth
 from .tuning import device_constant
 
 
-def _running(ranked: RankedBatch, top_k: Sequence[int]) -> dict:
+def _running(ranked: RankedBatch, top_k: Sequence[int], discount: Any = "log2") -> dict:
     """The running sums of every per-position quantity the formulas read, at each cut-off:
-    {name: (batch, len(top_k))}, made once per ranked batch and cut-offs and shared by the metrics
-    (read-only): the quantities stacked, weighted by position (1, 1 / position or the discount
-    1 / log2(position + 1)) in one product, summed in one cumulative sum. Each row sums in the
-    same order as a running sum of that quantity alone."""
-    key = ("running", tuple(top_k))
+    {name: (batch, len(top_k))}, made once per ranked batch, cut-offs and discount and shared by
+    the metrics (read-only): the quantities stacked, weighted by position (1, 1 / position or the
+    discount, see ``discount_weights``) in one product, summed in one cumulative sum. Each row
+    sums in the same order as a running sum of that quantity alone."""
+    key = ("running", tuple(top_k), discount)
     memo = ranked.__dict__.setdefault("_memo", {})
     if key not in memo:
         quantities = {
@@ -37,25 +37,59 @@ def _running(ranked: RankedBatch, top_k: Sequence[int]) -> dict:
         }
         names = tuple(name for name, value in quantities.items() if value is not None)
         depth = ranked.hit.shape[1]
-        weights = _position_weights(names, depth, ranked.hit.device)
-        columns = device_constant([min(k, depth) - 1 for k in top_k], torch.int64, ranked.hit.device)
+        weights = _position_weights(names, depth, ranked.hit.device, discount)
         # in place: one (quantities, batch, depth) buffer, not three (fresh memory is slow to touch)
-        sums = torch.stack([quantities[name] for name in names]).mul_(weights).cumsum_(2).index_select(2, columns)
+        sums = _at_cutoffs(torch.stack([quantities[name] for name in names]).mul_(weights).cumsum_(2), top_k)
         memo[key] = dict(zip(names, sums.unbind(0)))
         if ranked.num_relevant is not None:
             memo[key]["relevant"] = ranked.num_relevant.unsqueeze(1)
     return memo[key]
 
 
+def _at_cutoffs(running: torch.Tensor, top_k: Sequence[int]) -> torch.Tensor:
+    """The columns of running sums (..., depth) at each cut-off (a cut-off past the depth reads
+    the last column)."""
+    depth = running.shape[-1]
+    columns = device_constant([min(k, depth) - 1 for k in top_k], torch.int64, running.device)
+    return running.index_select(running.ndim - 1, columns)
+
+
+def discount_weights(discount: Any, positions: torch.Tensor) -> torch.Tensor:
+    """The weight of each 1-based position (float64): ``"log2"`` 1 / log2(i + 1) (Järvelin &
+    Kekäläinen; ranx, trec_eval, RecBole), ``"log2_clip"`` 1 / log2(max(i, 2)) (LensKit's default
+    ``LogRankWeight``: ranks 1 and 2 weigh 1), or a callable of the positions."""
+    if discount == "log2":
+        return 1.0 / torch.log2(positions + 1)
+    if discount == "log2_clip":
+        return 1.0 / torch.log2(positions.clamp(min=2))
+    return discount(positions).to(torch.float64)
+
+
 @lru_cache(maxsize=64)
-def _position_weights(names: tuple, depth: int, device: torch.device) -> torch.Tensor:
+def _position_weights(names: tuple, depth: int, device: torch.device, discount: Any) -> torch.Tensor:
     """(len(names), 1, depth) float64: the weight of each position in each running sum of
     ``_running``; read-only."""
     positions = torch.arange(1, depth + 1, dtype=torch.float64, device=device)
-    discount = 1.0 / torch.log2(positions + 1)
-    weight = {"reciprocal_rank": 1.0 / positions, "precision_at_hits": 1.0 / positions, "dcg": discount, "idcg": discount}
+    weights = discount_weights(discount, positions)
+    weight = {"reciprocal_rank": 1.0 / positions, "precision_at_hits": 1.0 / positions, "dcg": weights, "idcg": weights}
     ones = torch.ones(depth, dtype=torch.float64, device=device)
     return torch.stack([weight.get(name, ones) for name in names]).unsqueeze(1)
+
+
+@lru_cache(maxsize=64)
+def _cumulative_weights(top_k: tuple, device: torch.device, discount: Any) -> torch.Tensor:
+    """(1, len(top_k)): the sum of the position weights of positions 1..k, for each k (any k, past
+    the catalog too); read-only."""
+    positions = torch.arange(1, top_k[-1] + 1, dtype=torch.float64, device=device)
+    running = discount_weights(discount, positions).cumsum(0)
+    return running.index_select(0, torch.tensor([k - 1 for k in top_k], device=device)).unsqueeze(0)
+
+
+@lru_cache(maxsize=64)
+def _geometric_weights(depth: int, device: torch.device, persistence: float) -> torch.Tensor:
+    """(1, depth): (1 - p) p^(i - 1) for the 1-based positions i; read-only."""
+    positions = torch.arange(depth, dtype=torch.float64, device=device)
+    return ((1 - persistence) * persistence**positions).unsqueeze(0)
 
 
 def _cutoffs(top_k: Sequence[int], like: torch.Tensor) -> torch.Tensor:
@@ -113,21 +147,82 @@ def reciprocal_rank(ranked: RankedBatch, top_k: Sequence[int]) -> torch.Tensor:
 
 def average_precision(ranked: RankedBatch, top_k: Sequence[int], normalization: str = "min_k_relevant") -> torch.Tensor:
     """AP@k = (sum over relevant positions i <= k of P@i) / Z, with Z = min(k, |R|) (RecBole),
-    |R| (trec_eval, ranx) or hits@k (torchmetrics; the mean precision at the hits)."""
+    |R| (trec_eval, ranx), hits@k (torchmetrics; the mean precision at the hits) or k (RecTools
+    ``divide_by_k=True``)."""
     numerator = _running(ranked, top_k)["precision_at_hits"]
     if normalization == "hits":
         return _ratio(numerator, hits(ranked, top_k))
+    if normalization == "k":
+        return numerator / _cutoffs(top_k, numerator)
     relevant = _running(ranked, top_k)["relevant"]
     if normalization == "min_k_relevant":
         relevant = torch.minimum(relevant, _cutoffs(top_k, relevant))
     return _ratio(numerator, relevant)
 
 
-def ndcg(ranked: RankedBatch, top_k: Sequence[int]) -> torch.Tensor:
-    """NDCG@k = DCG@k / IDCG@k with DCG@k = sum_{i<=k} gain_i / log2(i + 1) and IDCG@k the DCG@k
-    of the ideal ranking (relevance sorted descending); 0 when IDCG@k = 0."""
-    running = _running(ranked, top_k)
-    return _ratio(running["dcg"], running["idcg"])
+def dcg(ranked: RankedBatch, top_k: Sequence[int], discount: Any = "log2") -> torch.Tensor:
+    """DCG@k = sum_{i<=k} gain_i * w(i), w the discount (``discount_weights``)."""
+    return _running(ranked, top_k, discount)["dcg"]
+
+
+def ndcg(ranked: RankedBatch, top_k: Sequence[int], discount: Any = "log2", ideal: str = "achievable") -> torch.Tensor:
+    """NDCG@k = DCG@k / IDCG@k; 0 when IDCG@k = 0. ``ideal="achievable"``: IDCG@k is the DCG@k of
+    the ideal ranking (relevance sorted descending); ``"k_relevant"``: of k items of the user's
+    largest gain, sum_{i<=k} g_max w(i) (RecTools' ``divide_by_achievable=False``)."""
+    running = _running(ranked, top_k, discount)
+    if ideal == "achievable":
+        return _ratio(running["dcg"], running["idcg"])
+    best = ranked.ideal_gain[:, :1]  # the user's largest gain (ideal gains are sorted descending)
+    return _ratio(running["dcg"], best * _cumulative_weights(tuple(top_k), best.device, discount))
+
+
+def rbp(ranked: RankedBatch, top_k: Sequence[int], persistence: float = 0.8, graded: bool = True) -> torch.Tensor:
+    """RBP@k = (1 - p) sum_{i<=k} r_i p^(i-1) (Moffat & Zobel 2008), r_i the label of a relevant
+    item at position i (``graded``, as ranx's ``rbp``) or 1 (the paper's binary r_i)."""
+    values = ranked.gains["linear_rank"] if graded else ranked.hit
+    weights = _geometric_weights(values.shape[1], values.device, persistence)
+    return _at_cutoffs((values * weights).cumsum(1), top_k)
+
+
+def err(ranked: RankedBatch, top_k: Sequence[int], max_grade: float = 4.0) -> torch.Tensor:
+    """ERR@k = sum_{i<=k} (R_i / i) prod_{j<i} (1 - R_j), R_i = (2^{g_i} - 1) / 2^{g_max} for a
+    relevant item of grade g_i, else 0 (Chapelle et al., CIKM 2009; gdeval and ir-measures use
+    g_max = 4)."""
+    stop = ranked.gains["exp_rank"] / 2.0**max_grade
+    going_on = torch.nn.functional.pad((1 - stop).cumprod(1)[:, :-1], (1, 0), value=1.0)
+    positions = torch.arange(1, stop.shape[1] + 1, dtype=torch.float64, device=stop.device)
+    return _at_cutoffs((stop * going_on / positions).cumsum(1), top_k)
+
+
+def err_checks(ranked: RankedBatch, max_grade: float = 4.0) -> dict:
+    """ERR's value check: R_i <= 1, i.e. no ranked grade above ``max_grade``."""
+    too_high = (ranked.gains["exp_rank"] > 2.0**max_grade - 1).any()
+    return {f"y holds a grade above max_grade={max_grade:g} among the ranked items (ERR's stopping probability "
+            "(2**y - 1) / 2**max_grade must be at most 1): pass a larger max_grade": too_high}
+
+
+def fall_out(ranked: RankedBatch, top_k: Sequence[int]) -> torch.Tensor:
+    """Fall-out@k = (non-relevant candidates in the top k) / (non-relevant candidates), the
+    candidates being the items ranked (not excluded; for ranked ids, the listed ids); 0 for a
+    user whose candidates are all relevant (torchmetrics' ``retrieval_fall_out``)."""
+    hits_at_k = _running(ranked, top_k)["hits"]
+    candidates = ranked.num_candidates
+    if candidates is None:
+        candidates = torch.full_like(ranked.num_relevant_candidates, float(ranked.num_items))
+    listed = torch.minimum(_cutoffs(top_k, hits_at_k), candidates.unsqueeze(1))
+    return _ratio(listed - hits_at_k, (candidates - ranked.num_relevant_candidates).unsqueeze(1))
+
+
+def bpref(ranked: RankedBatch, top_k: Sequence[int], negative_labels: str = "unjudged") -> torch.Tensor:
+    """bpref@k = (1/R) sum_{relevant ranked r, rank <= k} (1 - min(n_r, R) / min(R, N)), R the
+    relevant items, N the judged non-relevant ones, n_r those ranked above r; a relevant item
+    adds 1 when N = 0 (trec_eval's ``bpref``; Buckley & Voorhees, SIGIR 2004)."""
+    relevant = ranked.num_relevant.unsqueeze(1)
+    judged = ranked.num_judged_nonrelevant.unsqueeze(1)
+    above = ranked.judged_nonrelevant.cumsum(1) - ranked.judged_nonrelevant
+    fewer = torch.minimum(relevant, judged)
+    penalty = torch.where(fewer > 0, torch.minimum(above, relevant) / fewer.clamp(min=1), 0.0)
+    return _ratio(_at_cutoffs((ranked.hit * (1 - penalty)).cumsum(1), top_k), relevant)
 
 
 def r_precision(batch, relevance_threshold, ties) -> tuple:

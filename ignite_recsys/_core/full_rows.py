@@ -41,7 +41,7 @@ def hits_at_own_depth(y_pred: torch.Tensor, y: torch.Tensor, relevance_threshold
             del sorted_scores
             above = indicator(torch.gt, scores, boundary)
             ahead = above.sum(1)
-            count, relevant, _ = last_group_totals(scores, labels, boundary, relevance, None)
+            count, relevant, _ = last_group_totals(scores, labels, boundary, relevance)
             relevant_ahead = above.mul_(relevance.mask(labels)).sum(1)
             row_hits = relevant_ahead + (relevant_count - ahead) * relevant / count
         hits[rows] = row_hits

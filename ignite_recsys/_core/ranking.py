@@ -14,7 +14,7 @@ through :mod:`.relevance`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Optional
 
 import torch
@@ -65,6 +65,15 @@ class RankedBatch:
     # (batch, depth) float64: 1 where the candidates at positions i and i + 1 have equal scores, so
     # that a cut-off at i splits a group of tied scores (None when there are no scores)
     boundary_tie: Optional[torch.Tensor] = None
+    # the gains of the ranked items under each gain function asked for (the request's own and its
+    # ``extra_gains``): {gain function: (batch, depth)}
+    gains: dict = field(default_factory=dict)
+    # (batch, depth) 1 where the ranked item is judged and not relevant (``judged``), and (batch,)
+    # the number of judged non-relevant items of each user
+    judged_nonrelevant: Optional[torch.Tensor] = None
+    num_judged_nonrelevant: Optional[torch.Tensor] = None
+    # (batch,) the relevant items among each user's candidates (``relevant_candidates``)
+    num_relevant_candidates: Optional[torch.Tensor] = None
 
 
 _NAN_SCORES = "y_pred contains NaN scores (+inf and -inf are allowed)"
@@ -82,6 +91,17 @@ class RankingRequest:
     gain_function: Optional[GainFunction] = None
     ideal: bool = False
     count_relevant: bool = True
+    extra_gains: tuple = ()  # further gain functions whose per-position gains are asked for
+    # which items are judged (bpref): None (not asked), "nonnegative" (labels >= 0; negative labels
+    # are unjudged, as trec_eval) or "all" (every stored label, negative ones included, as ranx)
+    judged: Optional[str] = None
+    relevant_candidates: bool = False  # |R| among the candidates (fall-out's denominator)
+
+    @property
+    def gain_functions(self) -> tuple:
+        """Every gain function asked for, the request's own first."""
+        own = () if self.gain_function is None else (self.gain_function,)
+        return tuple(dict.fromkeys(own + tuple(self.extra_gains)))
 
 
 def rank_input(batch: RankingInput, request: RankingRequest, hints: Optional[RankingHints] = None) -> RankedBatch:
@@ -89,13 +109,16 @@ def rank_input(batch: RankingInput, request: RankingRequest, hints: Optional[Ran
     calling metric's ``RankingHints`` (speed only)."""
     depth, relevance_threshold, ties = request.depth, request.relevance_threshold, request.ties
     gain_function, ideal, count_relevant = request.gain_function, request.ideal, request.count_relevant
+    gain_functions = request.gain_functions
     if batch.is_dense:
-        ranked = _rank_dense(
+        ranked, order, top_labels = _rank_dense(
             batch.scores, batch.labels, depth=depth, relevance_threshold=relevance_threshold, ties=ties,
-            gain_function=gain_function, ideal=ideal, count_relevant=count_relevant, hints=hints,
+            gain_function=gain_function, ideal=ideal,
+            count_relevant=count_relevant or request.relevant_candidates or request.judged == "all",
+            hints=hints, gain_functions=gain_functions,
         )
         ranked.invalid.update(batch.invalid)
-        return ranked
+        return _with_extras(ranked, batch, request, (order, top_labels, None, None))
     # one position more than the cut-offs need: whether a cut-off splits tied scores
     order, num_candidates, invalid, column = _candidates(batch, depth + 1)
     invalid.update(batch.invalid)
@@ -142,18 +165,19 @@ def rank_input(batch: RankingInput, request: RankingRequest, hints: Optional[Ran
             if top_labels.shape[1] < depth:  # empty positions
                 top_labels = torch.nn.functional.pad(top_labels, (0, depth - top_labels.shape[1]))
     top_relevant = relevance.indicator(top_labels)
-    top_gain = None if gain_function is None else gains(top_labels, top_relevant, gain_function, relevance_threshold)
+    top_gains = [gains(top_labels, top_relevant, g, relevance_threshold) for g in gain_functions]
 
     if ties == "stable" or batch.scores is None:  # a ranked id list has no ties
-        hit, gain, hit_times_hits_so_far, first_hit = stable_positions(top_relevant, top_gain)
+        hit, gain_list, hit_times_hits_so_far, first_hit = stable_positions(top_relevant, top_gains)
     else:
         nan = torch.full((), float("nan"), dtype=batch.scores.dtype, device=order.device)
         top_scores = torch.where(listed, batch.scores.gather(1, order.clamp(min=0)), nan)
         continues = tie_continues(tie)
-        last_group = _candidate_group_totals(batch, top_scores[:, -1:], relevance, gain_function, relevance_threshold,
+        last_group = _candidate_group_totals(batch, top_scores[:, -1:], relevance, gain_functions, relevance_threshold,
                                              rows_to_read(continues))
-        hit, gain, hit_times_hits_so_far, first_hit = tie_expectations(top_scores, top_relevant, top_gain, last_group,
-                                                                       continues)
+        hit, gain_list, hit_times_hits_so_far, first_hit = tie_expectations(top_scores, top_relevant, top_gains,
+                                                                            last_group, continues)
+    gain = gain_list[0] if gain_function is not None else None
 
     ideal_gain = None
     if ideal:
@@ -170,12 +194,14 @@ def rank_input(batch: RankingInput, request: RankingRequest, hints: Optional[Ran
 
     invalid.update(invalid_flags(invalid.pop(_NAN_SCORES, torch.zeros((), dtype=torch.bool, device=order.device)),
                                   label_nan))
-    if gain_function is not None:
-        invalid.update(gain_flags(gain_function, gain, ideal_gain))
-    return RankedBatch(
+    gains_by_function = dict(zip(gain_functions, gain_list))
+    for g, values in gains_by_function.items():
+        invalid.update(gain_flags(g, values, ideal_gain if g == gain_function else None))
+    ranked = RankedBatch(
         batch.num_items or 0, depth, hit, hit_times_hits_so_far, first_hit, num_relevant, has_relevant, gain,
-        ideal_gain, invalid, num_candidates, tie,
+        ideal_gain, invalid, num_candidates, tie, gains_by_function,
     )
+    return _with_extras(ranked, batch, request, (order, top_labels, listed, column))
 
 
 
@@ -190,6 +216,7 @@ def _rank_dense(
     ideal: bool = False,
     count_relevant: bool = True,
     hints: Optional[RankingHints] = None,
+    gain_functions: tuple = (),
 ) -> RankedBatch:
     """``rank_input`` for dense ``(scores, labels)``, every item a candidate: one selection over
     the scores and one pass over the labels."""
@@ -214,17 +241,20 @@ def _rank_dense(
     )
     top_labels = labels.gather(1, order).to(torch.float64)
     top_relevant = relevance.indicator(top_labels)
-    top_gain = None if gain_function is None else gains(top_labels, top_relevant, gain_function, relevance_threshold)
+    if not gain_functions and gain_function is not None:
+        gain_functions = (gain_function,)
+    top_gains = [gains(top_labels, top_relevant, g, relevance_threshold) for g in gain_functions]
 
     if ties == "stable":
-        hit, gain, hit_times_hits_so_far, first_hit = stable_positions(top_relevant, top_gain)
+        hit, gain_list, hit_times_hits_so_far, first_hit = stable_positions(top_relevant, top_gains)
     else:
         top_scores = scores.gather(1, order)
         continues = tie_continues(tie)
-        last_group = last_group_totals(scores, labels, top_scores[:, -1:], relevance, gain_function, relevance_threshold,
-                                       rows_to_read(continues))
-        hit, gain, hit_times_hits_so_far, first_hit = tie_expectations(top_scores, top_relevant, top_gain, last_group,
-                                                                       continues)
+        last_group = last_group_totals(scores, labels, top_scores[:, -1:], relevance, gain_functions,
+                                       relevance_threshold, rows_to_read(continues))
+        hit, gain_list, hit_times_hits_so_far, first_hit = tie_expectations(top_scores, top_relevant, top_gains,
+                                                                            last_group, continues)
+    gain = gain_list[0] if gain_function is not None else None
 
     ideal_gain = None
     if ideal:
@@ -232,12 +262,94 @@ def _rank_dense(
                                   relevance_threshold, label_candidates)
 
     invalid = invalid_flags(score_is_nan.any(), label_nan)
-    if gain_function is not None:
-        invalid.update(gain_flags(gain_function, gain, ideal_gain))
-    return RankedBatch(
+    gains_by_function = dict(zip(gain_functions, gain_list))
+    for g, values in gains_by_function.items():
+        invalid.update(gain_flags(g, values, ideal_gain if g == gain_function else None))
+    ranked = RankedBatch(
         num_items, depth, hit, hit_times_hits_so_far, first_hit, num_relevant, has_relevant, gain, ideal_gain, invalid,
-        boundary_tie=tie,
+        boundary_tie=tie, gains=gains_by_function,
     )
+    return ranked, order, top_labels
+
+
+def _with_extras(ranked: RankedBatch, batch: RankingInput, request: RankingRequest, ranking: tuple) -> RankedBatch:
+    """``ranked`` with what a few metrics ask beyond the common quantities: the judged
+    non-relevant items (bpref) and |R| among the candidates (fall-out). ``ranking``: (order,
+    the ranked items' labels, which positions hold an item (None: all), the ranked ids' columns
+    (None without ranked ids))."""
+    if request.judged is None and not request.relevant_candidates:
+        return ranked
+    order, top_labels, listed, column = ranking
+    label_dtype = batch.labels.dtype if batch.labels is not None else batch.targets.values.dtype
+    relevance = Relevance.of(request.relevance_threshold, label_dtype)
+    if request.judged is not None:
+        ranked.judged_nonrelevant, ranked.num_judged_nonrelevant = _judged_nonrelevant(
+            batch, relevance, request.judged, ranked.num_relevant, order, top_labels, listed, column, ranked.depth
+        )
+    if request.relevant_candidates:
+        ranked.num_relevant_candidates = _relevant_candidates(batch, relevance, ranked.num_relevant, column)
+    return ranked
+
+
+def _judged_nonrelevant(batch, relevance, judged, num_relevant, order, top_labels, listed, column, depth):
+    """((batch, depth) 1 where the ranked item is judged and not relevant, (batch,) the number
+    of judged non-relevant items). Dense labels judge every item; sparse targets and ItemIds
+    judge their stored entries. ``judged="nonnegative"``: a negative label is unjudged."""
+    nonnegative = judged == "nonnegative"
+
+    def judged_nonrelevant(values: torch.Tensor) -> torch.Tensor:
+        flags = 1.0 - relevance.indicator(values)
+        return flags * (values >= 0) if nonnegative else flags
+
+    if batch.labels is not None:
+        at_positions = judged_nonrelevant(top_labels)
+        if listed is not None:
+            at_positions = at_positions * listed
+        labels = batch.labels
+        if nonnegative:
+            count = ((~relevance.mask(labels)) & (labels >= 0)).sum(1, dtype=torch.float64)
+        else:
+            count = labels.shape[1] - num_relevant
+        return at_positions, count
+    table = batch.targets
+    values = table.values.to(torch.float64)
+    first = table.distinct_entries(batch.num_items or (1 << 32))  # merged duplicates count once
+    count = table.per_user_sum(judged_nonrelevant(values) * first)
+    if batch.ranked_ids is None:
+        stored_values, found = table.lookup(order.clamp(min=-1))
+        at_positions = judged_nonrelevant(stored_values.to(torch.float64)) * found
+    else:
+        ids = batch.ranked_ids
+        flat, _ = table.find_in_rows(*_sorted_rows(batch))
+        at_ids = torch.zeros(ids.numel() + 1, dtype=torch.float64, device=ids.device)
+        at_ids.index_put_((flat,), judged_nonrelevant(values) * first, accumulate=True)
+        at_positions = _compact(at_ids[:-1].view(ids.shape), column, 0.0)[:, :depth]
+        if at_positions.shape[1] < depth:
+            at_positions = torch.nn.functional.pad(at_positions, (0, depth - at_positions.shape[1]))
+    return at_positions, count
+
+
+def _relevant_candidates(batch, relevance, num_relevant, column) -> torch.Tensor:
+    """(batch,) float64: the relevant items among each user's candidates (the ranked ids that are
+    listed and not excluded; with scores, every item not excluded)."""
+    if batch.ranked_ids is not None:
+        ids = batch.ranked_ids
+        kept = (column < ids.shape[1]).to(torch.float64)
+        if batch.labels is not None:
+            labels = batch.labels.gather(1, ids.clamp(min=0, max=batch.labels.shape[1] - 1))
+            return (relevance.indicator(labels) * kept).sum(1)
+        stored, _ = batch.targets.lookup(ids)
+        return (relevance.indicator(stored.to(torch.float64)) * kept).sum(1)
+    if not batch.has_exclusion:
+        return num_relevant
+    mask = batch.excluded  # (batch, num_items) bool
+    if batch.labels is not None:
+        return num_relevant - (relevance.indicator(batch.labels) * mask).sum(1)
+    table = batch.targets
+    users = table.users.clamp(max=mask.shape[0] - 1)
+    items = (table.keys & ((1 << 32) - 1)).clamp(max=mask.shape[1] - 1)
+    excluded = mask[users, items] & (table.users < mask.shape[0])
+    return num_relevant - table.per_user_sum(relevance.indicator(table.values.to(torch.float64)) * excluded)
 
 
 def ranked_candidates(batch: RankingInput, depth: int):
@@ -319,13 +431,14 @@ def _compact(values: torch.Tensor, column: torch.Tensor, fill) -> torch.Tensor:
     return out.scatter_(1, column, values)[:, :-1]
 
 
-def _candidate_group_totals(batch: RankingInput, boundary, relevance, gain_function, threshold, rows=None):
+def _candidate_group_totals(batch: RankingInput, boundary, relevance, gain_functions, threshold, rows=None):
     """Over each user's candidates, those scored ``boundary`` (batch, 1): their number, how many
-    are relevant and their total gain (``ties="average"`` with dense scores). Dense labels: over
-    ``rows`` only (``ties.rows_to_read``; None: every row), 0 elsewhere."""
+    are relevant and their total gain under each of ``gain_functions`` (``ties="average"`` with
+    dense scores). Dense labels: over ``rows`` only (``ties.rows_to_read``; None: every row), 0
+    elsewhere."""
     scores, excluded = batch.scores, batch.excluded
     if batch.labels is not None:
-        return last_group_totals(scores, batch.labels, boundary, relevance, gain_function, threshold, rows, excluded)
+        return last_group_totals(scores, batch.labels, boundary, relevance, gain_functions, threshold, rows, excluded)
     candidate = torch.ones_like(scores, dtype=torch.bool) if excluded is None else ~excluded
     count = ((scores == boundary) & candidate).sum(1, dtype=torch.float64)
     table = batch.targets
@@ -334,10 +447,8 @@ def _candidate_group_totals(batch: RankingInput, boundary, relevance, gain_funct
     tied = (scores[users, items] == boundary[users, 0]) & candidate[users, items] & (table.users < scores.shape[0])
     values = table.values.to(torch.float64)
     relevant = relevance.indicator(values)
-    totals = [count, table.per_user_sum(tied * relevant)]
-    entry_gain = gains(values, relevant, gain_function, threshold) if gain_function is not None else relevant * 0
-    totals.append(table.per_user_sum(tied * entry_gain))
-    return totals[0], totals[1], totals[2]
+    gain_totals = [table.per_user_sum(tied * gains(values, relevant, g, threshold)) for g in gain_functions]
+    return count, table.per_user_sum(tied * relevant), gain_totals
 
 
 def hits_within_own_depth(batch: RankingInput, relevance_threshold: Optional[float], ties: str):

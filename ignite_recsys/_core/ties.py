@@ -16,13 +16,13 @@ from . import tuning
 from .relevance import gains, indicator
 
 
-def stable_positions(top_relevant: torch.Tensor, top_gain: Optional[torch.Tensor]):
-    """The per-position quantities of ``RankedBatch`` under the stable order: (hit, gain,
-    hit * hits so far, first hit)."""
+def stable_positions(top_relevant: torch.Tensor, top_gains: list):
+    """The per-position quantities of ``RankedBatch`` under the stable order: (hit, the gains of
+    each gain function, hit * hits so far, first hit)."""
     hits_so_far = top_relevant.cumsum(1)
     hit_times_hits_so_far = top_relevant * hits_so_far
     first_hit = hits_so_far.eq_(1).mul_(top_relevant)  # 1 at the first hit; in its buffer, in place
-    return top_relevant, top_gain, hit_times_hits_so_far, first_hit
+    return top_relevant, top_gains, hit_times_hits_so_far, first_hit
 
 
 def boundary_ties(scores: torch.Tensor, order: torch.Tensor, depth: int, complete: bool = False) -> torch.Tensor:
@@ -41,12 +41,12 @@ def boundary_ties(scores: torch.Tensor, order: torch.Tensor, depth: int, complet
     return tie if tie.shape[1] == depth else torch.nn.functional.pad(tie, (0, depth - tie.shape[1]))
 
 
-def tie_expectations(top_scores, top_relevant, top_gain, last_group, continues):
+def tie_expectations(top_scores, top_relevant, top_gains, last_group, continues):
     """Per-position expectations over uniformly random orders within each group of tied scores.
     ``continues`` (batch,) bool: the last listed score ties with the next candidate of the
     ranking (``tie_continues``), so its group may hold candidates past the cut; for those rows
-    ``last_group`` gives (count, relevant count, total gain) (batch,) of the candidates tied
-    with it over the whole row. Elsewhere the group lies within the listed positions (the
+    ``last_group`` gives (count, relevant count, [total gain of each gain function]) (batch,) of
+    the candidates tied with it over the whole row. Elsewhere the group lies within the listed positions (the
     ranking is sorted) and ``last_group`` is not read. A NaN in ``top_scores`` marks an empty
     position (a group of its own, holding nothing)."""
     depth = top_scores.shape[1]
@@ -65,12 +65,13 @@ def tie_expectations(top_scores, top_relevant, top_gain, last_group, continues):
 
     # The last group may continue past the cut: take its totals over the whole row.
     in_last_group = (top_scores == top_scores[:, -1:]) & continues.unsqueeze(1)
-    last_count, last_relevant, last_gain = last_group
+    last_count, last_relevant, last_gains = last_group
     size = torch.where(in_last_group, last_count.unsqueeze(1), (end - start + 1).to(torch.float64))
     relevant = torch.where(in_last_group, last_relevant.unsqueeze(1), group_total(top_relevant))
-    gain = None
-    if top_gain is not None:
-        gain = torch.where(in_last_group, last_gain.unsqueeze(1), group_total(top_gain)) / size
+    expected_gains = [
+        torch.where(in_last_group, last_gain.unsqueeze(1), group_total(top_gain)) / size
+        for top_gain, last_gain in zip(top_gains, last_gains)
+    ]
 
     hits_before_group = (top_relevant.cumsum(1) - top_relevant).gather(1, start)
     slot = (position - start + 1).to(torch.float64)  # 1-based position inside the group
@@ -78,7 +79,7 @@ def tie_expectations(top_scores, top_relevant, top_gain, last_group, continues):
     others = (slot - 1) * (relevant - 1) / (size - 1).clamp(min=1)
     hit_times_hits_so_far = hit * (hits_before_group + 1 + others)
     first_hit = (hits_before_group == 0) * _first_success_probability(slot, size, relevant)
-    return hit, gain, hit_times_hits_so_far, first_hit
+    return hit, expected_gains, hit_times_hits_so_far, first_hit
 
 
 def _first_success_probability(slot, size, successes):
@@ -107,14 +108,15 @@ def rows_to_read(continues: torch.Tensor) -> Optional[torch.Tensor]:
     return continues.nonzero().flatten() if tuning.cpu_tuned(continues.device) else None
 
 
-def last_group_totals(scores, labels, boundary, relevance, gain_function, threshold=None, rows=None, excluded=None):
+def last_group_totals(scores, labels, boundary, relevance, gain_functions=(), threshold=None, rows=None, excluded=None):
     """Over the whole row, the candidates whose score equals ``boundary`` (batch, 1): their
-    number, how many are relevant and their total gain; over ``rows`` only (1-D int64,
+    number, how many are relevant and their total gain under each of ``gain_functions`` (a
+    list); over ``rows`` only (1-D int64,
     ``rows_to_read``; None: every row), 0 in the others. ``excluded`` (batch, num_items) bool:
     items that are no candidates. A few pieces of rows at a time (``tuning.row_pieces``, float64
     temporaries of ``tuning.TIE_PASS_BYTES_PER_ENTRY``); chosen rows are copied a piece at a time."""
     num_rows, num_cols = scores.shape
-    totals = torch.zeros(3, num_rows, dtype=torch.float64, device=scores.device)
+    totals = torch.zeros(2 + len(gain_functions), num_rows, dtype=torch.float64, device=scores.device)
     rows = None if rows is not None and rows.numel() == num_rows else rows  # every row: no copies
     row_bytes = tuning.TIE_PASS_BYTES_PER_ENTRY * num_cols
     if rows is None:
@@ -128,17 +130,16 @@ def last_group_totals(scores, labels, boundary, relevance, gain_function, thresh
         tied = tied.to(torch.float64)
         label_values = _rows(labels, piece).to(torch.float64)
         relevant = relevance.indicator(label_values)
-        piece_totals = totals[:, piece] if isinstance(piece, slice) else torch.empty(3, len(piece), dtype=torch.float64,
-                                                                                   device=scores.device)
+        piece_totals = totals[:, piece] if isinstance(piece, slice) else torch.empty(
+            totals.shape[0], len(piece), dtype=torch.float64, device=scores.device
+        )
         torch.sum(tied, 1, out=piece_totals[0])
         torch.sum(tied * relevant, 1, out=piece_totals[1])
-        if gain_function is not None:
-            torch.sum(tied * gains(label_values, relevant, gain_function, threshold), 1, out=piece_totals[2])
-        else:
-            piece_totals[2].zero_()
+        for row, gain_function in enumerate(gain_functions, start=2):
+            torch.sum(tied * gains(label_values, relevant, gain_function, threshold), 1, out=piece_totals[row])
         if not isinstance(piece, slice):
             totals.index_copy_(1, piece, piece_totals)
-    return totals[0], totals[1], totals[2]
+    return totals[0], totals[1], list(totals[2:])
 
 
 def _rows(tensor: torch.Tensor, piece) -> torch.Tensor:

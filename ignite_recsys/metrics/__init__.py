@@ -9,12 +9,12 @@ from .paired import Paired
 from .popularity_bias import ACLT, APLT, ExposureGini, ItemGroupExposure, MeanPopRank, PopREO, PopRSP
 from .ranking import *  # noqa: F401,F403  (one class per entry of the registry of ranking metrics)
 from .ranking import __all__ as _ranking_names
-from .ranking_metrics import RankingMetrics
+from .ranking_metrics import RankingMetrics, RecallAtFixedPrecision
 from .score_based import AUC, GAUC, MAE, RMSE, LogLoss
 
 __all__ = [
     # ranking quality at cut-offs, one class per registry entry, and many at once
-    *_ranking_names, "RankingMetrics",
+    *_ranking_names, "RankingMetrics", "RecallAtFixedPrecision",
     # beyond accuracy
     "ItemCoverage", "GiniIndex", "ShannonEntropy", "AveragePopularity", "TailPercentage", "Novelty",
     "IntraListDiversity", "Serendipity", "EPC", "EFD", "MeanInvUserFreq", "Miscalibration", "APLT", "ACLT",

@@ -62,6 +62,8 @@ def ranking_request(entries, options, top_k, relevance_threshold, ties) -> Optio
     if not cutoff:
         return None
     gains = [options[entry.name]["gain_function"] for entry in cutoff if entry.needs.gains]
+    extra = tuple(gain for entry in cutoff for gain in entry.needs.extra_gains(options[entry.name]))
+    judged = [entry.needs.judged(options[entry.name]) for entry in cutoff]
     return RankingRequest(
         depth=top_k[-1],
         relevance_threshold=relevance_threshold,
@@ -69,6 +71,9 @@ def ranking_request(entries, options, top_k, relevance_threshold, ties) -> Optio
         gain_function=gains[0] if gains else None,  # metrics that read gains share one gain function
         ideal=any(entry.needs.ideal for entry in cutoff),
         count_relevant=any(entry.needs_relevant_count(options[entry.name]) for entry in cutoff),
+        extra_gains=tuple(dict.fromkeys(extra)),
+        judged=next((value for value in judged if value is not None), None),
+        relevant_candidates=any(entry.needs.relevant_candidates for entry in cutoff),
     )
 
 
@@ -86,6 +91,9 @@ def evaluate_entries(batch: RankingInput, entries, options, top_k, request, rele
         ranked = rank_input(batch, request, hints)
         invalid, has_relevant = ranked.invalid, ranked.has_relevant
         columns = [entry.values(ranked, top_k, options[entry.name]) for entry in entries if entry.has_cutoff]
+        for entry in entries:
+            if entry.has_cutoff:
+                invalid.update(entry.value_checks(ranked, options[entry.name]))
         tie_columns = _boundary_tie_columns(ranked, top_k)
     for entry in entries:
         if not entry.has_cutoff:
@@ -276,8 +284,10 @@ class CutoffMetric(CutoffResults, RankingMetricBase):
                 **vars(cls).get("_parameter_constraints", {}),
                 **{option.name: option.checked_by for option in entry.options},
             }
-            if "__init__" not in vars(cls):  # the generic constructor, with the entry's options as keywords
-                cls.__signature__ = with_parameters(CutoffMetric.__init__, option_parameters([entry]))
+            # the constructor's own arguments, then the entry's other options as keywords
+            init = vars(cls).get("__init__", CutoffMetric.__init__)
+            named = set(inspect.signature(init).parameters)
+            cls.__signature__ = with_parameters(init, option_parameters([entry], skip=tuple(named)))
 
     def __init__(
         self,

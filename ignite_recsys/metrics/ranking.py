@@ -98,6 +98,12 @@ class NDCG(_IgniteDropIn):
             item (RecBole, Elliot ``nDCGRendle2020``), ``"exp_rank_shifted"``
             :math:`2^{rel - t + 1}-1` with t = ``relevance_threshold`` (Elliot ``nDCG``), or a
             callable mapping a float64 relevance tensor to gains.
+        discount: the rank weight :math:`w(i)` in place of :math:`1/\log_2(i+1)`: ``"log2"``
+            (default), ``"log2_clip"`` :math:`1/\log_2(\max(i, 2))` (LensKit's default, whose
+            ranks 1 and 2 both weigh 1), or a callable of the float64 1-based positions.
+        ideal: ``"achievable"`` (default): IDCG@k of the ideal ranking of the user's labels;
+            ``"k_relevant"``: of k items of the user's largest gain, as RecTools' ``NDCG``
+            (``divide_by_achievable=False``): a user with fewer than k relevant items stays below 1.
 
     ``compute()`` returns a list in ascending k order whatever the order of ``top_k``, as ignite:
     ``NDCG(top_k=[3, 1]).compute()`` is ``[NDCG@1, NDCG@3]``; ``compute_dict()`` labels the values:
@@ -134,11 +140,12 @@ class NDCG(_IgniteDropIn):
         num_groups: Optional[int] = None,
         num_items: Optional[int] = None,
         skip_users_without_relevant: Optional[bool] = None,
+        **options: Any,
     ):
         super().__init__(
             top_k, ignore_zero_hits, relevance_threshold, output_transform, device, skip_unrolling,
             ties=ties, per_user=per_user, num_groups=num_groups, num_items=num_items,
-            skip_users_without_relevant=skip_users_without_relevant, gain_function=gain_function,
+            skip_users_without_relevant=skip_users_without_relevant, gain_function=gain_function, **options,
         )
 
 
@@ -313,6 +320,139 @@ class F1(CutoffMetric):
     """
 
     entry = REGISTRY["f1"]
+
+
+class DCG(CutoffMetric):
+    r"""Discounted Cumulative Gain at k, not normalised.
+
+    .. math:: \mathrm{DCG@k} = \sum_{i=1}^{k} g(rel_i)\, w(i)
+
+    with the gain g of :class:`NDCG` (``gain_function``, default :math:`2^{rel}-1`) and the rank
+    weight w (``discount``: ``"log2"`` :math:`1/\log_2(i+1)`, default; ``"log2_clip"``
+    :math:`1/\log_2(\max(i, 2))`, LensKit's; or a callable of the 1-based positions). Järvelin &
+    Kekäläinen (2002); ranx ``dcg`` (``gain_function="linear_rank"``) and ``dcg_burges`` (the
+    default gain). Unlike NDCG it grows with the number and grades of the relevant items, so it
+    compares models on the same users only.
+
+    >>> import torch
+    >>> from ignite_recsys import DCG
+    >>> metric = DCG(top_k=[2, 4], gain_function="linear_rank")
+    >>> metric.update((torch.tensor([[4.0, 3.0, 2.0, 1.0]]), torch.tensor([[0.0, 2.0, 0.0, 1.0]])))
+    >>> [round(v, 4) for v in metric.compute()]
+    [1.2619, 1.6925]
+    """
+
+    entry = REGISTRY["dcg"]
+
+
+class Hits(CutoffMetric):
+    r"""The number of relevant items in the top k (a count per user, not a rate).
+
+    .. math:: \mathrm{Hits@k} = |\hat R_k(u) \cap R(u)|
+
+    RecPack ``HitK``, ranx ``hits``.
+
+    >>> import torch
+    >>> from ignite_recsys import Hits
+    >>> metric = Hits(top_k=[1, 3])
+    >>> metric.update((torch.tensor([[4.0, 3.0, 2.0, 1.0]]), torch.tensor([[1, 0, 1, 1]])))
+    >>> metric.compute()
+    [1.0, 2.0]
+    """
+
+    entry = REGISTRY["hits"]
+
+
+class RBP(CutoffMetric):
+    r"""Rank-biased precision at k (Moffat & Zobel, TOIS 2008): a user looks one rank further
+    with probability p, the ``persistence``.
+
+    .. math:: \mathrm{RBP@k} = (1 - p) \sum_{i=1}^{k} r_i\, p^{i-1}
+
+    ``graded=True`` (default): :math:`r_i` is the label of a relevant item at rank i, as ranx's
+    ``rbp`` (which can exceed 1 with labels above 1; ranx reads the whole run: pass k = the run's
+    length); ``graded=False``: :math:`r_i = 1` for a relevant item, as the paper and LensKit
+    ``RBP``. Items below ``relevance_threshold`` add 0.
+
+    >>> import torch
+    >>> from ignite_recsys import RBP
+    >>> metric = RBP(top_k=3, persistence=0.5)
+    >>> metric.update((torch.tensor([[4.0, 3.0, 2.0, 1.0]]), torch.tensor([[0, 3, 1, 0]])))
+    >>> metric.compute()
+    [0.875]
+    """
+
+    entry = REGISTRY["rbp"]
+
+
+class ERR(CutoffMetric):
+    r"""Expected reciprocal rank at k (Chapelle, Metzler, Zhang & Grinspan, CIKM 2009): the
+    expected reciprocal of the rank where a user, scanning down, stops.
+
+    .. math:: \mathrm{ERR@k} = \sum_{i=1}^{k} \frac{R_i}{i} \prod_{j<i} (1 - R_j),\qquad
+              R_i = \frac{2^{g_i} - 1}{2^{g_{max}}}
+
+    with :math:`g_i` the grade of a relevant item at rank i (0 otherwise) and :math:`g_{max}` =
+    ``max_grade`` (4 as gdeval and ir-measures ``ERR@k``); a ranked grade above it is refused.
+    ``ties="average"`` is not available (the product is not a sum of per-rank terms).
+
+    >>> import torch
+    >>> from ignite_recsys import ERR
+    >>> metric = ERR(top_k=3)
+    >>> metric.update((torch.tensor([[4.0, 3.0, 2.0, 1.0]]), torch.tensor([[0, 3, 1, 0]])))
+    >>> round(metric.compute()[0], 4)
+    0.2305
+    """
+
+    entry = REGISTRY["err"]
+
+
+class FallOut(CutoffMetric):
+    r"""Fall-out at k: the share of a user's non-relevant candidates that the top k holds.
+
+    .. math:: \mathrm{FallOut@k} = \frac{|\hat R_k(u) \setminus R(u)|}{|C(u) \setminus R(u)|}
+
+    C(u): the user's candidates (the items not excluded; with :class:`~ignite_recsys.RankedItems`,
+    the listed ids). 0 for a user whose candidates are all relevant, as torchmetrics'
+    ``retrieval_fall_out`` (its class ``RetrievalFallOut`` counts such a user as 1 by default).
+    Lower is better. As every ranking metric here it skips users without a relevant item unless
+    ``ignore_zero_hits=False``.
+
+    >>> import torch
+    >>> from ignite_recsys import FallOut
+    >>> metric = FallOut(top_k=[1, 2])
+    >>> metric.update((torch.tensor([[4.0, 3.0, 2.0, 1.0]]), torch.tensor([[0, 1, 0, 1]])))
+    >>> metric.compute()
+    [0.5, 0.5]
+    """
+
+    entry = REGISTRY["fall_out"]
+
+
+class BPref(CutoffMetric):
+    r"""Binary preference at k (Buckley & Voorhees, SIGIR 2004), for incomplete judgements: how
+    often relevant items are ranked above judged non-relevant ones.
+
+    .. math:: \mathrm{bpref@k} = \frac{1}{R} \sum_{r} \left(1 - \frac{\min(n_r, R)}{\min(R, N)}\right)
+
+    over the relevant items r in the top k, with R the user's relevant items, N its judged
+    non-relevant items and :math:`n_r` those ranked above r; a relevant item adds 1 when N = 0,
+    as trec_eval's ``bpref``. Judged items: every item of dense labels; the stored entries of
+    sparse targets and :class:`~ignite_recsys.ItemIds` (the qrels), so an item without an entry is
+    unjudged and takes no part. ``negative_labels="unjudged"`` (default, trec_eval): a negative
+    label counts as unjudged; ``"judged"`` (ranx): as judged non-relevant. trec_eval reads the
+    whole run: pass k = the run's length. ``ties="average"`` is not available.
+
+    >>> import torch
+    >>> from ignite_recsys import BPref
+    >>> judged = torch.sparse_coo_tensor(torch.tensor([[0, 0, 0], [0, 1, 2]]), torch.tensor([0.0, 1.0, 0.0]), (1, 4))
+    >>> metric = BPref(top_k=4)
+    >>> metric.update((torch.tensor([[4.0, 3.0, 2.0, 1.0]]), judged))
+    >>> metric.compute()
+    [0.0]
+    """
+
+    entry = REGISTRY["bpref"]
 
 
 class RPrecision(RankingMetricBase):

@@ -127,3 +127,80 @@ class RankingMetrics(RankingMetricBase):
 RankingMetrics.__signature__ = with_parameters(  # type: ignore[attr-defined]
     RankingMetrics.__init__, option_parameters(list(REGISTRY.values()), "argument", skip=("gain_function",))
 )
+
+
+class RecallAtFixedPrecision(RankingMetrics):
+    r"""The largest Recall@k over k = 1..``max_k`` whose Precision@k reaches ``min_precision``, on
+    the curves averaged over users, and that k (torchmetrics ``RetrievalRecallAtFixedPrecision``).
+
+    .. math:: (R^*, k^*) = \max_{k \le K:\ \overline{P@k} \ge p_{min}} \overline{R@k}
+
+    with :math:`\overline{P@k}` and :math:`\overline{R@k}` the means over users, streamed as
+    sums (the curves of one ranking step per batch, as :class:`RankingMetrics`). Equal recalls
+    go to the largest k; when no k qualifies, or the best recall is 0, ``(0.0, max_k)``.
+    ``adaptive_k=True``: P@k divides by min(k, the user's candidates). As torchmetrics by default
+    (``empty_target_action="neg"``), users without a relevant item count, with zero curves
+    (``ignore_zero_hits=False``). ``compute()`` returns ``(recall, k)``; the curves are
+    :meth:`curves`.
+
+    >>> import torch
+    >>> from ignite_recsys import RecallAtFixedPrecision
+    >>> metric = RecallAtFixedPrecision(max_k=3, min_precision=0.6)
+    >>> metric.update((torch.tensor([[3.0, 2.0, 1.0]]), torch.tensor([[1, 0, 1]])))
+    >>> metric.compute()
+    (1.0, 3)
+    """
+
+    __signature__ = None  # its own constructor's (not RankingMetrics')
+    _parameter_constraints = {
+        "max_k": V.positive_int(),
+        "min_precision": V.Interval(float, 0, 1),
+        "adaptive_k": V.BOOLEAN,
+    }
+
+    def __init__(
+        self,
+        max_k: int,
+        min_precision: float = 0.0,
+        adaptive_k: bool = False,
+        ignore_zero_hits: bool = False,
+        relevance_threshold: Optional[float] = 1.0,
+        output_transform: Callable = _identity,
+        device: Union[str, torch.device] = torch.device("cpu"),
+        skip_unrolling: bool = False,
+        *,
+        ties: str = "stable",
+        num_items: Optional[int] = None,
+    ):
+        self.max_k = max_k
+        self.min_precision = min_precision
+        self.adaptive_k = adaptive_k
+        super().__init__(
+            list(range(1, max_k + 1)), ["precision", "recall"], ignore_zero_hits, relevance_threshold,
+            output_transform=output_transform, device=device, skip_unrolling=skip_unrolling, ties=ties,
+            num_items=num_items, precision_normalization="min_k_items" if adaptive_k else "k",
+        )
+
+    def curves(self) -> dict:
+        """``{"precision": [mean P@1, ..., mean P@max_k], "recall": [...]}`` over the users counted."""
+        means = super().compute()
+        ks = range(1, self.max_k + 1)
+        return {name: [means[f"{name}@{k}"] for k in ks] for name in ("precision", "recall")}
+
+    def compute(self) -> tuple:  # type: ignore[override]
+        curves = self.curves()
+        best = None
+        for k, (precision, recall) in enumerate(zip(curves["precision"], curves["recall"]), start=1):
+            if precision >= self.min_precision and (best is None or (recall, k) > best):
+                best = (recall, k)
+        if best is None or best[0] == 0.0:
+            return 0.0, self.max_k
+        return best
+
+    def _value_labels(self):
+        return ["/recall", "/k"]
+
+    def confidence_interval(self, level: float = 0.95):
+        raise NotImplementedError(
+            "RecallAtFixedPrecision picks a k on the mean curves: it is not a mean over users and has no interval"
+        )
