@@ -64,7 +64,8 @@ def test_normalization_choices_and_defaults(name):
 
 def test_every_convention_argument_is_in_the_registry():
     own = {"self", "top_k", "metrics", "ignore_zero_hits", "relevance_threshold", "output_transform", "device",
-           "skip_unrolling", "ties", "per_user", "num_groups", "num_items", "skip_users_without_relevant"}
+           "skip_unrolling", "ties", "per_user", "num_groups", "num_items", "skip_users_without_relevant",
+           "num_threads"}
     arguments = set(inspect.signature(R.RankingMetrics).parameters) - own
     assert arguments == set(ranking_metrics_options())
     for name, entry in REGISTRY.items():  # each class's conventions are its entry's options

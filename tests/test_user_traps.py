@@ -88,3 +88,25 @@ def test_swapped_scores_and_labels_warn():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         R.NDCG([2], relevance_threshold=0.5).update((SCORES, grades))  # the right order: no warning
+
+
+def test_num_threads_applies_to_the_update_only():
+    """num_threads=1 runs the update on one torch thread and gives the caller's setting back, also
+    when the update raises; the values are those of the default."""
+    before = torch.get_num_threads()
+    seen = []
+
+    class Spy(R.NDCG):
+        def _batch_totals(self, inputs):
+            seen.append(torch.get_num_threads())
+            return super()._batch_totals(inputs)
+
+    one = Spy([2], num_threads=1)
+    one.update((SCORES, LABELS))
+    assert seen == [1] and torch.get_num_threads() == before
+    with pytest.raises(ValueError):
+        one.update((SCORES * float("nan"), LABELS))
+    assert torch.get_num_threads() == before
+    default = R.NDCG([2])
+    default.update((SCORES, LABELS))
+    assert one.compute() == default.compute()

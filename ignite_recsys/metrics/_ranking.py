@@ -16,6 +16,10 @@ Common arguments (ignite's ``NDCG`` signature, plus keywords):
 - ``num_items``: the catalog size, for inputs that hold only ids (``RankedItems`` predictions with
   ``ItemIds`` targets): ids at or past it are refused. Dense and sparse inputs carry it.
 - ``per_user``, ``num_groups``: per-user values and per-group results (see :class:`UserMean`).
+- ``num_threads``: torch's intra-op threads during ``update`` on CPU, restored after it (None:
+  torch's setting, unchanged). On a machine whose cores other processes also use (data-loader
+  workers, other jobs), ``num_threads=1`` keeps an update from waiting at each operation for a
+  thread whose core is taken, while the model keeps its threads.
 - ``output_transform``, ``device``, ``skip_unrolling``: as in :class:`ignite.metrics.Metric`.
 """
 
@@ -139,6 +143,7 @@ class RankingMetricBase(UserMean):
         "relevance_threshold": V.positive_real(optional=True),
         "ties": V.Options(V.TIE_RULES),
         "num_items": V.positive_int(optional=True),
+        "num_threads": V.positive_int(optional=True),
     }
     optional_output_keys = ("exclude",)  # a dict output {"y_pred", "y", "exclude"} passes its exclusion
     _entries: tuple = ()
@@ -160,10 +165,12 @@ class RankingMetricBase(UserMean):
         num_groups: Optional[int] = None,
         num_items: Optional[int] = None,
         skip_users_without_relevant: Optional[bool] = None,
+        num_threads: Optional[int] = None,
     ):
         self.ignore_zero_hits = self.skip_users_without_relevant = _skip_users(
             ignore_zero_hits, skip_users_without_relevant
         )
+        self.num_threads = num_threads
         self.relevance_threshold = relevance_threshold
         self.ties = ties
         self.num_items = num_items
@@ -303,6 +310,7 @@ class CutoffMetric(CutoffResults, RankingMetricBase):
         num_groups: Optional[int] = None,
         num_items: Optional[int] = None,
         skip_users_without_relevant: Optional[bool] = None,
+        num_threads: Optional[int] = None,
         **options: Any,
     ):
         self.top_k = list(top_k)  # type: ignore[arg-type]  # checked and sorted: a list
@@ -312,7 +320,7 @@ class CutoffMetric(CutoffResults, RankingMetricBase):
         super().__init__(
             (self.entry,), {self.entry.name: chosen}, ignore_zero_hits, relevance_threshold, output_transform, device, skip_unrolling,
             ties=ties, per_user=per_user, num_groups=num_groups, num_items=num_items,
-            skip_users_without_relevant=skip_users_without_relevant,
+            skip_users_without_relevant=skip_users_without_relevant, num_threads=num_threads,
         )
 
     def _num_values(self) -> int:

@@ -18,6 +18,7 @@ configuration with a ValueError that names the difference, before anything chang
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -88,7 +89,7 @@ class BatchTotals:
 _PER_RANK = "__metric_state_per_rank"  # the one key of ignite's ``Metric.state_dict()``
 _CONFIGURATION = "configuration"  # the configuration a state was made under, beside ignite's key
 # constructor arguments that do not change what the state means
-_NOT_CONFIGURATION = ("output_transform", "device", "skip_unrolling", "per_user")
+_NOT_CONFIGURATION = ("output_transform", "device", "skip_unrolling", "per_user", "num_threads")
 
 
 def raise_for_invalid_updates(metric: Metric, num_invalid_updates: torch.Tensor) -> None:
@@ -175,13 +176,16 @@ class StatefulMetric(EngineIO, Metric):
     def _inputs_device(self, inputs: Any) -> torch.device:
         return inputs.device
 
+    num_threads: Optional[int] = None  # torch's intra-op threads during update (None: unchanged)
+
     @reinit__is_reduced
     def update(self, output: Any) -> None:
-        inputs = self._parse(output)
-        totals = self._batch_totals(inputs)
-        bad = screen(totals.invalid, self._inputs_device(inputs))
-        self._add(totals.sums, bad)
-        self._keep(totals, bad)
+        with _threads(self.num_threads):
+            inputs = self._parse(output)
+            totals = self._batch_totals(inputs)
+            bad = screen(totals.invalid, self._inputs_device(inputs))
+            self._add(totals.sums, bad)
+            self._keep(totals, bad)
 
     def _add(self, sums: dict, bad: Optional[torch.Tensor]) -> None:
         """Add each batch total to its state (one operation for all; nothing from a bad batch) and
@@ -321,6 +325,21 @@ class StatefulMetric(EngineIO, Metric):
         ):
             return
         self.reset()
+
+
+@contextlib.contextmanager
+def _threads(count: Optional[int]):
+    """torch's intra-op threads set to ``count`` inside the block and restored after it (None:
+    nothing changes)."""
+    if count is None or count == torch.get_num_threads():
+        yield
+        return
+    saved = torch.get_num_threads()
+    torch.set_num_threads(count)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(saved)
 
 
 def _describe(value: Any) -> str:

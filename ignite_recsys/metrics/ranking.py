@@ -140,12 +140,13 @@ class NDCG(_IgniteDropIn):
         num_groups: Optional[int] = None,
         num_items: Optional[int] = None,
         skip_users_without_relevant: Optional[bool] = None,
+        num_threads: Optional[int] = None,
         **options: Any,
     ):
         super().__init__(
             top_k, ignore_zero_hits, relevance_threshold, output_transform, device, skip_unrolling,
             ties=ties, per_user=per_user, num_groups=num_groups, num_items=num_items,
-            skip_users_without_relevant=skip_users_without_relevant, gain_function=gain_function, **options,
+            skip_users_without_relevant=skip_users_without_relevant, num_threads=num_threads, gain_function=gain_function, **options,
         )
 
 
@@ -190,11 +191,12 @@ class HitRate(_IgniteDropIn):
         num_groups: Optional[int] = None,
         num_items: Optional[int] = None,
         skip_users_without_relevant: Optional[bool] = None,
+        num_threads: Optional[int] = None,
     ):
         super().__init__(
             top_k, ignore_zero_hits, relevance_threshold, output_transform, device, skip_unrolling,
             ties=ties, per_user=per_user, num_groups=num_groups, num_items=num_items,
-            skip_users_without_relevant=skip_users_without_relevant,
+            skip_users_without_relevant=skip_users_without_relevant, num_threads=num_threads,
         )
 
 
@@ -487,11 +489,12 @@ class RPrecision(RankingMetricBase):
         num_groups: Optional[int] = None,
         num_items: Optional[int] = None,
         skip_users_without_relevant: Optional[bool] = None,
+        num_threads: Optional[int] = None,
     ):
         super().__init__(
             (self.entry,), {}, ignore_zero_hits, relevance_threshold, output_transform, device, skip_unrolling,
             ties=ties, per_user=per_user, num_groups=num_groups, num_items=num_items,
-            skip_users_without_relevant=skip_users_without_relevant,
+            skip_users_without_relevant=skip_users_without_relevant, num_threads=num_threads,
         )
 
     def _result(self, means):

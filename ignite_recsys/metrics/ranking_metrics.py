@@ -93,6 +93,7 @@ class RankingMetrics(RankingMetricBase):
         num_groups: Optional[int] = None,
         num_items: Optional[int] = None,
         skip_users_without_relevant: Optional[bool] = None,
+        num_threads: Optional[int] = None,
         **conventions: Any,
     ):
         self.top_k = list(top_k)  # type: ignore[arg-type]  # checked and sorted: a list
@@ -111,7 +112,7 @@ class RankingMetrics(RankingMetricBase):
             [entry for entry in entries if entry.has_cutoff] + [entry for entry in entries if not entry.has_cutoff],
             options, ignore_zero_hits, relevance_threshold, output_transform, device, skip_unrolling,
             ties=ties, per_user=per_user, num_groups=num_groups, num_items=num_items,
-            skip_users_without_relevant=skip_users_without_relevant,
+            skip_users_without_relevant=skip_users_without_relevant, num_threads=num_threads,
         )
 
     def _num_values(self) -> int:
