@@ -177,7 +177,7 @@ class Custom(Constraint):
     message; ``invalid`` lists values it refuses."""
 
     expected: str
-    function: Callable[[str, Any, Mapping], Any]
+    function: Callable[..., Any]  # (name, value, arguments) -> the value to use
     invalid: tuple = (_NOT_ACCEPTED,)
 
     def check(self, name, value, arguments):

@@ -149,7 +149,7 @@ class Miscalibration(ListMean):
         per_user: bool = False,
         num_groups: Optional[int] = None,
     ):
-        self.top_k = list(top_k)
+        self.top_k = list(top_k)  # type: ignore[arg-type]  # checked and sorted: a list
         width = num_categories if num_categories is not None else item_categories.shape[1]
         matrix = torch.nn.functional.pad(item_categories, (0, width - item_categories.shape[1]))
         self.item_categories = matrix

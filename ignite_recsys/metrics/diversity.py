@@ -95,7 +95,7 @@ class IntraListDiversity(ListMean):
         per_user: bool = False,
         num_groups: Optional[int] = None,
     ):
-        self.top_k = list(top_k)
+        self.top_k = list(top_k)  # type: ignore[arg-type]  # checked and sorted: a list
         self.item_features = item_features  # a float64 copy (ITEM_MATRIX)
         self.distance = distance
         features = item_features
@@ -139,7 +139,7 @@ class IntraListDiversity(ListMean):
 
     def _called(self, features: torch.Tensor) -> torch.Tensor:
         """The distances (batch, depth, depth) of a callable ``distance``, checked."""
-        distances = self.distance(features)
+        distances = self.distance(features)  # type: ignore[operator]  # a callable here
         expected = (features.shape[0], features.shape[1], features.shape[1])
         if not isinstance(distances, torch.Tensor):
             raise TypeError(f"distance must return a torch.Tensor of distances, got {type(distances).__name__}")
@@ -215,7 +215,7 @@ class Serendipity(ListMean):
         per_user: bool = False,
         num_groups: Optional[int] = None,
     ):
-        self.top_k = list(top_k)
+        self.top_k = list(top_k)  # type: ignore[arg-type]  # checked and sorted: a list
         self.item_popularity = item_popularity  # a float64 copy (ITEM_VECTOR)
         self.relevance_threshold = relevance_threshold
         num_items = item_popularity.numel()

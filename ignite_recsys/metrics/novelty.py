@@ -61,7 +61,7 @@ class _ExpectedNovelty(ListMean):
         per_user: bool = False,
         num_groups: Optional[int] = None,
     ):
-        self.top_k = list(top_k)
+        self.top_k = list(top_k)  # type: ignore[arg-type]  # checked and sorted: a list
         self.item_popularity = item_popularity  # a float64 copy (ITEM_VECTOR)
         self.relevance_threshold = relevance_threshold
         self.rank_weight = rank_weight

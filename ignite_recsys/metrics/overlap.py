@@ -52,6 +52,7 @@ class _TwoLists(CutoffResults, UserMean):
     optional_output_keys = ("y", "exclude")
     _counted = "user"
     _parameter_constraints = {"top_k": V.TOP_K, "num_items": V.positive_int(optional=True)}
+    num_items: Optional[int] = None
 
     def _num_values(self) -> int:
         return len(self.top_k)
@@ -67,7 +68,8 @@ class _TwoLists(CutoffResults, UserMean):
                 f"{name}.update expects a tuple (y_pred_a, y_pred_b), (y_pred_a, y_pred_b, y) or (y_pred_a, y_pred_b, "
                 f"y, exclude), got {type(output).__name__}"
             )
-        entries, tags = list(output), []
+        entries: list = list(output)
+        tags: list = []
         while entries and isinstance(entries[-1], (UserGroups, UserIds)):
             tags.insert(0, entries.pop())
         if len(entries) not in (2, 3, 4):
@@ -167,7 +169,7 @@ class RankBiasedOverlap(_TwoLists):
         per_user: bool = False,
         num_groups: Optional[int] = None,
     ):
-        self.top_k = list(top_k)
+        self.top_k = list(top_k)  # type: ignore[arg-type]  # checked and sorted: a list
         self.patience = patience
         self.normalize = normalize
         self.num_items = num_items
@@ -238,7 +240,7 @@ class Intersection(_TwoLists):
         per_user: bool = False,
         num_groups: Optional[int] = None,
     ):
-        self.top_k = list(top_k)
+        self.top_k = list(top_k)  # type: ignore[arg-type]  # checked and sorted: a list
         self.ref_k = ref_k
         self.num_items = num_items
         super().__init__(output_transform, device, skip_unrolling, per_user=per_user, num_groups=num_groups)

@@ -23,10 +23,11 @@ def _check_paired_metric(metric: Any) -> Any:
             "metric must be a metric that averages over users (NDCG, HitRate, Recall, Precision, MAP, MRR, F1, "
             f"RPrecision, RankingMetrics, AveragePopularity, TailPercentage, Novelty), got {type(metric).__name__}"
         )
-    if tuple(metric.required_output_keys) != ("y_pred", "y"):  # e.g. RankBiasedOverlap: two models already
+    keys = tuple(metric.required_output_keys or ())
+    if keys != ("y_pred", "y"):  # e.g. RankBiasedOverlap: two models already
         raise TypeError(
             f"metric must score one model's predictions, got {type(metric).__name__}, which compares two models "
-            f"itself (update keys {tuple(metric.required_output_keys)})"
+            f"itself (update keys {keys})"
         )
     if metric.keeps_per_user or metric.num_groups is not None:
         raise ValueError(

@@ -181,7 +181,7 @@ class _PopularityParity(CutoffResults, StatefulMetric):
         device: Union[str, torch.device] = torch.device("cpu"),
         skip_unrolling: bool = False,
     ):
-        self.top_k = list(top_k)
+        self.top_k = list(top_k)  # type: ignore[arg-type]  # checked and sorted: a list
         self.item_popularity = item_popularity
         self.pop_ratio = pop_ratio
         head = elliot_short_head(item_popularity, pop_ratio)
@@ -334,7 +334,8 @@ class ExposureGini(CatalogCounts):
         skip_unrolling: bool = False,
     ):
         self.rank_weight = rank_weight
-        self._weights = DeviceCopies(weights=rank_weight_values("rank_weight", rank_weight, max(top_k)))
+        weights = rank_weight_values("rank_weight", rank_weight, max(top_k))  # type: ignore[arg-type]
+        self._weights = DeviceCopies(weights=weights)
         super().__init__(top_k, num_items, "recbole", output_transform, device, skip_unrolling)
 
     def _position_weights(self, depth: int, device: torch.device) -> Optional[torch.Tensor]:
@@ -424,8 +425,8 @@ class ItemGroupExposure(CatalogCounts):
         self.item_groups = item_groups  # an int64 copy
         self.num_item_groups = num_item_groups if num_item_groups is not None else int(item_groups.max()) + 1
         self.rank_weight = rank_weight
-        self._weights = DeviceCopies(weights=rank_weight_values("rank_weight", rank_weight, max(top_k)),
-                                     groups=item_groups)
+        weights = rank_weight_values("rank_weight", rank_weight, max(top_k))  # type: ignore[arg-type]
+        self._weights = DeviceCopies(weights=weights, groups=item_groups)
         super().__init__(top_k, item_groups.numel(), "recbole", output_transform, device, skip_unrolling)
 
     def _position_weights(self, depth: int, device: torch.device) -> Optional[torch.Tensor]:
