@@ -44,7 +44,9 @@ def candidates(batch: int, items: int, dim: int, seed: int = 0) -> dict:
         "RankingMetrics": (R.RankingMetrics(TOP_K), (scores, labels)),
         "IntraListDiversity": (R.IntraListDiversity(TOP_K, features), (scores, labels)),
         "IntraListDiversity (callable)": (
-            R.IntraListDiversity(TOP_K, features, distance=lambda f: torch.cdist(f, f)), (scores, labels)),
+            R.IntraListDiversity(TOP_K, features, distance=lambda f: torch.cdist(f, f)),
+            (scores, labels),
+        ),
         "Serendipity": (R.Serendipity(TOP_K, popularity), (scores, labels)),
         "EPC": (R.EPC(TOP_K, popularity, 1000), (scores, labels)),
         "MeanInvUserFreq": (R.MeanInvUserFreq(TOP_K, popularity, 1000), (scores, labels)),
@@ -66,8 +68,10 @@ def main() -> None:
     parser.add_argument("--dim", type=int, default=64, help="feature dimension d")
     parser.add_argument("--repeats", type=int, default=7, help="rounds (every candidate once per round)")
     args = parser.parse_args()
-    print(f"torch {torch.__version__}, {platform.processor() or platform.machine()}, "
-          f"{torch.get_num_threads()} threads; B={args.batch}, d={args.dim}, top_k={TOP_K}, {args.repeats} rounds")
+    print(
+        f"torch {torch.__version__}, {platform.processor() or platform.machine()}, "
+        f"{torch.get_num_threads()} threads; B={args.batch}, d={args.dim}, top_k={TOP_K}, {args.repeats} rounds"
+    )
     for items in args.sizes:
         times = round_times(candidates(args.batch, items, args.dim), args.repeats)
         base = times["RankingMetrics"]
@@ -75,8 +79,10 @@ def main() -> None:
         print(f"{'update':36} {'median s':>10} {'x RankingMetrics':>17} {'(range)':>16}")
         for name, values in times.items():
             ratios = [value / reference for value, reference in zip(values, base)]
-            print(f"{name:36} {statistics.median(values):10.4f} {statistics.median(ratios):17.2f} "
-                  f"{f'({min(ratios):.2f}-{max(ratios):.2f})':>16}")
+            print(
+                f"{name:36} {statistics.median(values):10.4f} {statistics.median(ratios):17.2f} "
+                f"{f'({min(ratios):.2f}-{max(ratios):.2f})':>16}"
+            )
 
 
 if __name__ == "__main__":

@@ -57,8 +57,12 @@ def generate(folder: str, users: int) -> None:
             doc = np.char.add("i", items.reshape(-1).astype(str))
             rank = np.tile(np.arange(1, PER_USER + 1), len(u)).astype(str)
             score = np.char.mod("%.2f", scores.reshape(-1))
-            lines = [" ".join(row) for row in zip(qid.tolist(), ["Q0"] * len(qid), doc.tolist(), rank.tolist(),
-                                                   score.tolist(), ["bench"] * len(qid))]
+            lines = [
+                " ".join(row)
+                for row in zip(
+                    qid.tolist(), ["Q0"] * len(qid), doc.tolist(), rank.tolist(), score.tolist(), ["bench"] * len(qid)
+                )
+            ]
             run_file.write("\n".join(lines) + "\n")
             table = pa.table({"user": qid, "item": doc, "score": scores.reshape(-1)})
             run_writer = run_writer or pq.ParquetWriter(os.path.join(folder, "run.parquet"), table.schema)
@@ -68,8 +72,12 @@ def generate(folder: str, users: int) -> None:
             grades = rng.integers(1, 4, judged.shape)
             qqid = np.repeat(np.char.add("u", u.astype(str)), JUDGED)
             qdoc = np.char.add("i", judged.reshape(-1).astype(str))
-            qf.write("\n".join(f"{a} 0 {b} {c}" for a, b, c in zip(qqid.tolist(), qdoc.tolist(),
-                                                                   grades.reshape(-1).tolist())) + "\n")
+            qf.write(
+                "\n".join(
+                    f"{a} 0 {b} {c}" for a, b, c in zip(qqid.tolist(), qdoc.tolist(), grades.reshape(-1).tolist())
+                )
+                + "\n"
+            )
             qtable = pa.table({"user": qqid, "item": qdoc, "rel": grades.reshape(-1)})
             qrels_writer = qrels_writer or pq.ParquetWriter(os.path.join(folder, "qrels.parquet"), qtable.schema)
             qrels_writer.write_table(qtable)
@@ -86,9 +94,15 @@ def work(tool: str, folder: str) -> dict:
         import ignite_recsys
 
         run, qrels = (parquet_run, parquet_qrels) if tool.endswith("parquet") else (trec_run, trec_qrels)
-        result = ignite_recsys.evaluate(run, qrels, ["ndcg@10", "recall@20", "P@10", "map@100"], progress=False,
-                                        gain_function="linear_rank", map_normalization="relevant",
-                                        ignore_zero_hits=False)
+        result = ignite_recsys.evaluate(
+            run,
+            qrels,
+            ["ndcg@10", "recall@20", "P@10", "map@100"],
+            progress=False,
+            gain_function="linear_rank",
+            map_normalization="relevant",
+            ignore_zero_hits=False,
+        )
         means = result.means
     elif tool.startswith("ranx"):
         import ranx
@@ -108,16 +122,18 @@ def work(tool: str, folder: str) -> dict:
         with open(trec_run) as handle:
             run = pytrec_eval.parse_run(handle)
         names = {"ndcg@10": "ndcg_cut_10", "recall@20": "recall_20", "precision@10": "P_10", "map@100": "map_cut_100"}
-        per_query = pytrec_eval.RelevanceEvaluator(qrels, {"ndcg_cut.10", "recall.20", "P.10", "map_cut.100"}) \
-            .evaluate(run)
+        per_query = pytrec_eval.RelevanceEvaluator(qrels, {"ndcg_cut.10", "recall.20", "P.10", "map_cut.100"}).evaluate(
+            run
+        )
         means = {key: statistics.fmean(values[name] for values in per_query.values()) for key, name in names.items()}
     elif tool == "ir_measures":
         import ir_measures
         from ir_measures import AP, P, R, nDCG
 
         measures = [nDCG @ 10, R @ 20, P @ 10, AP @ 100]
-        values = ir_measures.calc_aggregate(measures, ir_measures.read_trec_qrels(trec_qrels),
-                                            ir_measures.read_trec_run(trec_run))
+        values = ir_measures.calc_aggregate(
+            measures, ir_measures.read_trec_qrels(trec_qrels), ir_measures.read_trec_run(trec_run)
+        )
         means = dict(zip(["ndcg@10", "recall@20", "precision@10", "map@100"], (values[m] for m in measures)))
     else:
         raise ValueError(f"unknown tool {tool!r}")
@@ -126,8 +142,9 @@ def work(tool: str, folder: str) -> dict:
 
 def measure(tool: str, folder: str) -> dict:
     """Runs ``work`` in a child process and adds that child's peak RSS (MiB)."""
-    child = subprocess.run([sys.executable, __file__, "--work", tool, "--folder", folder], capture_output=True,
-                           text=True, check=False)
+    child = subprocess.run(
+        [sys.executable, __file__, "--work", tool, "--folder", folder], capture_output=True, text=True, check=False
+    )
     if child.returncode != 0:
         return {"error": child.stderr.strip().splitlines()[-1] if child.stderr else f"exit {child.returncode}"}
     result = json.loads(child.stdout.strip().splitlines()[-1])
@@ -167,16 +184,26 @@ def main() -> None:
     if not os.path.exists(os.path.join(folder, "qrels.parquet")):
         started = time.perf_counter()
         generate(folder, args.users)
-        print(f"generated {args.users * PER_USER:,} run rows and {args.users * JUDGED:,} judgments in "
-              f"{time.perf_counter() - started:.0f} s under {folder}", flush=True)
+        print(
+            f"generated {args.users * PER_USER:,} run rows and {args.users * JUDGED:,} judgments in "
+            f"{time.perf_counter() - started:.0f} s under {folder}",
+            flush=True,
+        )
     print(json.dumps(versions()), flush=True)
     runs: dict = {tool: [] for tool in args.tools.split(",")}
     for repeat in range(args.repeats):
         for tool in runs:
-            done = subprocess.run([sys.executable, __file__, "--measure", tool, "--folder", folder],
-                                  capture_output=True, text=True, check=False)
-            result = json.loads(done.stdout.strip().splitlines()[-1]) if done.returncode == 0 else \
-                {"error": done.stderr.strip()[-300:]}
+            done = subprocess.run(
+                [sys.executable, __file__, "--measure", tool, "--folder", folder],
+                capture_output=True,
+                text=True,
+                check=False,
+            )
+            result = (
+                json.loads(done.stdout.strip().splitlines()[-1])
+                if done.returncode == 0
+                else {"error": done.stderr.strip()[-300:]}
+            )
             runs[tool].append(result)
             print(f"run {repeat + 1} {tool}: {json.dumps(result)}", flush=True)
     base = runs.get("ignite_recsys")

@@ -20,10 +20,11 @@ f1) and its default arguments:
    without exclusion.
 
 Rounds are interleaved (every candidate once untimed, then timed, in each round), so a slow spell
-of the shared machine hits all alike; a call under 50 ms is repeated within its timed sample. Reported: median seconds, the ratio of medians to the
-baseline, and the spread: the smallest and largest per-round ratio to the baseline timed in the
-same round. The load average (/proc/loadavg) is printed at start and end. ``--profile`` prints a
-torch.profiler per-op breakdown of one update of each form.
+of the shared machine hits all alike; a call under 50 ms is repeated within its timed sample.
+Reported: median seconds, the ratio of medians to the baseline, and the spread: the smallest and
+largest per-round ratio to the baseline timed in the same round. The load average (/proc/loadavg)
+is printed at start and end. ``--profile`` prints a torch.profiler per-op breakdown of one update
+of each form.
 
     python benchmarks/bench_forms.py [--sections sparse ranked exclude] [--threads 1] [--rounds 7]
                                      [--sparse-batch 256] [--profile] [--out benchmarks/results]
@@ -95,8 +96,10 @@ def print_rows(title, rows, baseline, targets=None):
     targets = targets or {}
     print(f"\n{title}")
     for name, row in rows.items():
-        line = (f"  {name:<44} {row['median_s'] * 1e3:>10.2f} ms {row['ratio']:>7.3f}x {baseline:<14} "
-                f"(rounds {row['ratio_min']:.3f}-{row['ratio_max']:.3f})")
+        line = (
+            f"  {name:<44} {row['median_s'] * 1e3:>10.2f} ms {row['ratio']:>7.3f}x {baseline:<14} "
+            f"(rounds {row['ratio_min']:.3f}-{row['ratio_max']:.3f})"
+        )
         if name in targets:
             target, sense = targets[name]
             met = row["ratio"] <= target if sense == "<=" else row["ratio"] >= target
@@ -107,8 +110,9 @@ def print_rows(title, rows, baseline, targets=None):
 def relevant_ids(batch, items, seed, extra=0):
     """(batch, 20 + extra) distinct item ids per user; the first 20 are the relevant ones."""
     rng = np.random.default_rng(seed)
-    return torch.from_numpy(np.stack([rng.choice(items, RELEVANT_PER_USER + extra, replace=False)
-                                      for _ in range(batch)]).astype(np.int64))
+    return torch.from_numpy(
+        np.stack([rng.choice(items, RELEVANT_PER_USER + extra, replace=False) for _ in range(batch)]).astype(np.int64)
+    )
 
 
 def csr_of(ids, items, dtype=torch.float32):
@@ -135,6 +139,7 @@ def updater(metric, output):
     def run():
         metric.reset()
         metric.update(output)
+
     return run
 
 
@@ -152,7 +157,8 @@ def profile(label, fn, top=12):
 # ---------------------------------------------------------------------------------------------
 # 1. sparse targets
 
-MEMORY_PROBE = r"""
+MEMORY_PROBE = (
+    r"""
 import sys, os, torch
 sys.path.insert(0, os.getcwd())
 sys.path.insert(0, os.path.join(os.getcwd(), "benchmarks"))
@@ -162,7 +168,9 @@ torch.manual_seed(0)
 scores = torch.rand(batch, items)
 ids = BF.relevant_ids(batch, items, seed=1)
 targets = BF.csr_of(ids, items) if form == "csr" else BF.dense_of(ids, items)
-""" + PEAK_HELPERS + r"""
+"""
+    + PEAK_HELPERS
+    + r"""
 metric = BF.ranking_metrics()
 metric.update((scores, targets))  # warm-up, as in any epoch
 torch.topk(scores, 100)
@@ -170,6 +178,7 @@ topk_peak = peak_extra(lambda: torch.topk(scores, 100))
 update_peak = peak_extra(lambda: metric.update((scores, targets)))
 print(update_peak, scores.numel() * 4, topk_peak)
 """
+)
 
 
 def memory(batch, items, form):
@@ -178,8 +187,13 @@ def memory(batch, items, form):
     if not os.path.exists("/proc/self/clear_refs"):
         return None
     env = dict(os.environ, MALLOC_MMAP_THRESHOLD_="65536")
-    result = subprocess.run([sys.executable, "-c", MEMORY_PROBE, str(batch), str(items), form],
-                            capture_output=True, text=True, check=True, env=env)
+    result = subprocess.run(
+        [sys.executable, "-c", MEMORY_PROBE, str(batch), str(items), form],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=env,
+    )
     extra, one, topk = map(int, result.stdout.split())
     return {"peak_extra_bytes": extra, "one_BxN_float32_bytes": one, "torch_topk_peak_extra_bytes": topk}
 
@@ -196,14 +210,21 @@ def bench_sparse(args):
         "RankingMetrics, CSR targets": updater(ranking_metrics(), (scores, csr)),
     }
     rows = interleaved(candidates, args.rounds, "torch.topk(100)")
-    print_rows(f"1. sparse targets: B={batch}, N={items:,}, {RELEVANT_PER_USER} relevant per user", rows, "topk",
-               {"RankingMetrics, CSR targets": (0.7, "<=")})
+    print_rows(
+        f"1. sparse targets: B={batch}, N={items:,}, {RELEVANT_PER_USER} relevant per user",
+        rows,
+        "topk",
+        {"RankingMetrics, CSR targets": (0.7, "<=")},
+    )
     mem = {form: memory(batch, items, form) for form in ("csr", "dense")}
     for form, m in mem.items():
         if m:
-            print(f"  peak extra memory, {form} targets: {m['peak_extra_bytes'] / 2**20:.1f} MiB = "
-                  f"{m['peak_extra_bytes'] / m['one_BxN_float32_bytes']:.3f} x one (B, N) float32 "
-                  f"({m['one_BxN_float32_bytes'] / 2**20:.1f} MiB); torch.topk {m['torch_topk_peak_extra_bytes'] / 2**20:.1f} MiB")
+            print(
+                f"  peak extra memory, {form} targets: {m['peak_extra_bytes'] / 2**20:.1f} MiB = "
+                f"{m['peak_extra_bytes'] / m['one_BxN_float32_bytes']:.3f} x one (B, N) float32 "
+                f"({m['one_BxN_float32_bytes'] / 2**20:.1f} MiB); "
+                f"torch.topk {m['torch_topk_peak_extra_bytes'] / 2**20:.1f} MiB"
+            )
     if args.profile:
         profile(f"CSR targets, N={items:,}", candidates["RankingMetrics, CSR targets"])
         profile(f"dense targets, N={items:,}", candidates["RankingMetrics, dense float targets"])
@@ -224,25 +245,34 @@ def ranked_data(batch, items, length, seed):
     ranked = np.empty((batch, length), dtype=np.int64)
     for u in range(batch):
         hits = rng.integers(0, RELEVANT_PER_USER + 1)
-        row = np.concatenate([relevant[u, :hits], pool[u, RELEVANT_PER_USER:RELEVANT_PER_USER + length - hits]])
+        row = np.concatenate([relevant[u, :hits], pool[u, RELEVANT_PER_USER : RELEVANT_PER_USER + length - hits]])
         ranked[u] = rng.permutation(row)
         if u % 8 == 7:
             ranked[u, 90:] = -1
     return torch.from_numpy(relevant), torch.from_numpy(ranked)
 
 
-RANX_NAMES = {"ndcg": "ndcg", "hit_rate": "hit_rate", "recall": "recall", "precision": "precision",
-              "map": "map", "mrr": "mrr", "f1": "f1"}
+RANX_NAMES = {
+    "ndcg": "ndcg",
+    "hit_rate": "hit_rate",
+    "recall": "recall",
+    "precision": "precision",
+    "map": "map",
+    "mrr": "mrr",
+    "f1": "f1",
+}
 
 
 def ranx_inputs(relevant, ranked):
     import ranx
 
     qrels = ranx.Qrels.from_dict({f"q{u}": {f"d{i}": 1 for i in row} for u, row in enumerate(relevant.tolist())})
-    run = ranx.Run.from_dict({
-        f"q{u}": {f"d{i}": float(len(row) - p) for p, i in enumerate(row) if i >= 0}
-        for u, row in enumerate(ranked.tolist())
-    })
+    run = ranx.Run.from_dict(
+        {
+            f"q{u}": {f"d{i}": float(len(row) - p) for p, i in enumerate(row) if i >= 0}
+            for u, row in enumerate(ranked.tolist())
+        }
+    )
     return qrels, run
 
 
@@ -267,16 +297,21 @@ def bench_ranked(args):
         candidates = {
             "RankingMetrics, RankedItems + CSR": updater(ranking_metrics(), (y_pred, y)),
             "ranx.evaluate (Qrels, Run built)": ranx_built,
-            "ranx.evaluate (prebuilt)": lambda: ranx.evaluate(qrels, run, ranx_metrics, threads=threads,
-                                                              save_results_in_run=False),
+            "ranx.evaluate (prebuilt)": lambda: ranx.evaluate(
+                qrels, run, ranx_metrics, threads=threads, save_results_in_run=False
+            ),
         }
         rows = interleaved(candidates, args.rounds, "RankingMetrics, RankedItems + CSR")
         rows_by_size[items] = rows
         for name in ("ranx.evaluate (Qrels, Run built)", "ranx.evaluate (prebuilt)"):
             rows[name]["speedup"] = rows[name]["ratio"]
-        print_rows(f"2. RankedItems B={args.batch}, K={args.length}, CSR targets, N={items:,} "
-                   f"(ratios: time / RankingMetrics update; ranx: {len(ranx_metrics)} metrics)", rows, "ours",
-                   {"ranx.evaluate (Qrels, Run built)": (20, ">=")})
+        print_rows(
+            f"2. RankedItems B={args.batch}, K={args.length}, CSR targets, N={items:,} "
+            f"(ratios: time / RankingMetrics update; ranx: {len(ranx_metrics)} metrics)",
+            rows,
+            "ours",
+            {"ranx.evaluate (Qrels, Run built)": (20, ">=")},
+        )
         report[items] = {"rows": rows, "agreement": agreement(relevant, ranked, items)}
         if args.profile:
             profile(f"RankedItems + CSR, N={items:,}", candidates["RankingMetrics, RankedItems + CSR"])
@@ -284,8 +319,10 @@ def bench_ranked(args):
         sizes = sorted(rows_by_size)
         times = [rows_by_size[n]["RankingMetrics, RankedItems + CSR"]["median_s"] for n in sizes]
         ratio = max(times) / min(times)
-        print(f"\n  update time at N={sizes[-1]:,} / at N={sizes[0]:,}: {times[-1] / times[0]:.3f} "
-              f"(max/min {ratio:.3f}; target <= 1.5: {'met' if ratio <= 1.5 else 'MISSED'}, {ratio / 1.5:.2f} of target)")
+        print(
+            f"\n  update time at N={sizes[-1]:,} / at N={sizes[0]:,}: {times[-1] / times[0]:.3f} "
+            f"(max/min {ratio:.3f}; target <= 1.5: {'met' if ratio <= 1.5 else 'MISSED'}, {ratio / 1.5:.2f} of target)"
+        )
         report["size_ratio"] = times[-1] / times[0]
     return report
 
@@ -296,18 +333,22 @@ def agreement(relevant, ranked, items):
     import ranx
 
     names = SIX + ["f1"]
-    metric = R.RankingMetrics(TOP_K, metrics=names, gain_function="linear_rank", map_normalization="relevant",
-                              ignore_zero_hits=False)
+    metric = R.RankingMetrics(
+        TOP_K, metrics=names, gain_function="linear_rank", map_normalization="relevant", ignore_zero_hits=False
+    )
     metric.update((R.RankedItems(ranked), csr_of(relevant, items)))
     ours = metric.compute()
     qrels, run = ranx_inputs(relevant, ranked)
-    theirs = ranx.evaluate(qrels, run, [f"{RANX_NAMES[m]}@{k}" for m in names for k in TOP_K],
-                           save_results_in_run=False)
+    theirs = ranx.evaluate(
+        qrels, run, [f"{RANX_NAMES[m]}@{k}" for m in names for k in TOP_K], save_results_in_run=False
+    )
     differences = {f"{m}@{k}": abs(ours[f"{m}@{k}"] - theirs[f"{RANX_NAMES[m]}@{k}"]) for m in names for k in TOP_K}
     worst = max(differences, key=differences.get)
-    print(f"  agreement with ranx (NDCG linear_rank, MAP normalization relevant, ignore_zero_hits=False), "
-          f"{len(differences)} values: largest |difference| {differences[worst]:.2e} at {worst} "
-          f"({'agree to 1e-6' if differences[worst] <= 1e-6 else 'DISAGREE'})")
+    print(
+        f"  agreement with ranx (NDCG linear_rank, MAP normalization relevant, ignore_zero_hits=False), "
+        f"{len(differences)} values: largest |difference| {differences[worst]:.2e} at {worst} "
+        f"({'agree to 1e-6' if differences[worst] <= 1e-6 else 'DISAGREE'})"
+    )
     return {"largest_abs_difference": differences[worst], "at": worst}
 
 
@@ -335,10 +376,16 @@ def bench_exclude(args):
         "exclude dense bool": updater(ranking_metrics(), (scores, labels, exclude_dense)),
     }
     rows = interleaved(candidates, args.rounds, "RankingMetrics, no exclusion")
-    print_rows(f"3. exclusion: B={batch}, N={items:,}, dense scores and labels, {per_user} excluded per user",
-               rows, "no exclusion", {"exclude CSR (100 per user)": (1.15, "<="),
-                                      "exclude ItemIds (100 per user)": (1.15, "<="),
-                                      "exclude dense bool": (1.15, "<=")})
+    print_rows(
+        f"3. exclusion: B={batch}, N={items:,}, dense scores and labels, {per_user} excluded per user",
+        rows,
+        "no exclusion",
+        {
+            "exclude CSR (100 per user)": (1.15, "<="),
+            "exclude ItemIds (100 per user)": (1.15, "<="),
+            "exclude dense bool": (1.15, "<="),
+        },
+    )
     if args.profile:
         profile(f"exclude CSR, N={items:,}", candidates["exclude CSR (100 per user)"])
         profile(f"no exclusion, N={items:,}", candidates["RankingMetrics, no exclusion"])
@@ -359,41 +406,59 @@ def markdown_tables(runs, command):
         first = runs[0]["sparse"]
         rows = [run["sparse"]["rows"] for run in runs]
         lines = [f"| sparse targets, B = {first['batch']}, N = {first['items']:,} | time | ratio |", "|---|---|---|"]
-        for name, label in (("torch.topk(100)", "`torch.topk(scores, 100)`"),
-                            ("RankingMetrics, dense float targets", "update, dense float targets"),
-                            ("RankingMetrics, CSR targets", "update, CSR targets")):
+        for name, label in (
+            ("torch.topk(100)", "`torch.topk(scores, 100)`"),
+            ("RankingMetrics, dense float targets", "update, dense float targets"),
+            ("RankingMetrics, CSR targets", "update, CSR targets"),
+        ):
             ratio = "1" if name == "torch.topk(100)" else _ratio([r[name]["ratio"] for r in rows]) + " `torch.topk`"
             lines.append(f"| {label} | {_median_ms([r[name]['median_s'] for r in rows])} | {ratio} |")
         for form in ("dense", "csr"):
             mem = first["memory"].get(form)
             if mem:
-                lines.append(f"| peak extra memory, {'CSR' if form == 'csr' else 'dense'} targets | "
-                             f"{mem['peak_extra_bytes'] / 2**20:.1f} MiB | "
-                             f"{mem['peak_extra_bytes'] / mem['one_BxN_float32_bytes']:.3f} of the scores |")
+                lines.append(
+                    f"| peak extra memory, {'CSR' if form == 'csr' else 'dense'} targets | "
+                    f"{mem['peak_extra_bytes'] / 2**20:.1f} MiB | "
+                    f"{mem['peak_extra_bytes'] / mem['one_BxN_float32_bytes']:.3f} of the scores |"
+                )
         tables.append("\n".join(lines))
     if "ranked" in runs[0]:
         sizes = [n for n in runs[0]["ranked"] if n != "size_ratio"]
-        lines = ["| `RankedItems` (B = 256, K = 100), CSR targets | " + " | ".join(f"N = {int(n):,}" for n in sizes)
-                 + " |", "|---" * (len(sizes) + 1) + "|"]
+        lines = [
+            "| `RankedItems` (B = 256, K = 100), CSR targets | " + " | ".join(f"N = {int(n):,}" for n in sizes) + " |",
+            "|---" * (len(sizes) + 1) + "|",
+        ]
         ours = "RankingMetrics, RankedItems + CSR"
-        lines.append("| update | " + " | ".join(
-            _median_ms([run["ranked"][n]["rows"][ours]["median_s"] for run in runs]) for n in sizes) + " |")
-        for name, label in (("ranx.evaluate (Qrels, Run built)", "ranx `evaluate`, its inputs built, time / ours"),
-                            ("ranx.evaluate (prebuilt)", "ranx `evaluate` alone, time / ours")):
-            lines.append(f"| {label} | " + " | ".join(
-                _ratio([run["ranked"][n]["rows"][name]["ratio"] for run in runs]) for n in sizes) + " |")
+        lines.append(
+            "| update | "
+            + " | ".join(_median_ms([run["ranked"][n]["rows"][ours]["median_s"] for run in runs]) for n in sizes)
+            + " |"
+        )
+        for name, label in (
+            ("ranx.evaluate (Qrels, Run built)", "ranx `evaluate`, its inputs built, time / ours"),
+            ("ranx.evaluate (prebuilt)", "ranx `evaluate` alone, time / ours"),
+        ):
+            lines.append(
+                f"| {label} | "
+                + " | ".join(_ratio([run["ranked"][n]["rows"][name]["ratio"] for run in runs]) for n in sizes)
+                + " |"
+            )
         largest = [max(run["ranked"][n]["agreement"]["largest_abs_difference"] for run in runs) for n in sizes]
         lines.append("| largest difference to ranx (42 values) | " + " | ".join(f"{d:.1e}" for d in largest) + " |")
         tables.append("\n".join(lines))
     if "exclude" in runs[0]:
         first = runs[0]["exclude"]
         rows = [run["exclude"]["rows"] for run in runs]
-        lines = [f"| exclusions, B = {first['batch']}, N = {first['items']:,} | time | time / update without |",
-                 "|---|---|---|"]
-        for name, label in (("RankingMetrics, no exclusion", "update without exclusion"),
-                            ("exclude CSR (100 per user)", "100 excluded per user, CSR"),
-                            ("exclude ItemIds (100 per user)", "100 excluded per user, `ItemIds`"),
-                            ("exclude dense bool", "100 excluded per user, dense bool mask")):
+        lines = [
+            f"| exclusions, B = {first['batch']}, N = {first['items']:,} | time | time / update without |",
+            "|---|---|---|",
+        ]
+        for name, label in (
+            ("RankingMetrics, no exclusion", "update without exclusion"),
+            ("exclude CSR (100 per user)", "100 excluded per user, CSR"),
+            ("exclude ItemIds (100 per user)", "100 excluded per user, `ItemIds`"),
+            ("exclude dense bool", "100 excluded per user, dense bool mask"),
+        ):
             ratio = "1" if name == "RankingMetrics, no exclusion" else _ratio([r[name]["ratio"] for r in rows])
             lines.append(f"| {label} | {_median_ms([r[name]['median_s'] for r in rows])} | {ratio} |")
         tables.append("\n".join(lines))
@@ -402,24 +467,33 @@ def markdown_tables(runs, command):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sections", nargs="+", default=["sparse", "ranked", "exclude"],
-                        choices=["sparse", "ranked", "exclude"])
+    parser.add_argument(
+        "--sections", nargs="+", default=["sparse", "ranked", "exclude"], choices=["sparse", "ranked", "exclude"]
+    )
     parser.add_argument("--batch", type=int, default=256)
-    parser.add_argument("--sparse-batch", type=int, default=256, help="batch of section 1 (B x 1M float32 = 1 GiB at 256)")
+    parser.add_argument(
+        "--sparse-batch", type=int, default=256, help="batch of section 1 (B x 1M float32 = 1 GiB at 256)"
+    )
     parser.add_argument("--sparse-items", type=int, default=1_000_000)
     parser.add_argument("--ranked-sizes", type=int, nargs="+", default=[100_000, 10_000_000])
     parser.add_argument("--length", type=int, default=100, help="K, the length of the ranked lists")
     parser.add_argument("--exclude-items", type=int, default=100_000)
     parser.add_argument("--excluded-per-user", type=int, default=100)
     parser.add_argument("--rounds", type=int, default=7)
-    parser.add_argument("--runs", type=int, default=1,
-                        help="whole runs, one after the other; the tables give the median of the runs' medians "
-                             "and their range")
+    parser.add_argument(
+        "--runs",
+        type=int,
+        default=1,
+        help="whole runs, one after the other; the tables give the median of the runs' medians and their range",
+    )
     parser.add_argument("--threads", type=int, default=None, help="torch.set_num_threads (and ranx threads)")
     parser.add_argument("--profile", action="store_true", help="torch.profiler breakdown of one update per form")
-    parser.add_argument("--markdown", action="store_true",
-                        help="end with the Markdown tables of docs/benchmarks.md (date, machine, torch and this "
-                             "command in the line above them)")
+    parser.add_argument(
+        "--markdown",
+        action="store_true",
+        help="end with the Markdown tables of docs/benchmarks.md (date, machine, torch and this "
+        "command in the line above them)",
+    )
     parser.add_argument("--out", default="benchmarks/results")
     args = parser.parse_args(argv)
     warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
@@ -431,14 +505,16 @@ def main(argv=None):
             numba.set_num_threads(min(args.threads, numba.config.NUMBA_NUM_THREADS))
         except ImportError:
             pass
-    machine = (f"{platform.machine()} {os.cpu_count()} cores, torch {torch.__version__}, "
-               f"{torch.get_num_threads()} threads")
+    machine = (
+        f"{platform.machine()} {os.cpu_count()} cores, torch {torch.__version__}, {torch.get_num_threads()} threads"
+    )
     sections = {"sparse": bench_sparse, "ranked": bench_ranked, "exclude": bench_exclude}
     runs = []
     for _ in range(args.runs):
         start_load = load_average()
-        print(f"machine: {machine}; top_k {TOP_K}; {args.rounds} interleaved rounds; "
-              f"load average at start {start_load}")
+        print(
+            f"machine: {machine}; top_k {TOP_K}; {args.rounds} interleaved rounds; load average at start {start_load}"
+        )
         report = {"machine": machine, "top_k": TOP_K, "rounds": args.rounds, "load_start": start_load}
         for name in args.sections:
             report[name] = sections[name](args)

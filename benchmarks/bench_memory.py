@@ -80,7 +80,10 @@ def peak_extra(name: str, batch: int, items: int) -> int:
     env = dict(os.environ, MALLOC_MMAP_THRESHOLD_="65536")
     result = subprocess.run(
         [sys.executable, "-c", PROBE, name, METRICS[name], str(batch), str(items)],
-        capture_output=True, text=True, check=True, env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+        env=env,
     )
     return int(result.stdout.split()[-1])
 
@@ -90,9 +93,12 @@ def main(argv=None):
     parser.add_argument("--batch", type=int, default=256)
     parser.add_argument("--items", type=int, default=100_000)
     parser.add_argument("--metrics", nargs="+", default=list(METRICS), choices=list(METRICS))
-    parser.add_argument("--markdown", action="store_true",
-                        help="end with the Markdown table of docs/benchmarks.md (date, machine, torch and this "
-                             "command in the line above it)")
+    parser.add_argument(
+        "--markdown",
+        action="store_true",
+        help="end with the Markdown table of docs/benchmarks.md (date, machine, torch and this "
+        "command in the line above it)",
+    )
     args = parser.parse_args(argv)
     if not os.path.exists("/proc/self/clear_refs"):
         sys.exit("needs Linux (/proc/self/clear_refs)")
@@ -108,10 +114,12 @@ def main(argv=None):
     if args.markdown:
         from bench_update import command_line, header_line  # same folder
 
-        lines = [header_line(command_line("benchmarks/bench_memory.py", argv), 1, "memory does not depend on the load"),
-                 "",
-                 f"| metric (B = {args.batch}, N = {args.items:,}) | peak extra memory | of the scores |",
-                 "|---|---|---|"]
+        lines = [
+            header_line(command_line("benchmarks/bench_memory.py", argv), 1, "memory does not depend on the load"),
+            "",
+            f"| metric (B = {args.batch}, N = {args.items:,}) | peak extra memory | of the scores |",
+            "|---|---|---|",
+        ]
         lines += [f"| `{name}` | {share * one / 2**20:.1f} MiB | {share:.2f} |" for name, share in report.items()]
         print("\n" + "\n".join(lines))
     return report

@@ -85,9 +85,13 @@ def operation_sweep(sizes, batches=(16, 64, 256, 1024), max_entries=300_000_000)
         metric.update(output)
         return top_level_ops(lambda: metric.update(output))
 
-    six = lambda **options: (lambda: R.RankingMetrics(TOP_K, metrics=SIX, **options))  # noqa: E731
-    counts = {f"B={batch} N={items:,}": count(six(), batch, items)
-              for items in sizes for batch in batches if batch * items <= max_entries}
+    six = lambda **options: lambda: R.RankingMetrics(TOP_K, metrics=SIX, **options)  # noqa: E731
+    counts = {
+        f"B={batch} N={items:,}": count(six(), batch, items)
+        for items in sizes
+        for batch in batches
+        if batch * items <= max_entries
+    }
     others = {
         "ties='average'": (six(ties="average"), lambda s, y: (s, y)),
         "bool labels": (six(), lambda s, y: (s, y.bool())),
@@ -136,6 +140,7 @@ def candidates(scores, labels, items, only_ours=False):
         def run():
             metric.reset()
             metric.update((scores, targets))
+
         return run
 
     out = {
@@ -170,10 +175,12 @@ def candidates(scores, labels, items, only_ours=False):
 
         def ranx_top100():
             values, indices = torch.topk(scores, 100)
-            run = ranx.Run.from_dict({
-                f"q{u}": {f"d{i}": v for i, v in zip(indices[u].tolist(), values[u].tolist())}
-                for u in range(scores.shape[0])
-            })
+            run = ranx.Run.from_dict(
+                {
+                    f"q{u}": {f"d{i}": v for i, v in zip(indices[u].tolist(), values[u].tolist())}
+                    for u in range(scores.shape[0])
+                }
+            )
             rows, cols = labels.nonzero(as_tuple=True)
             qrels_dict = {f"q{u}": {} for u in range(scores.shape[0])}
             for u, i in zip(rows.tolist(), cols.tolist()):
@@ -203,7 +210,8 @@ def peak_extra(fn):
     return rss("VmHWM:") - base
 """
 
-MEMORY_PROBE = r"""
+MEMORY_PROBE = (
+    r"""
 import sys, os, torch
 sys.path.insert(0, os.getcwd())
 import ignite_recsys as R
@@ -211,7 +219,9 @@ batch, items = int(sys.argv[1]), int(sys.argv[2])
 g = torch.Generator().manual_seed(0)
 scores = torch.rand(batch, items, generator=g)
 labels = (torch.rand(batch, items, generator=g) < min(1.0, 20 / items)).float()
-""" + PEAK_HELPERS + r"""
+"""
+    + PEAK_HELPERS
+    + r"""
 metric = R.RankingMetrics([1, 5, 10, 20, 50, 100])
 metric.update((scores, labels))  # warm-up: thread pool and allocator caches, as in any epoch
 torch.topk(scores, 100)
@@ -223,23 +233,33 @@ for _ in range(20):
 assert metric._sum.numel() == 7 * 6  # the state itself never grows (7 metrics x 6 k)
 print(update_peak, rss("VmRSS:") - after_one, scores.numel() * 4, topk_peak)
 """
+)
 
 
 def memory(batch, items):
     """Peak extra resident memory of one RankingMetrics update over the inputs already allocated
-    (and of torch.topk, for scale), and the RSS growth over
-20 more updates. Linux only."""
+        (and of torch.topk, for scale), and the RSS growth over
+    20 more updates. Linux only."""
     if not os.path.exists("/proc/self/clear_refs"):
         return None
     # A fixed mmap threshold: glibc then maps every allocation of 64 KiB or more afresh and
     # unmaps it when freed, so the peak RSS counts the update's live buffers, not whatever the
     # allocator happened to keep from earlier frees (without it the reading varies 0-5 MiB).
     env = dict(os.environ, MALLOC_MMAP_THRESHOLD_="65536")
-    result = subprocess.run([sys.executable, "-c", MEMORY_PROBE, str(batch), str(items)],
-                            capture_output=True, text=True, check=True, env=env)
+    result = subprocess.run(
+        [sys.executable, "-c", MEMORY_PROBE, str(batch), str(items)],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=env,
+    )
     extra, growth, one_temporary, topk = map(int, result.stdout.split())
-    return {"peak_extra_bytes": extra, "growth_over_20_updates_bytes": growth,
-            "one_BxN_float32_bytes": one_temporary, "torch_topk_peak_extra_bytes": topk}
+    return {
+        "peak_extra_bytes": extra,
+        "growth_over_20_updates_bytes": growth,
+        "one_BxN_float32_bytes": one_temporary,
+        "torch_topk_peak_extra_bytes": topk,
+    }
 
 
 def command_line(script: str, argv) -> str:
@@ -258,8 +278,10 @@ def header_line(command: str, runs: int, note: str = "", load_averages=()) -> st
     if loads:
         span = f"{loads[0]:.1f}" if f"{loads[0]:.1f}" == f"{loads[-1]:.1f}" else f"{loads[0]:.1f}–{loads[-1]:.1f}"
         extra += f", load average {span} at the start of {'each run' if len(loads) > 1 else 'the run'}"
-    return (f"{time.strftime('%Y-%m-%d')}, {machine}, torch {torch.__version__}, {torch.get_num_threads()} threads, "
-            f"{runs_text}{extra}: `{command}`")
+    return (
+        f"{time.strftime('%Y-%m-%d')}, {machine}, torch {torch.__version__}, {torch.get_num_threads()} threads, "
+        f"{runs_text}{extra}: `{command}`"
+    )
 
 
 def _number(value):
@@ -289,11 +311,15 @@ def markdown_tables(runs, command, load=0):
     with_memory = any(runs[0]["sizes"][n]["memory"] for n in sizes)
     one_thread = "RankingMetrics, num_threads=1"
     with_one_thread = one_thread in runs[0]["sizes"][sizes[0]]["ratio_to_topk"]
-    lines = [header_line(command, len(runs), note, loads), "",
-             "| items N | `torch.topk(scores, 100)` | `RankingMetrics` | same, bool labels |"
-             + (" same, `num_threads=1` |" if with_one_thread else "") + " torch operations |"
-             + (" peak extra memory |" if with_memory else ""),
-             "|---" * (5 + with_memory + with_one_thread) + "|"]
+    lines = [
+        header_line(command, len(runs), note, loads),
+        "",
+        "| items N | `torch.topk(scores, 100)` | `RankingMetrics` | same, bool labels |"
+        + (" same, `num_threads=1` |" if with_one_thread else "")
+        + " torch operations |"
+        + (" peak extra memory |" if with_memory else ""),
+        "|---" * (5 + with_memory + with_one_thread) + "|",
+    ]
     for n in sizes:
         first = runs[0]["sizes"][n]
         mem = first["memory"]
@@ -301,33 +327,47 @@ def markdown_tables(runs, command, load=0):
         if mem:
             share = mem["peak_extra_bytes"] / mem["one_BxN_float32_bytes"]
             memory_cell = f"{mem['peak_extra_bytes'] / 2**20:.1f} MiB ({share:.2f} of the scores)"
-        lines.append(f"| {int(n):,} | {_ms([r['sizes'][n]['seconds']['torch.topk(100)'] for r in runs])} | "
-                     f"{_ratio(ratios(n, 'RankingMetrics (6 metrics x 6 k)'))} | "
-                     f"{_ratio(ratios(n, 'RankingMetrics, bool labels'))} | "
-                     + (f"{_ratio(ratios(n, one_thread))} | " if with_one_thread else "")
-                     + f"{first['ranking_metrics_top_level_ops']} |"
-                     + (f" {memory_cell} |" if with_memory else ""))
+        lines.append(
+            f"| {int(n):,} | {_ms([r['sizes'][n]['seconds']['torch.topk(100)'] for r in runs])} | "
+            f"{_ratio(ratios(n, 'RankingMetrics (6 metrics x 6 k)'))} | "
+            f"{_ratio(ratios(n, 'RankingMetrics, bool labels'))} | "
+            + (f"{_ratio(ratios(n, one_thread))} | " if with_one_thread else "")
+            + f"{first['ranking_metrics_top_level_ops']} |"
+            + (f" {memory_cell} |" if with_memory else "")
+        )
     names = ("NDCG", "HitRate", "Recall", "Precision", "MAP", "MRR")
     if names[0] in runs[0]["sizes"][sizes[0]]["ratio_to_topk"]:
-        lines += ["", "Each metric alone, time / `torch.topk(scores, 100)` (same runs):", "",
-                  "| items N | " + " | ".join(f"`{name}`" for name in names) + " |", "|---" * (len(names) + 1) + "|"]
+        lines += [
+            "",
+            "Each metric alone, time / `torch.topk(scores, 100)` (same runs):",
+            "",
+            "| items N | " + " | ".join(f"`{name}`" for name in names) + " |",
+            "|---" * (len(names) + 1) + "|",
+        ]
         for n in sizes:
             lines.append(f"| {int(n):,} | " + " | ".join(_ratio(ratios(n, name)) for name in names) + " |")
-        peers = [("ignite NDCG", "ignite `NDCG`"), ("ignite HitRate", "ignite `HitRate`"),
-                 ("torchmetrics NDCG (update+compute)", "torchmetrics NDCG"),
-                 ("ranx (top-100 run, inputs built)", "ranx")]
-        lines += ["", "Other libraries, time / `torch.topk(scores, 100)` (same runs; our `NDCG` for scale):", "",
-                  "| items N | our `NDCG` | " + " | ".join(label for _, label in peers)
-                  + " | ignite `NDCG` time / ours |",
-                  "|---" * (len(peers) + 3) + "|"]
+        peers = [
+            ("ignite NDCG", "ignite `NDCG`"),
+            ("ignite HitRate", "ignite `HitRate`"),
+            ("torchmetrics NDCG (update+compute)", "torchmetrics NDCG"),
+            ("ranx (top-100 run, inputs built)", "ranx"),
+        ]
+        lines += [
+            "",
+            "Other libraries, time / `torch.topk(scores, 100)` (same runs; our `NDCG` for scale):",
+            "",
+            "| items N | our `NDCG` | " + " | ".join(label for _, label in peers) + " | ignite `NDCG` time / ours |",
+            "|---" * (len(peers) + 3) + "|",
+        ]
         for n in sizes:
             cells = []
             for key, _ in peers:
                 values = [r["sizes"][n]["ratio_to_topk"].get(key) for r in runs]
                 cells.append("(skipped)" if None in values else _ratio(values))
             speedup = [r["sizes"][n]["seconds"]["ignite NDCG"] / r["sizes"][n]["seconds"]["NDCG"] for r in runs]
-            lines.append(f"| {int(n):,} | {_ratio(ratios(n, 'NDCG'))} | " + " | ".join(cells)
-                         + f" | {_ratio(speedup)} |")
+            lines.append(
+                f"| {int(n):,} | {_ratio(ratios(n, 'NDCG'))} | " + " | ".join(cells) + f" | {_ratio(speedup)} |"
+            )
     return "\n".join(lines)
 
 
@@ -343,9 +383,12 @@ def operations_markdown(counts, command):
         else:
             grid.setdefault(items, {})[int(batch)] = operations
     batches = sorted({b for row in grid.values() for b in row})
-    lines = [header_line(command, 1, "counts do not depend on the machine's load"), "",
-             "| items N | " + " | ".join(f"B = {b:,}" for b in batches) + " |",
-             "|---" * (len(batches) + 1) + "|"]
+    lines = [
+        header_line(command, 1, "counts do not depend on the machine's load"),
+        "",
+        "| items N | " + " | ".join(f"B = {b:,}" for b in batches) + " |",
+        "|---" * (len(batches) + 1) + "|",
+    ]
     for items, row in grid.items():
         lines.append(f"| {items} | " + " | ".join(f"{row[b]}" if b in row else "—" for b in batches) + " |")
     lines += ["", "| configuration, B = 256, N = 100,000 | torch operations |", "|---|---|"]
@@ -357,12 +400,23 @@ def measure(args, with_memory=True):
     """One run: every candidate at every size; returns the report (also printed as text)."""
     import ignite_recsys as R
 
-    machine = f"{platform.machine()} {platform.processor() or ''} {os.cpu_count()} cores, torch {torch.__version__}, {torch.get_num_threads()} threads"
+    machine = (
+        f"{platform.machine()} {platform.processor() or ''} {os.cpu_count()} cores, "
+        f"torch {torch.__version__}, {torch.get_num_threads()} threads"
+    )
     load_average = os.getloadavg() if hasattr(os, "getloadavg") else None
-    print(f"machine: {machine}; batch {args.batch}; top_k {TOP_K}; busy processes {args.load}; "
-          f"load average at start {load_average}")
-    report = {"machine": machine, "batch": args.batch, "top_k": TOP_K, "load": args.load,
-              "load_average_at_start": load_average, "sizes": {}}
+    print(
+        f"machine: {machine}; batch {args.batch}; top_k {TOP_K}; busy processes {args.load}; "
+        f"load average at start {load_average}"
+    )
+    report = {
+        "machine": machine,
+        "batch": args.batch,
+        "top_k": TOP_K,
+        "load": args.load,
+        "load_average_at_start": load_average,
+        "sizes": {},
+    }
     for items in args.sizes:
         scores, labels = make_data(args.batch, items)
         all_candidates = candidates(scores, labels, items, only_ours=args.only_ours)
@@ -370,8 +424,11 @@ def measure(args, with_memory=True):
         counted.update((scores, labels))  # warm: constants and buffers are made once
         operations = top_level_ops(functools.partial(counted.update, (scores, labels)))
         del counted
-        slow = {name: fn for name, fn in all_candidates.items()
-                if name.startswith(("ignite NDCG", "torchmetrics")) and items >= 100_000}
+        slow = {
+            name: fn
+            for name, fn in all_candidates.items()
+            if name.startswith(("ignite NDCG", "torchmetrics")) and items >= 100_000
+        }
         fast = {name: fn for name, fn in all_candidates.items() if name not in slow}
         with Load(args.load):
             times = {**round_times(fast, args.repeats), **round_times(slow, 1)}
@@ -380,24 +437,34 @@ def measure(args, with_memory=True):
         # per-round ratios against torch.topk timed in the same round (the slow ones: against the median)
         ratios = {}
         for name, values in times.items():
-            per_round = ([v / b for v, b in zip(values, times["torch.topk(100)"])] if len(values) == args.repeats
-                         else [v / base for v in values])
+            per_round = (
+                [v / b for v, b in zip(values, times["torch.topk(100)"])]
+                if len(values) == args.repeats
+                else [v / base for v in values]
+            )
             ratios[name] = (statistics.median(per_round), min(per_round), max(per_round))
         mem = memory(args.batch, items) if with_memory and not args.no_memory else None
         report["sizes"][items] = {
-            "seconds": rows, "ratio_to_topk": {k: v[0] for k, v in ratios.items()},
-            "ratio_spread": {k: v[1:] for k, v in ratios.items()}, "ranking_metrics_top_level_ops": operations,
+            "seconds": rows,
+            "ratio_to_topk": {k: v[0] for k, v in ratios.items()},
+            "ratio_spread": {k: v[1:] for k, v in ratios.items()},
+            "ranking_metrics_top_level_ops": operations,
             "memory": mem,
         }
-        print(f"\nN = {items:,}   (torch.topk {base * 1e3:.2f} ms; one RankingMetrics update: {operations} top-level torch operations)")
+        print(
+            f"\nN = {items:,}   (torch.topk {base * 1e3:.2f} ms; one RankingMetrics update: "
+            f"{operations} top-level torch operations)"
+        )
         for name in all_candidates:
             ratio, low, high = ratios[name]
             print(f"  {name:<38} {rows[name] * 1e3:>10.2f} ms {ratio:>8.2f}x topk  ({low:.2f}-{high:.2f})")
         if mem:
-            print(f"  RankingMetrics update peak extra memory: {mem['peak_extra_bytes'] / 2**20:.1f} MiB "
-                  f"(one (B,N) float32 = {mem['one_BxN_float32_bytes'] / 2**20:.1f} MiB; torch.topk "
-                  f"{mem['torch_topk_peak_extra_bytes'] / 2**20:.1f} MiB); "
-                  f"growth over 20 updates: {mem['growth_over_20_updates_bytes'] / 2**20:.1f} MiB")
+            print(
+                f"  RankingMetrics update peak extra memory: {mem['peak_extra_bytes'] / 2**20:.1f} MiB "
+                f"(one (B,N) float32 = {mem['one_BxN_float32_bytes'] / 2**20:.1f} MiB; torch.topk "
+                f"{mem['torch_topk_peak_extra_bytes'] / 2**20:.1f} MiB); "
+                f"growth over 20 updates: {mem['growth_over_20_updates_bytes'] / 2**20:.1f} MiB"
+            )
         del scores, labels
     return report
 
@@ -406,20 +473,34 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description="Benchmark metric updates against peers.")
     parser.add_argument("--sizes", type=int, nargs="+", default=[1_000, 10_000, 100_000, 1_000_000])
     parser.add_argument("--batch", type=int, default=256)
-    parser.add_argument("--repeats", type=int, default=11, help="rounds; the medians of 11 move less between runs on a shared machine than those of 7")
-    parser.add_argument("--runs", type=int, default=1,
-                        help="whole runs, one after the other; the tables give the median of the runs' medians "
-                             "and their range")
+    parser.add_argument(
+        "--repeats",
+        type=int,
+        default=11,
+        help="rounds; the medians of 11 move less between runs on a shared machine than those of 7",
+    )
+    parser.add_argument(
+        "--runs",
+        type=int,
+        default=1,
+        help="whole runs, one after the other; the tables give the median of the runs' medians and their range",
+    )
     parser.add_argument("--out", default="benchmarks/results")
     parser.add_argument("--load", type=int, default=0, help="busy processes competing for the cores during the timings")
     parser.add_argument("--only-ours", action="store_true", help="time torch.topk and RankingMetrics only")
     parser.add_argument("--no-memory", action="store_true", help="skip the peak-memory probe")
-    parser.add_argument("--operations", action="store_true",
-                        help="only count the top-level operations of one update at every batch size and N, and of "
-                             "other configurations (no timings)")
-    parser.add_argument("--markdown", action="store_true",
-                        help="end with the Markdown tables of docs/benchmarks.md (date, machine, torch and this "
-                             "command in the line above them)")
+    parser.add_argument(
+        "--operations",
+        action="store_true",
+        help="only count the top-level operations of one update at every batch size and N, and of "
+        "other configurations (no timings)",
+    )
+    parser.add_argument(
+        "--markdown",
+        action="store_true",
+        help="end with the Markdown tables of docs/benchmarks.md (date, machine, torch and this "
+        "command in the line above them)",
+    )
     args = parser.parse_args(argv)
     os.makedirs(args.out, exist_ok=True)
     command = command_line("benchmarks/bench_update.py", argv)

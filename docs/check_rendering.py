@@ -38,10 +38,20 @@ BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stab
 # Flags that keep a headless Chromium from reaching the network on its own, plus a proxy on a
 # closed local port so that any page request fails (and is reported by the check).
 FLAGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
-    "--disable-default-apps", "--disable-extensions", "--mute-audio", "--hide-scrollbars",
-    "--proxy-server=http://127.0.0.1:9", "--proxy-bypass-list=<-loopback>",
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-default-apps",
+    "--disable-extensions",
+    "--mute-audio",
+    "--hide-scrollbars",
+    "--proxy-server=http://127.0.0.1:9",
+    "--proxy-bypass-list=<-loopback>",
     "--remote-debugging-pipe",
 ]
 
@@ -106,7 +116,10 @@ class Chromium:
 
         self.process = subprocess.Popen(
             [executable, *FLAGS, f"--user-data-dir={profile}", "about:blank"],
-            close_fds=False, preexec_fn=descriptors, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            close_fds=False,
+            preexec_fn=descriptors,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
         )
         os.close(to_browser_read)
         os.close(from_browser_write)
@@ -162,21 +175,26 @@ class Chromium:
 
 
 def evaluate(browser: Chromium, session: str, expression: str):
-    result = browser.send("Runtime.evaluate", {"expression": expression, "awaitPromise": True,
-                                               "returnByValue": True}, session)
+    result = browser.send(
+        "Runtime.evaluate", {"expression": expression, "awaitPromise": True, "returnByValue": True}, session
+    )
     if "exceptionDetails" in result:
         raise RuntimeError(f"script failed in the page: {result['exceptionDetails']}")
     return result["result"].get("value")
 
 
-def check_pages(browser: Chromium, pages: list[pathlib.Path], html: pathlib.Path, out: pathlib.Path,
-                width: int) -> dict[str, list[str]]:
+def check_pages(
+    browser: Chromium, pages: list[pathlib.Path], html: pathlib.Path, out: pathlib.Path, width: int
+) -> dict[str, list[str]]:
     target = browser.send("Target.createTarget", {"url": "about:blank"})["targetId"]
     session = browser.send("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
     for domain in ("Page", "Network", "Runtime"):
         browser.send(f"{domain}.enable", session=session)
-    browser.send("Emulation.setDeviceMetricsOverride",
-                 {"width": width, "height": 900, "deviceScaleFactor": 1, "mobile": False}, session)
+    browser.send(
+        "Emulation.setDeviceMetricsOverride",
+        {"width": width, "height": 900, "deviceScaleFactor": 1, "mobile": False},
+        session,
+    )
     problems = {}
     for page in pages:
         name = page.relative_to(html).as_posix()
@@ -185,15 +203,26 @@ def check_pages(browser: Chromium, pages: list[pathlib.Path], html: pathlib.Path
         browser.wait_for("Page.loadEventFired", session)
         evaluate(browser, session, WAIT_FOR_MATH)
         found = evaluate(browser, session, FIND_PROBLEMS)
-        requests = [event["params"]["request"]["url"] for event in browser.events
-                    if event.get("method") == "Network.requestWillBeSent" and event.get("sessionId") == session]
-        found += [f"requests {url} (not available offline)" for url in requests
-                  if not url.startswith(("file:", "data:", "about:", "blob:"))]
+        requests = [
+            event["params"]["request"]["url"]
+            for event in browser.events
+            if event.get("method") == "Network.requestWillBeSent" and event.get("sessionId") == session
+        ]
+        found += [
+            f"requests {url} (not available offline)"
+            for url in requests
+            if not url.startswith(("file:", "data:", "about:", "blob:"))
+        ]
         height = evaluate(browser, session, "Math.ceil(document.documentElement.scrollHeight)")
-        shot = browser.send("Page.captureScreenshot", {
-            "format": "png", "captureBeyondViewport": True,
-            "clip": {"x": 0, "y": 0, "width": width, "height": min(height, 16000), "scale": 1},
-        }, session)
+        shot = browser.send(
+            "Page.captureScreenshot",
+            {
+                "format": "png",
+                "captureBeyondViewport": True,
+                "clip": {"x": 0, "y": 0, "width": width, "height": min(height, 16000), "scale": 1},
+            },
+            session,
+        )
         target_file = out / (name.replace("/", "__").removesuffix(".html") + ".png")
         target_file.write_bytes(base64.b64decode(shot["data"]))
         problems[name] = found
@@ -218,8 +247,9 @@ def main(argv=None) -> int:
     html, out = pathlib.Path(args.html).resolve(), pathlib.Path(args.out).resolve()
     if not args.no_build:
         subprocess.run([sys.executable, "-m", "sphinx", "-W", "-q", "-b", "html", str(DOCS), str(html)], check=True)
-    pages = sorted(path for path in html.rglob("*.html")
-                   if "_static" not in path.parts and path.name != "genindex.html")
+    pages = sorted(
+        path for path in html.rglob("*.html") if "_static" not in path.parts and path.name != "genindex.html"
+    )
     if not pages:
         print(f"check_rendering: no pages in {html}")
         return 1
@@ -231,8 +261,10 @@ def main(argv=None) -> int:
         finally:
             browser.close()
     failed = {page: found for page, found in problems.items() if found}
-    print(f"\n{len(pages)} pages at {args.width} px, offline: "
-          + ("no problem found" if not failed else f"{sum(map(len, failed.values()))} problems on {len(failed)} pages"))
+    print(
+        f"\n{len(pages)} pages at {args.width} px, offline: "
+        + ("no problem found" if not failed else f"{sum(map(len, failed.values()))} problems on {len(failed)} pages")
+    )
     return 1 if failed else 0
 
 

@@ -24,8 +24,13 @@ copyright = "the ignite_recsys developers"
 release = ignite_recsys.__version__
 # MathJax from the sphinx-mathjax-offline package (copied into _static/mathjax), not from a CDN:
 # the formulas render without network access.
-extensions = ["sphinx.ext.autodoc", "sphinx.ext.napoleon", "sphinx.ext.mathjax", "sphinx-mathjax-offline",
-              "myst_parser"]
+extensions = [
+    "sphinx.ext.autodoc",
+    "sphinx.ext.napoleon",
+    "sphinx.ext.mathjax",
+    "sphinx-mathjax-offline",
+    "myst_parser",
+]
 source_suffix = {".rst": "restructuredtext", ".md": "markdown"}
 myst_enable_extensions = ["dollarmath"]
 exclude_patterns = ["_build"]
@@ -42,15 +47,40 @@ nitpicky = False
 
 GROUPS = {
     # every ranking metric of the registry, then the class that computes several at once
-    "Ranking quality at cut-offs": [entry.class_name for entry in ENTRIES] + ["RankingMetrics",
-                                                                              "RecallAtFixedPrecision"],
-    "Beyond accuracy": ["ItemCoverage", "GiniIndex", "ShannonEntropy", "AveragePopularity", "TailPercentage",
-                        "Novelty", "IntraListDiversity", "Serendipity", "EPC", "EFD", "MeanInvUserFreq",
-                        "Miscalibration", "APLT", "ACLT", "PopREO", "PopRSP", "ExposureGini", "MeanPopRank",
-                        "ItemGroupExposure", "RankBiasedOverlap", "Intersection"],
+    "Ranking quality at cut-offs": [entry.class_name for entry in ENTRIES]
+    + ["RankingMetrics", "RecallAtFixedPrecision"],
+    "Beyond accuracy": [
+        "ItemCoverage",
+        "GiniIndex",
+        "ShannonEntropy",
+        "AveragePopularity",
+        "TailPercentage",
+        "Novelty",
+        "IntraListDiversity",
+        "Serendipity",
+        "EPC",
+        "EFD",
+        "MeanInvUserFreq",
+        "Miscalibration",
+        "APLT",
+        "ACLT",
+        "PopREO",
+        "PopRSP",
+        "ExposureGini",
+        "MeanPopRank",
+        "ItemGroupExposure",
+        "RankBiasedOverlap",
+        "Intersection",
+    ],
     "Score-based": ["GAUC", "AUC", "LogLoss", "MAE", "RMSE"],
-    "Input forms and diagnostics": ["ItemIds", "RankedItems", "UserGroups", "UserIds", "BoundaryTieWarning",
-                                    "InputWarning"],
+    "Input forms and diagnostics": [
+        "ItemIds",
+        "RankedItems",
+        "UserGroups",
+        "UserIds",
+        "BoundaryTieWarning",
+        "InputWarning",
+    ],
     "Statistics": ["PairedTestResult", "Report", "Paired", "GroupGap"],
     "Files and data frames": ["Interactions", "IdMap", "EvaluationResult"],
 }
@@ -58,10 +88,10 @@ GROUPS = {
 # The first sentence of the pages of the input forms: which side of ``update((y_pred, y[, exclude]))``.
 SIDES = {
     "ItemIds": "``ItemIds`` goes on the ``y`` side of the update tuple: the targets (each user's relevant "
-               "items), or the third element, ``exclude`` (the items to leave out of the ranking), as padded "
-               "item ids.",
+    "items), or the third element, ``exclude`` (the items to leave out of the ranking), as padded "
+    "item ids.",
     "RankedItems": "``RankedItems`` goes on the ``y_pred`` side of the update tuple: the predictions, as "
-                   "each user's ranked item ids, best first.",
+    "each user's ranked item ids, best first.",
 }
 
 
@@ -73,28 +103,74 @@ def _write_metric_pages(app):
         raise RuntimeError(f"docs/conf.py GROUPS lacks {missing}")
     folder = ROOT / "api"
     folder.mkdir(exist_ok=True)
-    index = ["Metric reference", "================", "",
-             "Every metric is an :class:`ignite.metrics.Metric`: ``reset()``, ``update(output)``, "
-             "``compute()``, ``attach(engine, name)``. :doc:`../arguments` lists the arguments they share; "
-             ":doc:`ranking_metrics_table` the ranking metrics at a glance.", "",
-             ".. toctree::", "   :hidden:", "", "   ranking_metrics_table", ""]
+    index = [
+        "Metric reference",
+        "================",
+        "",
+        "Every metric is an :class:`ignite.metrics.Metric`: ``reset()``, ``update(output)``, "
+        "``compute()``, ``attach(engine, name)``. :doc:`../arguments` lists the arguments they share; "
+        ":doc:`ranking_metrics_table` the ranking metrics at a glance.",
+        "",
+        ".. toctree::",
+        "   :hidden:",
+        "",
+        "   ranking_metrics_table",
+        "",
+    ]
     for group, names in GROUPS.items():
         index += [group, "-" * len(group), "", ".. toctree::", "   :maxdepth: 1", ""]
         index += [f"   {name}" for name in names] + [""]
         for name in names:
-            members = [m for m in ("update", "compute", "compute_dict", "reset", "error_bound", "tail_items",
-                                   "boundary_tie_share", "confidence_interval", "per_user", "per_user_ids",
-                                   "compute_groups", "confidence_interval_groups", "group_counts",
-                                   "to_markdown", "to_latex", "caption", "marker", "from_frame", "csr", "item_ids",
-                                   "counts", "user_ids", "original_users", "from_values", "encode", "decode",
-                                   "to_pandas", "to_report", "compare")
-                       if m in dir(getattr(ignite_recsys, name))]
-            page = [name, "=" * len(name), "", f".. autoclass:: ignite_recsys.{name}",
-                    f"   :members: {', '.join(members)}", ""]
+            members = [
+                m
+                for m in (
+                    "update",
+                    "compute",
+                    "compute_dict",
+                    "reset",
+                    "error_bound",
+                    "tail_items",
+                    "boundary_tie_share",
+                    "confidence_interval",
+                    "per_user",
+                    "per_user_ids",
+                    "compute_groups",
+                    "confidence_interval_groups",
+                    "group_counts",
+                    "to_markdown",
+                    "to_latex",
+                    "caption",
+                    "marker",
+                    "from_frame",
+                    "csr",
+                    "item_ids",
+                    "counts",
+                    "user_ids",
+                    "original_users",
+                    "from_values",
+                    "encode",
+                    "decode",
+                    "to_pandas",
+                    "to_report",
+                    "compare",
+                )
+                if m in dir(getattr(ignite_recsys, name))
+            ]
+            page = [
+                name,
+                "=" * len(name),
+                "",
+                f".. autoclass:: ignite_recsys.{name}",
+                f"   :members: {', '.join(members)}",
+                "",
+            ]
             if issubclass(getattr(ignite_recsys, name), Metric):
-                page += ["Arguments not described above (``top_k``, ``ignore_zero_hits``, ``relevance_threshold``, "
-                         "``ties``, ``output_transform``, ``device``, ``skip_unrolling``) are described in "
-                         ":doc:`../arguments`; conventions of other libraries in :doc:`../conventions`.", ""]
+                page += [
+                    "Arguments not described above (``top_k``, ``ignore_zero_hits``, ``relevance_threshold``, "
+                    "``ties``, ``output_transform``, ``device``, ``skip_unrolling``) are described in "
+                    ":doc:`../arguments`; conventions of other libraries in :doc:`../conventions`.",
+                    "",
+                ]
             else:
                 has_inputs_page = (ROOT / "inputs.md").exists() and name in ("ItemIds", "RankedItems")
                 page += ["See :doc:`../inputs` for the input forms." if has_inputs_page else "", ""]
@@ -123,13 +199,24 @@ def _write_registry_page(app):
         if entry.reproduces:
             description += f" Reproduces: {entry.reproduces}."
         rows.append([name, f":class:`~ignite_recsys.{entry.class_name}`", description, options])
-    lines = ["The ranking metrics", "===================", "",
-             "Every ranking metric, its class, its name in :class:`~ignite_recsys.RankingMetrics` "
-             "(``metrics=[...]`` and the ``\"name@k\"`` keys of its results) and the conventions "
-             "it offers (its class's keyword / RankingMetrics' keyword), with the libraries each choice "
-             "reproduces.", "",
-             ".. list-table::", "   :header-rows: 1", "   :widths: 12 14 34 40", "",
-             "   * - name", "     - class", "     - what it measures", "     - conventions"]
+    lines = [
+        "The ranking metrics",
+        "===================",
+        "",
+        "Every ranking metric, its class, its name in :class:`~ignite_recsys.RankingMetrics` "
+        '(``metrics=[...]`` and the ``"name@k"`` keys of its results) and the conventions '
+        "it offers (its class's keyword / RankingMetrics' keyword), with the libraries each choice "
+        "reproduces.",
+        "",
+        ".. list-table::",
+        "   :header-rows: 1",
+        "   :widths: 12 14 34 40",
+        "",
+        "   * - name",
+        "     - class",
+        "     - what it measures",
+        "     - conventions",
+    ]
     for row in rows:
         lines.append(f"   * - {row[0]}")
         lines += [f"     - {cell}" for cell in row[1:]]
@@ -161,13 +248,13 @@ def _defaults_by_bytes(app, obj, bound_method):
     kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
     positional = [p.name for p in signature.parameters.values() if p.kind in kinds and p.default is not p.empty]
     keyword = [p.name for p in signature.parameters.values() if p.kind is inspect.Parameter.KEYWORD_ONLY]
-    nodes = dict(zip(positional, node.args.defaults[-len(positional):] if positional else []))
+    nodes = dict(zip(positional, node.args.defaults[-len(positional) :] if positional else []))
     nodes.update({name: value for name, value in zip(keyword, node.args.kw_defaults) if value is not None})
     parameters = []
     for parameter in signature.parameters.values():
         value = nodes.get(parameter.name)
         if value is not None and value.lineno == value.end_lineno and hasattr(parameter.default, "name"):
-            text = lines[value.lineno - 1][value.col_offset:value.end_col_offset].decode()
+            text = lines[value.lineno - 1][value.col_offset : value.end_col_offset].decode()
             parameter = parameter.replace(default=type(parameter.default)(text))  # Sphinx's DefaultValue
         parameters.append(parameter)
     try:

@@ -53,8 +53,11 @@ def _rank_main(local_rank, model, split, folder):
     rank, world = idist.get_rank(), idist.get_world_size()
     users = share_of(rank, world, split.train.shape[0])
     results = evaluate(model, split, users, idist.device())
-    print(f"rank {rank}/{world} ({len(users)} users): ndcg@10 {results['ranking']['ndcg@10']:.6f} "
-          f"coverage@10 {results['coverage@k'][1]:.6f} gauc {results['gauc']:.6f}", flush=True)
+    print(
+        f"rank {rank}/{world} ({len(users)} users): ndcg@10 {results['ranking']['ndcg@10']:.6f} "
+        f"coverage@10 {results['coverage@k'][1]:.6f} gauc {results['gauc']:.6f}",
+        flush=True,
+    )
     with open(os.path.join(folder, f"rank{rank}.json"), "w") as handle:
         json.dump(results, handle)
 
@@ -70,8 +73,10 @@ def main(argv=None):
     split = data.from_arguments(args)
     model = train_mf(split.train, epochs=2)
     single = evaluate(model, split, torch.arange(split.train.shape[0]), "cpu")
-    print(f"single process ({split.train.shape[0]} users): ndcg@10 {single['ranking']['ndcg@10']:.6f} "
-          f"coverage@10 {single['coverage@k'][1]:.6f} gauc {single['gauc']:.6f}")
+    print(
+        f"single process ({split.train.shape[0]} users): ndcg@10 {single['ranking']['ndcg@10']:.6f} "
+        f"coverage@10 {single['coverage@k'][1]:.6f} gauc {single['gauc']:.6f}"
+    )
     with tempfile.TemporaryDirectory() as folder:
         port = args.master_port or _free_port()
         with idist.Parallel(backend=args.backend, nproc_per_node=args.nproc, master_port=port) as parallel:

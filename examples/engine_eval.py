@@ -24,7 +24,12 @@ from ignite_recsys import GiniIndex, ItemCoverage, RankingMetrics
 
 TOP_K = [5, 10, 20]
 LOGGED = [
-    "ranking/ndcg@10", "ranking/recall@20", "ranking/hit_rate@10", "ranking/map@10", "coverage@10", "gini@10",
+    "ranking/ndcg@10",
+    "ranking/recall@20",
+    "ranking/hit_rate@10",
+    "ranking/map@10",
+    "coverage@10",
+    "gini@10",
 ]
 
 

@@ -57,9 +57,7 @@ def main(argv=None):
         "taste model": lambda rows: user_taste[rows] @ item_taste.T / 4 + item_bias + 0.5 * noise[rows],
     }
     print(f"{args.users} users, {args.items} items, {int(train.sum())} train / {int(test.sum())} test interactions")
-    results = {
-        name: evaluate(score, split, args.batch_size) for name, score in models.items()
-    }
+    results = {name: evaluate(score, split, args.batch_size) for name, score in models.items()}
 
     ranking = [f"ranking/{n}" for n in ("ndcg", "hit_rate", "recall", "precision", "map", "mrr")]
     for names in (ranking, ["coverage", "gini", "avg_popularity"]):

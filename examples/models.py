@@ -31,7 +31,9 @@ def bpr_batches(train: torch.Tensor, batch_size: int, seed: int = 0):
     users, positives = torch.nonzero(train, as_tuple=True)
     order = torch.randperm(len(users), generator=generator)
     negatives = torch.randint(train.shape[1], (len(users),), generator=generator)
-    return list(zip(users[order].split(batch_size), positives[order].split(batch_size), negatives[order].split(batch_size)))
+    return list(
+        zip(users[order].split(batch_size), positives[order].split(batch_size), negatives[order].split(batch_size))
+    )
 
 
 def bpr_step(model: MatrixFactorization, optimizer, batch, weight_decay: float = 1e-3) -> float:

@@ -19,9 +19,22 @@ from .data import IdMap, Interactions
 from .evaluation import EvaluationResult, evaluate
 
 __all__ = list(_metric_names) + [
-    "ItemIds", "RankedItems", "UserGroups", "UserIds", "InputWarning", "paired_test", "correct_p_values",
-    "PairedTestResult", "Report", "functional", "Interactions", "IdMap", "evaluate", "EvaluationResult",
-    "GroupGap", "group_gap",
+    "ItemIds",
+    "RankedItems",
+    "UserGroups",
+    "UserIds",
+    "InputWarning",
+    "paired_test",
+    "correct_p_values",
+    "PairedTestResult",
+    "Report",
+    "functional",
+    "Interactions",
+    "IdMap",
+    "evaluate",
+    "EvaluationResult",
+    "GroupGap",
+    "group_gap",
 ]
 
 __version__ = "0.3.0"

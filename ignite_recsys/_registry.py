@@ -127,8 +127,11 @@ class RankingEntry:
         return None
 
     def formula_options(self, options: Mapping[str, Any]) -> dict:
-        return {option.name: options.get(option.name, option.default) for option in self.options
-                if option.stage == "formula"}
+        return {
+            option.name: options.get(option.name, option.default)
+            for option in self.options
+            if option.stage == "formula"
+        }
 
     def values(self, ranked, top_k, options: Mapping[str, Any]) -> torch.Tensor:
         """The per-user values (batch, len(top_k)) from a ranked batch, under these options."""
@@ -140,10 +143,12 @@ class RankingEntry:
 
 
 GAIN = Option(
-    "gain_function", "gain_function", "exp_rank",
-    "the gain of a relevance label: ``\"exp_rank\"`` (or ``\"exponential\"``) 2^rel - 1 (ignite, ranx "
-    "``ndcg_burges``), ``\"linear_rank\"`` (or ``\"linear\"``) rel (trec_eval, ranx ``ndcg``, torchmetrics, "
-    "scikit-learn), ``\"binary\"`` 1 per relevant item (RecBole), ``\"exp_rank_shifted\"`` 2^(rel - t + 1) - 1 "
+    "gain_function",
+    "gain_function",
+    "exp_rank",
+    'the gain of a relevance label: ``"exp_rank"`` (or ``"exponential"``) 2^rel - 1 (ignite, ranx '
+    '``ndcg_burges``), ``"linear_rank"`` (or ``"linear"``) rel (trec_eval, ranx ``ndcg``, torchmetrics, '
+    'scikit-learn), ``"binary"`` 1 per relevant item (RecBole), ``"exp_rank_shifted"`` 2^(rel - t + 1) - 1 '
     "(Elliot ``nDCG``), or a callable mapping a float64 relevance tensor to gains",
     choices=(
         Choice("exp_rank", "ignite, ranx ndcg_burges"),
@@ -154,6 +159,7 @@ GAIN = Option(
     constraint=V.GAIN_FUNCTION,
     stage="ranking",
 )
+
 
 def _check_discount(name: str, value: Any, arguments: Mapping) -> Any:
     if callable(value):
@@ -169,126 +175,230 @@ def _check_discount(name: str, value: Any, arguments: Mapping) -> Any:
 
 DISCOUNTS = ("log2", "log2_clip")
 DISCOUNT = Option(
-    "discount", "discount", "log2",
-    "the weight of rank i: ``\"log2\"`` 1 / log2(i + 1), ``\"log2_clip\"`` 1 / log2(max(i, 2)) (LensKit's "
+    "discount",
+    "discount",
+    "log2",
+    'the weight of rank i: ``"log2"`` 1 / log2(i + 1), ``"log2_clip"`` 1 / log2(max(i, 2)) (LensKit\'s '
     "default ``LogRankWeight``), or a callable mapping a float64 tensor of 1-based positions to weights",
     choices=(Choice("log2", "trec_eval, ranx, RecBole, torchmetrics, RecTools"), Choice("log2_clip", "LensKit")),
-    constraint=V.Custom("one of ['log2', 'log2_clip'] or a callable of the 1-based positions", _check_discount,
-                        ("no such discount", 3, None)),
+    constraint=V.Custom(
+        "one of ['log2', 'log2_clip'] or a callable of the 1-based positions",
+        _check_discount,
+        ("no such discount", 3, None),
+    ),
 )
 
 ENTRIES: tuple = (
     RankingEntry(
-        "ndcg", "NDCG", "Normalized Discounted Cumulative Gain at k.", formulas.ndcg,
+        "ndcg",
+        "NDCG",
+        "Normalized Discounted Cumulative Gain at k.",
+        formulas.ndcg,
         Needs(gains=True, ideal=True),
-        options=(GAIN, DISCOUNT, Option(
-            "ideal", "ndcg_ideal", "achievable", "the ideal DCG@k that NDCG@k divides by",
-            choices=(
-                Choice("achievable", "the ideal ranking of the user's labels: ignite, trec_eval, ranx, RecBole, "
-                                     "LensKit, torchmetrics, RecTools divide_by_achievable=True"),
-                Choice("k_relevant", "k items of the user's largest gain: RecTools NDCG (its default)"),
+        options=(
+            GAIN,
+            DISCOUNT,
+            Option(
+                "ideal",
+                "ndcg_ideal",
+                "achievable",
+                "the ideal DCG@k that NDCG@k divides by",
+                choices=(
+                    Choice(
+                        "achievable",
+                        "the ideal ranking of the user's labels: ignite, trec_eval, ranx, RecBole, "
+                        "LensKit, torchmetrics, RecTools divide_by_achievable=True",
+                    ),
+                    Choice("k_relevant", "k items of the user's largest gain: RecTools NDCG (its default)"),
+                ),
             ),
-        )),
+        ),
         reproduces="ignite NDCG, trec_eval ndcg_cut, ranx ndcg, torchmetrics, scikit-learn ndcg_score, RecBole, "
-                   "LensKit NDCG (discount='log2_clip'), RecTools NDCG (ideal='k_relevant')",
+        "LensKit NDCG (discount='log2_clip'), RecTools NDCG (ideal='k_relevant')",
     ),
     RankingEntry(
-        "hit_rate", "HitRate", "1 if a relevant item is in the top k, else 0.", formulas.hit_rate,
+        "hit_rate",
+        "HitRate",
+        "1 if a relevant item is in the top k, else 0.",
+        formulas.hit_rate,
         reproduces="ignite HitRate, RecBole Hit, ranx hit_rate, trec_eval success",
     ),
     RankingEntry(
-        "recall", "Recall", "The share of the relevant items found in the top k.", formulas.recall,
+        "recall",
+        "Recall",
+        "The share of the relevant items found in the top k.",
+        formulas.recall,
         Needs(relevant_count=True),
-        options=(Option(
-            "normalization", "recall_normalization", "relevant", "the divisor of Recall@k",
-            choices=(
-                Choice("relevant", "RecBole, trec_eval, ranx, torchmetrics"),
-                Choice("min_k_relevant", "rectorch, RecPack CalibratedRecallK"),
+        options=(
+            Option(
+                "normalization",
+                "recall_normalization",
+                "relevant",
+                "the divisor of Recall@k",
+                choices=(
+                    Choice("relevant", "RecBole, trec_eval, ranx, torchmetrics"),
+                    Choice("min_k_relevant", "rectorch, RecPack CalibratedRecallK"),
+                ),
             ),
-        ),),
+        ),
         reproduces="RecBole, trec_eval recall, ranx recall, torchmetrics RetrievalRecall",
     ),
     RankingEntry(
-        "precision", "Precision", "The share of the top k that is relevant.", formulas.precision,
-        options=(Option(
-            "normalization", "precision_normalization", "k", "the divisor of P@k",
-            choices=(
-                Choice("k", "RecBole, trec_eval, ranx"),
-                Choice("min_k_items", "torchmetrics adaptive_k=True"),
+        "precision",
+        "Precision",
+        "The share of the top k that is relevant.",
+        formulas.precision,
+        options=(
+            Option(
+                "normalization",
+                "precision_normalization",
+                "k",
+                "the divisor of P@k",
+                choices=(
+                    Choice("k", "RecBole, trec_eval, ranx"),
+                    Choice("min_k_items", "torchmetrics adaptive_k=True"),
+                ),
             ),
-        ),),
+        ),
         reproduces="RecBole, trec_eval P, ranx precision, torchmetrics RetrievalPrecision",
     ),
     RankingEntry(
-        "map", "MAP", "Mean Average Precision at k.", formulas.average_precision,
+        "map",
+        "MAP",
+        "Mean Average Precision at k.",
+        formulas.average_precision,
         Needs(relevant_count=True),
-        options=(Option(
-            "normalization", "map_normalization", "min_k_relevant", "the divisor of AP@k",
-            choices=(
-                Choice("min_k_relevant", "RecBole, MS Recommenders"),
-                Choice("relevant", "trec_eval map_cut, ranx"),
-                Choice("hits", "torchmetrics RetrievalMAP(top_k)", counts_relevant=False, average_ties=False),
-                Choice("k", "RecTools MAP(divide_by_k=True)", counts_relevant=False),
+        options=(
+            Option(
+                "normalization",
+                "map_normalization",
+                "min_k_relevant",
+                "the divisor of AP@k",
+                choices=(
+                    Choice("min_k_relevant", "RecBole, MS Recommenders"),
+                    Choice("relevant", "trec_eval map_cut, ranx"),
+                    Choice("hits", "torchmetrics RetrievalMAP(top_k)", counts_relevant=False, average_ties=False),
+                    Choice("k", "RecTools MAP(divide_by_k=True)", counts_relevant=False),
+                ),
             ),
-        ),),
+        ),
         reproduces="RecBole MAP, trec_eval map_cut, ranx map, torchmetrics RetrievalMAP",
     ),
     RankingEntry(
-        "mrr", "MRR", "1 / rank of the first relevant item in the top k, else 0.", formulas.reciprocal_rank,
+        "mrr",
+        "MRR",
+        "1 / rank of the first relevant item in the top k, else 0.",
+        formulas.reciprocal_rank,
         reproduces="RecBole MRR, ranx mrr, torchmetrics RetrievalMRR",
     ),
     RankingEntry(
-        "f1", "F1", "The harmonic mean of Precision@k and Recall@k.", formulas.f1,
-        Needs(relevant_count=True), reproduces="ranx f1",
+        "f1",
+        "F1",
+        "The harmonic mean of Precision@k and Recall@k.",
+        formulas.f1,
+        Needs(relevant_count=True),
+        reproduces="ranx f1",
     ),
     RankingEntry(
-        "dcg", "DCG", "Discounted Cumulative Gain at k, not normalised.", formulas.dcg,
-        Needs(gains=True), options=(GAIN, DISCOUNT),
+        "dcg",
+        "DCG",
+        "Discounted Cumulative Gain at k, not normalised.",
+        formulas.dcg,
+        Needs(gains=True),
+        options=(GAIN, DISCOUNT),
         reproduces="ranx dcg (gain_function='linear_rank'), ranx dcg_burges (the default gain), LensKit DCG",
         default=False,
     ),
     RankingEntry(
-        "hits", "Hits", "The number of relevant items in the top k.", formulas.hits,
-        reproduces="RecPack HitK, ranx hits", default=False,
+        "hits",
+        "Hits",
+        "The number of relevant items in the top k.",
+        formulas.hits,
+        reproduces="RecPack HitK, ranx hits",
+        default=False,
     ),
     RankingEntry(
-        "rbp", "RBP", "Rank-biased precision at k: relevance discounted geometrically by persistence p.",
+        "rbp",
+        "RBP",
+        "Rank-biased precision at k: relevance discounted geometrically by persistence p.",
         formulas.rbp,
         Needs(extra_gains=lambda options: ("linear_rank",) if options.get("graded", True) else ()),
         options=(
-            Option("persistence", "rbp_persistence", 0.8, "the persistence p (the chance to look one rank further)",
-                   constraint=V.Interval(float, 0, 1, low_included=False, high_included=False)),
-            Option("graded", "rbp_graded", True, "r_i is the label of a relevant item (True, as ranx) or 1 (False, "
-                   "as the paper and LensKit)", constraint=V.BOOLEAN),
+            Option(
+                "persistence",
+                "rbp_persistence",
+                0.8,
+                "the persistence p (the chance to look one rank further)",
+                constraint=V.Interval(float, 0, 1, low_included=False, high_included=False),
+            ),
+            Option(
+                "graded",
+                "rbp_graded",
+                True,
+                "r_i is the label of a relevant item (True, as ranx) or 1 (False, as the paper and LensKit)",
+                constraint=V.BOOLEAN,
+            ),
         ),
-        reproduces="ranx rbp (graded=True, the run cut at k), LensKit RBP (graded=False)", default=False,
+        reproduces="ranx rbp (graded=True, the run cut at k), LensKit RBP (graded=False)",
+        default=False,
     ),
     RankingEntry(
-        "err", "ERR", "Expected reciprocal rank at k (the cascade model's stopping probabilities).",
-        formulas.err, Needs(extra_gains=lambda options: ("exp_rank",)),
-        options=(Option("max_grade", "err_max_grade", 4.0, "the grade whose stopping probability is 1 - 2^-g_max "
-                        "(gdeval and ir-measures: 4)", constraint=V.positive_real()),),
-        reproduces="ir-measures ERR@k, gdeval", default=False, average_ties=False,
+        "err",
+        "ERR",
+        "Expected reciprocal rank at k (the cascade model's stopping probabilities).",
+        formulas.err,
+        Needs(extra_gains=lambda options: ("exp_rank",)),
+        options=(
+            Option(
+                "max_grade",
+                "err_max_grade",
+                4.0,
+                "the grade whose stopping probability is 1 - 2^-g_max (gdeval and ir-measures: 4)",
+                constraint=V.positive_real(),
+            ),
+        ),
+        reproduces="ir-measures ERR@k, gdeval",
+        default=False,
+        average_ties=False,
         checks=formulas.err_checks,
     ),
     RankingEntry(
-        "fall_out", "FallOut", "The share of the non-relevant candidates that the top k holds.", formulas.fall_out,
-        Needs(relevant_candidates=True), reproduces="torchmetrics retrieval_fall_out", default=False,
+        "fall_out",
+        "FallOut",
+        "The share of the non-relevant candidates that the top k holds.",
+        formulas.fall_out,
+        Needs(relevant_candidates=True),
+        reproduces="torchmetrics retrieval_fall_out",
+        default=False,
     ),
     RankingEntry(
-        "bpref", "BPref", "Binary preference at k: relevant items ranked above judged non-relevant ones.",
+        "bpref",
+        "BPref",
+        "Binary preference at k: relevant items ranked above judged non-relevant ones.",
         formulas.bpref,
-        Needs(relevant_count=True, judged=lambda options: "nonnegative" if options.get(
-            "negative_labels", "unjudged") == "unjudged" else "all"),
-        options=(Option(
-            "negative_labels", "bpref_negative_labels", "unjudged", "how a negative label counts",
-            choices=(Choice("unjudged", "trec_eval bpref"), Choice("judged", "ranx bpref (with N > 0)")),
-        ),),
-        reproduces="trec_eval bpref, ir-measures Bpref (k: the run's depth)", default=False, average_ties=False,
+        Needs(
+            relevant_count=True,
+            judged=lambda options: "nonnegative" if options.get("negative_labels", "unjudged") == "unjudged" else "all",
+        ),
+        options=(
+            Option(
+                "negative_labels",
+                "bpref_negative_labels",
+                "unjudged",
+                "how a negative label counts",
+                choices=(Choice("unjudged", "trec_eval bpref"), Choice("judged", "ranx bpref (with N > 0)")),
+            ),
+        ),
+        reproduces="trec_eval bpref, ir-measures Bpref (k: the run's depth)",
+        default=False,
+        average_ties=False,
     ),
     RankingEntry(
-        "r_precision", "RPrecision", "Precision at rank |R|, the user's number of relevant items.",
-        formulas.r_precision, Needs(full_ranking=True),
+        "r_precision",
+        "RPrecision",
+        "Precision at rank |R|, the user's number of relevant items.",
+        formulas.r_precision,
+        Needs(full_ranking=True),
         reproduces="trec_eval Rprec, ranx r-precision, torchmetrics RetrievalRPrecision",
     ),
 )

@@ -248,7 +248,9 @@ def check_gain_function(value: Any, relevance_threshold: Optional[float] = 1.0) 
             f"or a callable mapping relevance to gains), got {value!r} of type {type(value).__name__}"
         )
     if value == "exp_rank_shifted" and relevance_threshold is None:
-        raise ValueError("gain_function='exp_rank_shifted' shifts by relevance_threshold, which must then be a number, got None")
+        raise ValueError(
+            "gain_function='exp_rank_shifted' shifts by relevance_threshold, which must then be a number, got None"
+        )
     return GAIN_ALIASES.get(value, value)
 
 

@@ -41,39 +41,65 @@ exit codes: 0 ok, 1 unexpected error, 2 usage error, 3 file not found, 4 malform
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="ignite-recsys", description="Recommender and retrieval evaluation "
-                                     "from files, with ignite_recsys's metrics.")
+    parser = argparse.ArgumentParser(
+        prog="ignite-recsys",
+        description="Recommender and retrieval evaluation from files, with ignite_recsys's metrics.",
+    )
     commands = parser.add_subparsers(dest="command", required=True)
-    evaluate = commands.add_parser("evaluate", help="evaluate a run against test interactions (qrels)",
-                                   description="Evaluate a run against test interactions (qrels): each user's "
-                                   "items ranked by score, metrics averaged over the test users.",
-                                   epilog=EXAMPLE, formatter_class=argparse.RawDescriptionHelpFormatter)
-    evaluate.add_argument("--qrels", "--test", dest="qrels", required=True,
-                          help="test interactions: a TREC qrels file or a parquet/CSV table")
+    evaluate = commands.add_parser(
+        "evaluate",
+        help="evaluate a run against test interactions (qrels)",
+        description="Evaluate a run against test interactions (qrels): each user's "
+        "items ranked by score, metrics averaged over the test users.",
+        epilog=EXAMPLE,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    evaluate.add_argument(
+        "--qrels",
+        "--test",
+        dest="qrels",
+        required=True,
+        help="test interactions: a TREC qrels file or a parquet/CSV table",
+    )
     evaluate.add_argument("--run", required=True, help="the run: a TREC run file or a parquet/CSV table")
     evaluate.add_argument("--metrics", required=True, help="comma-separated names, e.g. ndcg@10,recall@20")
     evaluate.add_argument("--exclude", help="interactions to exclude (e.g. the training history), a file")
     evaluate.add_argument("--format", choices=("table", "json", "latex"), default="table", help="output format")
-    evaluate.add_argument("--qrels-format", choices=("trec", "parquet", "csv", "tsv"),
-                          help="default: from the file name (.parquet, .csv, .tsv; anything else is TREC)")
+    evaluate.add_argument(
+        "--qrels-format",
+        choices=("trec", "parquet", "csv", "tsv"),
+        help="default: from the file name (.parquet, .csv, .tsv; anything else is TREC)",
+    )
     evaluate.add_argument("--run-format", choices=("trec", "parquet", "csv", "tsv"), help="as --qrels-format")
     evaluate.add_argument("--user-col", help="the user column of the tables (default: user, qid, ...)")
     evaluate.add_argument("--item-col", help="the item column of the tables (default: item, docid, ...)")
     evaluate.add_argument("--value-col", help="the grade column of the test table (default: value, rel, ...)")
     evaluate.add_argument("--score-col", help="the score column of the run table (default: score)")
     evaluate.add_argument("--num-items", type=int, help="the catalog size (default: from the test table)")
-    evaluate.add_argument("--trec-eval", action="store_true", help="trec_eval's conventions: linear gains, MAP "
-                          "divided by |R|, users without a relevant item counted (as ranx)")
+    evaluate.add_argument(
+        "--trec-eval",
+        action="store_true",
+        help="trec_eval's conventions: linear gains, MAP "
+        "divided by |R|, users without a relevant item counted (as ranx)",
+    )
     evaluate.add_argument("--gain-function", choices=("exp_rank", "linear_rank", "binary", "exp_rank_shifted"))
-    evaluate.add_argument("--relevance-threshold", type=float, help="an item is relevant when its grade is at "
-                          "least this (default 1)")
+    evaluate.add_argument(
+        "--relevance-threshold", type=float, help="an item is relevant when its grade is at least this (default 1)"
+    )
     evaluate.add_argument("--map-normalization", choices=("min_k_relevant", "relevant", "hits"))
     evaluate.add_argument("--recall-normalization", choices=("relevant", "min_k_relevant"))
     evaluate.add_argument("--precision-normalization", choices=("k", "min_k_items"))
-    evaluate.add_argument("--ignore-zero-hits", choices=("true", "false"),
-                          help="skip users without a relevant item (default true; false counts them as 0)")
-    evaluate.add_argument("--run-ties", choices=("docid", "order"), default="docid",
-                          help="equal scores: the larger item id first (trec_eval; default) or file order")
+    evaluate.add_argument(
+        "--ignore-zero-hits",
+        choices=("true", "false"),
+        help="skip users without a relevant item (default true; false counts them as 0)",
+    )
+    evaluate.add_argument(
+        "--run-ties",
+        choices=("docid", "order"),
+        default="docid",
+        help="equal scores: the larger item id first (trec_eval; default) or file order",
+    )
     evaluate.add_argument("--level", type=float, default=0.95, help="confidence level of the intervals")
     evaluate.add_argument("--batch-size", type=int, help="users per update (default 16384)")
     evaluate.add_argument("--device", default="cpu", help="torch device of the metrics")
@@ -85,8 +111,13 @@ def _conventions(args: argparse.Namespace) -> dict:
     conventions: dict = {}
     if args.trec_eval:
         conventions.update(gain_function="linear_rank", map_normalization="relevant", ignore_zero_hits=False)
-    for name in ("gain_function", "relevance_threshold", "map_normalization", "recall_normalization",
-                 "precision_normalization"):
+    for name in (
+        "gain_function",
+        "relevance_threshold",
+        "map_normalization",
+        "recall_normalization",
+        "precision_normalization",
+    ):
         if getattr(args, name) is not None:
             conventions[name] = getattr(args, name)
     if args.ignore_zero_hits is not None:
@@ -96,22 +127,31 @@ def _conventions(args: argparse.Namespace) -> dict:
 
 def _render(result, args: argparse.Namespace) -> str:
     if args.format == "json":
-        return json.dumps({"means": result.means,
-                           "intervals": {key: list(value) for key, value in result.intervals.items()},
-                           "level": result.level, "info": result.info}, indent=2,
-                          default=lambda value: None if isinstance(value, float) and math.isnan(value) else value)
+        return json.dumps(
+            {
+                "means": result.means,
+                "intervals": {key: list(value) for key, value in result.intervals.items()},
+                "level": result.level,
+                "info": result.info,
+            },
+            indent=2,
+            default=lambda value: None if isinstance(value, float) and math.isnan(value) else value,
+        )
     if args.format == "latex":
         name = os.path.basename(str(args.run))
-        return Report({name: {key: (result.means[key], result.intervals[key]) for key in result.means}},
-                      level=result.level).to_latex()
+        return Report(
+            {name: {key: (result.means[key], result.intervals[key]) for key in result.means}}, level=result.level
+        ).to_latex()
     width = max(len(key) for key in result.means)
     lines = [f"{'metric':<{width}}  {'mean':>8}  {int(round(result.level * 100))}% interval"]
     for key, mean in result.means.items():
         low, high = result.intervals[key]
         lines.append(f"{key:<{width}}  {mean:8.4f}  [{low:.4f}, {high:.4f}]")
     info = result.info
-    lines.append(f"\n{info['test_users']} test users; {info.get('test_users_not_in_run', 0)} not in the run "
-                 f"(empty lists); {info.get('run_rows_not_in_test', 0)} run row(s) of users not in the test set")
+    lines.append(
+        f"\n{info['test_users']} test users; {info.get('test_users_not_in_run', 0)} not in the run "
+        f"(empty lists); {info.get('run_rows_not_in_test', 0)} run row(s) of users not in the test set"
+    )
     return "\n".join(lines)
 
 
@@ -124,25 +164,37 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return int(stop.code or 0)
     from ignite.exceptions import NotComputableError
 
-
     def fail(code: int, message: str) -> int:
         print(f"ignite-recsys: error: {message}", file=sys.stderr)
         return code
 
     try:
         table = {"user": args.user_col, "item": args.item_col}
-        test = read_interactions(args.qrels, format=args.qrels_format, value=args.value_col,
-                                 num_items=args.num_items, **table)
+        test = read_interactions(
+            args.qrels, format=args.qrels_format, value=args.value_col, num_items=args.num_items, **table
+        )
         exclude = None
         if args.exclude is not None:
-            exclude = read_interactions(args.exclude, format=None, user_map=test.user_map, item_map=test.item_map,
-                                        duplicates="max", **table)
+            exclude = read_interactions(
+                args.exclude, format=None, user_map=test.user_map, item_map=test.item_map, duplicates="max", **table
+            )
         columns = (args.user_col, args.item_col, args.score_col)
-        result = evaluate(args.run, test, args.metrics, exclude=exclude, num_items=args.num_items,
-                          batch_size=args.batch_size, device=args.device, level=args.level,
-                          progress=not args.no_progress, run_ties=args.run_ties, run_columns=columns,
-                          run_format=args.run_format, num_threads=max(1, torch.get_num_threads() - 1),
-                          **_conventions(args))
+        result = evaluate(
+            args.run,
+            test,
+            args.metrics,
+            exclude=exclude,
+            num_items=args.num_items,
+            batch_size=args.batch_size,
+            device=args.device,
+            level=args.level,
+            progress=not args.no_progress,
+            run_ties=args.run_ties,
+            run_columns=columns,
+            run_format=args.run_format,
+            num_threads=max(1, torch.get_num_threads() - 1),
+            **_conventions(args),
+        )
     except FileNotFoundError as error:
         return fail(EXIT_NO_FILE, str(error))
     except FileFormatError as error:

@@ -28,25 +28,45 @@ from .inputs import RankedItems, UserIds
 from .metrics import RankingMetrics
 from .stats import paired_test
 
-CONVENTIONS = ("gain_function", "relevance_threshold", "ties", "map_normalization", "recall_normalization",
-               "precision_normalization", "ignore_zero_hits")
+CONVENTIONS = (
+    "gain_function",
+    "relevance_threshold",
+    "ties",
+    "map_normalization",
+    "recall_normalization",
+    "precision_normalization",
+    "ignore_zero_hits",
+)
 
 # Other names of the library's metrics, as ranx, trec_eval / ir-measures and papers write them
 # (compared in lower case; a cut-off follows as "@10" or, trec_eval style, "_10").
 ALIASES = {
-    "ndcg": "ndcg", "ndcg_cut": "ndcg",
-    "hit_rate": "hit_rate", "hitrate": "hit_rate", "hr": "hit_rate", "success": "hit_rate",
-    "recall": "recall", "r": "recall",
-    "precision": "precision", "p": "precision",
-    "map": "map", "ap": "map", "map_cut": "map",
-    "mrr": "mrr", "rr": "mrr", "recip_rank": "mrr",
+    "ndcg": "ndcg",
+    "ndcg_cut": "ndcg",
+    "hit_rate": "hit_rate",
+    "hitrate": "hit_rate",
+    "hr": "hit_rate",
+    "success": "hit_rate",
+    "recall": "recall",
+    "r": "recall",
+    "precision": "precision",
+    "p": "precision",
+    "map": "map",
+    "ap": "map",
+    "map_cut": "map",
+    "mrr": "mrr",
+    "rr": "mrr",
+    "recip_rank": "mrr",
     "f1": "f1",
-    "r_precision": "r_precision", "rprec": "r_precision", "r-precision": "r_precision", "rprecision": "r_precision",
+    "r_precision": "r_precision",
+    "rprec": "r_precision",
+    "r-precision": "r_precision",
+    "rprecision": "r_precision",
 }
 # names that mean something else elsewhere, refused with the reason
 NOT_ALIASES = {
     "hits": "ranx's 'hits' is the number of relevant items retrieved, not a rate; for the share of users with a "
-            "hit use 'hit_rate@k'",
+    "hit use 'hit_rate@k'",
 }
 
 
@@ -71,8 +91,9 @@ def parse_metrics(names: Union[str, Sequence[str]]) -> List[MetricName]:
     if isinstance(names, str):
         names = [name.strip() for name in names.split(",") if name.strip()]
     if isinstance(names, (bytes, dict)) or not isinstance(names, Sequence) or not names:
-        raise ValueError(f"metrics must be a non-empty list of metric names (e.g. ['ndcg@10', 'recall@20']), got "
-                         f"{names!r}")
+        raise ValueError(
+            f"metrics must be a non-empty list of metric names (e.g. ['ndcg@10', 'recall@20']), got {names!r}"
+        )
     known = sorted(set(ALIASES) | set(ALL_METRICS))
     parsed: List[MetricName] = []
     for original in names:
@@ -88,16 +109,21 @@ def parse_metrics(names: Union[str, Sequence[str]]) -> List[MetricName]:
         if base in NOT_ALIASES:
             raise ValueError(f"metric {original!r}: {NOT_ALIASES[base]}")
         if base not in ALIASES:
-            raise ValueError(f"unknown metric {original!r}: known names are {known} (with a cut-off, e.g. 'ndcg@10', "
-                             "'P@10', 'ndcg_cut_10')")
+            raise ValueError(
+                f"unknown metric {original!r}: known names are {known} (with a cut-off, e.g. 'ndcg@10', "
+                "'P@10', 'ndcg_cut_10')"
+            )
         name = ALIASES[base]
         if name not in ALL_METRICS:
-            raise ValueError(f"metric {original!r} maps to {name!r}, which the library does not provide "
-                             f"({ALL_METRICS})")
+            raise ValueError(
+                f"metric {original!r} maps to {name!r}, which the library does not provide ({ALL_METRICS})"
+            )
         if name in CUTOFF_METRICS:
             if k is None:
-                raise ValueError(f"metric {original!r} needs a cut-off, e.g. '{name}@10' (ranx's and trec_eval's "
-                                 f"uncut '{base}' rank the whole run: give the run's depth, e.g. '{name}@1000')")
+                raise ValueError(
+                    f"metric {original!r} needs a cut-off, e.g. '{name}@10' (ranx's and trec_eval's "
+                    f"uncut '{base}' rank the whole run: give the run's depth, e.g. '{name}@1000')"
+                )
             if int(k) < 1:
                 raise ValueError(f"metric {original!r}: the cut-off must be a positive int")
             key = f"{name}@{int(k)}"
@@ -127,8 +153,7 @@ class EvaluationResult:
     ``result["ndcg@10"]`` is a mean (any accepted spelling of the name works, e.g. ``"nDCG@10"``).
     """
 
-    def __init__(self, means: dict, intervals: Any, level: float, per_user: Optional[dict], user_ids: Any,
-                 info: dict):
+    def __init__(self, means: dict, intervals: Any, level: float, per_user: Optional[dict], user_ids: Any, info: dict):
         self.means, self.level, self.info = means, level, info
         self._intervals = intervals  # a dict, or a callable that computes it (on first use)
         self._per_user = per_user
@@ -189,14 +214,15 @@ class EvaluationResult:
             frame.update({key: value.cpu().numpy() for key, value in values.items()})
             return pandas.DataFrame(frame)
         return pandas.DataFrame(
-            {"mean": list(self.means.values()),
-             "low": [self.intervals[key][0] for key in self.means],
-             "high": [self.intervals[key][1] for key in self.means]},
+            {
+                "mean": list(self.means.values()),
+                "low": [self.intervals[key][0] for key in self.means],
+                "high": [self.intervals[key][1] for key in self.means],
+            },
             index=pandas.Index(list(self.means), name="metric"),
         )
 
-    def compare(self, other: "EvaluationResult", k: Optional[str] = None, method: str = "t",
-                **options: Any) -> Any:
+    def compare(self, other: "EvaluationResult", k: Optional[str] = None, method: str = "t", **options: Any) -> Any:
         """:func:`~ignite_recsys.paired_test` of this result (a) against ``other`` (b) on the same
         users: for the metric ``k`` (a result key) a ``PairedTestResult``, without ``k`` a dict of
         one per metric both results hold. Both need ``per_user=True``."""
@@ -222,10 +248,11 @@ def _interactions(value: Any, name: str, **options: Any) -> Interactions:
     if isinstance(value, Interactions):
         return value
     if isinstance(value, (str, os.PathLike)):
-
         return read_interactions(value, **options)
-    raise TypeError(f"{name} must be an Interactions table or a file path, got {type(value).__name__} (build one "
-                    "with Interactions(users, items) or Interactions.from_frame(frame, user=..., item=...))")
+    raise TypeError(
+        f"{name} must be an Interactions table or a file path, got {type(value).__name__} (build one "
+        "with Interactions(users, items) or Interactions.from_frame(frame, user=..., item=...))"
+    )
 
 
 def _progress(total: int, enabled: bool, rank: int) -> Any:
@@ -312,11 +339,12 @@ def evaluate(
     import ignite.distributed as idist
     from ignite.exceptions import NotComputableError
 
-
     unknown = sorted(set(conventions) - set(CONVENTIONS))
     if unknown:
-        raise TypeError(f"evaluate() got unexpected keyword argument(s) {unknown}; the conventions it passes to "
-                        f"RankingMetrics are {list(CONVENTIONS)}")
+        raise TypeError(
+            f"evaluate() got unexpected keyword argument(s) {unknown}; the conventions it passes to "
+            f"RankingMetrics are {list(CONVENTIONS)}"
+        )
     requested = parse_metrics(metrics)
     if isinstance(level, bool) or not isinstance(level, (int, float)) or not 0 < level < 1:
         raise ValueError(f"level must lie strictly between 0 and 1 (e.g. 0.95), got {level!r}")
@@ -330,13 +358,16 @@ def evaluate(
     if exclude is not None:
         exclude = _interactions(exclude, "exclude", user_map=test.user_map, item_map=test.item_map, duplicates="max")
         if exclude.item_map is not test.item_map or exclude.user_map is not test.user_map:
-            raise ValueError("exclude must number users and items as test does: build it with "
-                             "user_map=test.user_map and item_map=test.item_map (or integer ids in both)")
+            raise ValueError(
+                "exclude must number users and items as test does: build it with "
+                "user_map=test.user_map and item_map=test.item_map (or integer ids in both)"
+            )
     catalog = test.num_items if num_items is None else int(num_items)
     names = [metric.name for metric in requested]
     cutoffs = sorted({metric.k for metric in requested if metric.k is not None}) or [1]
-    metric = RankingMetrics(cutoffs, metrics=list(dict.fromkeys(names)), device=device, per_user=per_user,
-                            **conventions)
+    metric = RankingMetrics(
+        cutoffs, metrics=list(dict.fromkeys(names)), device=device, per_user=per_user, **conventions
+    )
     rank, world_size = idist.get_rank(), idist.get_world_size()
     positions = np.arange(len(test.users))
     mine = positions % world_size == rank
@@ -351,14 +382,31 @@ def evaluate(
     if num_threads is not None:
         torch.set_num_threads(V.check_positive_int("num_threads", num_threads))
     try:
-        if callable(scores) and not isinstance(scores, (str, os.PathLike, tuple, dict)) \
-                and not hasattr(scores, "columns") and not hasattr(scores, "column_names"):
+        if (
+            callable(scores)
+            and not isinstance(scores, (str, os.PathLike, tuple, dict))
+            and not hasattr(scores, "columns")
+            and not hasattr(scores, "column_names")
+        ):
             _from_model(scores, test, exclude, catalog, positions[mine], batch_size, device, update, bar)
         elif isinstance(scores, tuple):
             _from_ranked(scores, test, exclude, positions[mine], mine, batch_size, device, update, bar, info)
         else:
-            _from_run(scores, test, exclude, mine, batch_size, device, update, bar, info, run_ties, run_columns,
-                      run_format, cutoffs[-1] if "r_precision" not in names else None)
+            _from_run(
+                scores,
+                test,
+                exclude,
+                mine,
+                batch_size,
+                device,
+                update,
+                bar,
+                info,
+                run_ties,
+                run_columns,
+                run_format,
+                cutoffs[-1] if "r_precision" not in names else None,
+            )
     finally:
         torch.set_num_threads(threads)
         if bar is not None:
@@ -385,43 +433,73 @@ def evaluate(
     return EvaluationResult(means, intervals, level, kept, user_ids, info)
 
 
-def _from_model(model: Callable, test: Interactions, exclude: Optional[Interactions], catalog: int,
-                positions: np.ndarray, batch_size: int, device: Any, update: Callable, bar: Any) -> None:
+def _from_model(
+    model: Callable,
+    test: Interactions,
+    exclude: Optional[Interactions],
+    catalog: int,
+    positions: np.ndarray,
+    batch_size: int,
+    device: Any,
+    update: Callable,
+    bar: Any,
+) -> None:
     users = test.users[torch.from_numpy(positions)]
     for batch in users.split(batch_size):
         scores = model(batch.to(device))
         if not isinstance(scores, torch.Tensor) or scores.ndim != 2 or tuple(scores.shape) != (len(batch), catalog):
             shape = tuple(scores.shape) if isinstance(scores, torch.Tensor) else type(scores).__name__
-            raise ValueError(f"scores(users) must return a (batch, num_items) = ({len(batch)}, {catalog}) tensor, "
-                             f"got {shape}")
+            raise ValueError(
+                f"scores(users) must return a (batch, num_items) = ({len(batch)}, {catalog}) tensor, got {shape}"
+            )
         targets = test.csr(batch, num_items=catalog, device=scores.device)
-        excluded = exclude.csr(batch, grades=False, num_items=catalog, device=scores.device) \
-            if exclude is not None else None
+        excluded = (
+            exclude.csr(batch, grades=False, num_items=catalog, device=scores.device) if exclude is not None else None
+        )
         update(scores, targets, excluded, batch)
         if bar is not None:
             bar.update(len(batch))
 
 
-def _ranked_update(test: Interactions, exclude: Optional[Interactions], users: torch.Tensor, ranked: torch.Tensor,
-                   device: Any, update: Callable) -> None:
+def _ranked_update(
+    test: Interactions,
+    exclude: Optional[Interactions],
+    users: torch.Tensor,
+    ranked: torch.Tensor,
+    device: Any,
+    update: Callable,
+) -> None:
     targets = test.item_ids(users, device=device)
     excluded = exclude.item_ids(users, grades=False, device=device) if exclude is not None else None
     update(RankedItems(ranked.to(device)), targets, excluded, users)
 
 
-def _from_ranked(given: tuple, test: Interactions, exclude: Optional[Interactions], positions: np.ndarray,
-                 mine: np.ndarray, batch_size: int, device: Any, update: Callable, bar: Any, info: dict) -> None:
+def _from_ranked(
+    given: tuple,
+    test: Interactions,
+    exclude: Optional[Interactions],
+    positions: np.ndarray,
+    mine: np.ndarray,
+    batch_size: int,
+    device: Any,
+    update: Callable,
+    bar: Any,
+    info: dict,
+) -> None:
     if len(given) != 2:
         raise TypeError("scores as a tuple must be (users, ranked): user ids (n,) and ranked item ids (n, K)")
     users, ranked = given
     ranked = torch.as_tensor(ranked)
     if ranked.ndim != 2 or ranked.dtype.is_floating_point:
-        raise ValueError(f"ranked must be a 2-D integer tensor (users, K) of item ids, -1 padded, got "
-                         f"{ranked.dtype} of shape {tuple(ranked.shape)}")
+        raise ValueError(
+            f"ranked must be a 2-D integer tensor (users, K) of item ids, -1 padded, got "
+            f"{ranked.dtype} of shape {tuple(ranked.shape)}"
+        )
     dense = test.user_ids(users) if test.user_map is not None else torch.as_tensor(np.asarray(users), dtype=torch.int64)
     if dense.ndim != 1 or len(dense) != len(ranked):
-        raise ValueError(f"users must be 1-D with one id per row of ranked ({len(ranked)}), got shape "
-                         f"{tuple(dense.shape)}")
+        raise ValueError(
+            f"users must be 1-D with one id per row of ranked ({len(ranked)}), got shape {tuple(dense.shape)}"
+        )
     if len(torch.unique(dense)) != len(dense):
         raise ValueError("users must be distinct: give each user one ranked list")
     test_users = test.users
@@ -439,9 +517,21 @@ def _from_ranked(given: tuple, test: Interactions, exclude: Optional[Interaction
             bar.update(len(batch))
 
 
-def _from_run(run: Any, test: Interactions, exclude: Optional[Interactions], mine: np.ndarray, batch_size: int,
-              device: Any, update: Callable, bar: Any, info: dict, ties: str, columns: Optional[Sequence[str]],
-              format: Optional[str], depth: Optional[int]) -> None:
+def _from_run(
+    run: Any,
+    test: Interactions,
+    exclude: Optional[Interactions],
+    mine: np.ndarray,
+    batch_size: int,
+    device: Any,
+    update: Callable,
+    bar: Any,
+    info: dict,
+    ties: str,
+    columns: Optional[Sequence[str]],
+    format: Optional[str],
+    depth: Optional[int],
+) -> None:
 
     if columns is not None and (isinstance(columns, str) or len(columns) != 3):
         raise ValueError(f"run_columns must be (user, item, score) column names, got {columns!r}")
@@ -449,7 +539,9 @@ def _from_run(run: Any, test: Interactions, exclude: Optional[Interactions], min
     if isinstance(run, (str, os.PathLike)):
         chunks = run_file_chunks(run, format, **names)
     else:
-        chunks = run_frame_chunks(run, names.get("user", "user"), names.get("item", "item"), names.get("score", "score"))
+        chunks = run_frame_chunks(
+            run, names.get("user", "user"), names.get("item", "item"), names.get("score", "score")
+        )
     base = max(test.num_items, len(test.item_map) if test.item_map is not None else 0)
     stream = RunStream(chunks, test, ties=ties, keep=mine, unknown_base=base)
     pending: list = []
@@ -476,13 +568,14 @@ def _from_run(run: Any, test: Interactions, exclude: Optional[Interactions], min
         flush(pending)
     missing = np.flatnonzero(~stream.seen & mine)
     for start in range(0, len(missing), batch_size):
-        batch = missing[start:start + batch_size]
+        batch = missing[start : start + batch_size]
         empty = torch.full((len(batch), 1), -1, dtype=torch.int64)
         _ranked_update(test, exclude, test.users[torch.from_numpy(batch)], empty, device, update)
         if bar is not None:
             bar.update(len(batch))
-    info.update(run_rows=stream.rows, run_rows_not_in_test=stream.rows_outside,
-                test_users_not_in_run=int((~stream.seen).sum()))
+    info.update(
+        run_rows=stream.rows, run_rows_not_in_test=stream.rows_outside, test_users_not_in_run=int((~stream.seen).sum())
+    )
 
 
 def _prefetched(items: Any, depth: int = 2) -> Any:
@@ -526,9 +619,18 @@ def _prefetched(items: Any, depth: int = 2) -> Any:
         thread.join(timeout=5)
 
 
-def _ranked_batch(test: Interactions, exclude: Optional[Interactions], positions: np.ndarray, items: np.ndarray,
-                  lengths: np.ndarray, start: int, stop: int, depth: Optional[int], device: Any,
-                  update: Callable) -> None:
+def _ranked_batch(
+    test: Interactions,
+    exclude: Optional[Interactions],
+    positions: np.ndarray,
+    items: np.ndarray,
+    lengths: np.ndarray,
+    start: int,
+    stop: int,
+    depth: Optional[int],
+    device: Any,
+    update: Callable,
+) -> None:
     """One update from users ``start:stop`` of a flush: their lists, padded with -1 (cut at
     ``depth`` when only cut-off metrics are asked and nothing is excluded)."""
     offsets = np.concatenate([[0], np.cumsum(lengths)])

@@ -53,11 +53,26 @@ def _inputs(y_pred: Any, y: Any, exclude: Any):
     return (y_pred, y) if exclude is None else (y_pred, y, exclude)
 
 
-def _values(entries: Sequence[RankingEntry], y_pred, y, top_k, exclude, options: dict, *, relevance_threshold,
-            ties, ignore_zero_hits, num_items) -> torch.Tensor:
+def _values(
+    entries: Sequence[RankingEntry],
+    y_pred,
+    y,
+    top_k,
+    exclude,
+    options: dict,
+    *,
+    relevance_threshold,
+    ties,
+    ignore_zero_hits,
+    num_items,
+) -> torch.Tensor:
     """(batch, columns) float64 per-user values of ``entries`` (NaN: a user not counted)."""
-    arguments = {"relevance_threshold": relevance_threshold, "ties": ties, "ignore_zero_hits": ignore_zero_hits,
-                 "num_items": num_items}
+    arguments = {
+        "relevance_threshold": relevance_threshold,
+        "ties": ties,
+        "ignore_zero_hits": ignore_zero_hits,
+        "num_items": num_items,
+    }
     for name, constraint in _COMMON.items():
         arguments[name] = constraint.check(name, arguments[name], arguments)
     top_k = None if top_k is None else list(V.check_top_k(top_k))
@@ -119,8 +134,18 @@ def ranking_metrics(
     entries = [entry for entry in entries if entry.has_cutoff] + [entry for entry in entries if not entry.has_cutoff]
     cutoff_names = [entry.name for entry in entries if entry.has_cutoff]
     top_k = list(V.check_top_k(top_k))
-    values = _values(entries, y_pred, y, top_k, exclude, options, relevance_threshold=relevance_threshold, ties=ties,
-                     ignore_zero_hits=_skip_users(ignore_zero_hits, skip_users_without_relevant), num_items=num_items)
+    values = _values(
+        entries,
+        y_pred,
+        y,
+        top_k,
+        exclude,
+        options,
+        relevance_threshold=relevance_threshold,
+        ties=ties,
+        ignore_zero_hits=_skip_users(ignore_zero_hits, skip_users_without_relevant),
+        num_items=num_items,
+    )
     keys = [f"{name}@{k}" for name in cutoff_names for k in top_k] + [e.name for e in entries if not e.has_cutoff]
     return dict(zip(keys, values.unbind(1)))
 
@@ -129,18 +154,37 @@ def _function_of(entry: RankingEntry):
     """The function of one registry entry: per-user values (batch, len(top_k)), or (batch,)
     without cut-off."""
 
-    def metric_values(y_pred, y, top_k=None, exclude=None, *, relevance_threshold=1.0, ties="stable",
-                      ignore_zero_hits=True, num_items=None, skip_users_without_relevant=None, **options):
+    def metric_values(
+        y_pred,
+        y,
+        top_k=None,
+        exclude=None,
+        *,
+        relevance_threshold=1.0,
+        ties="stable",
+        ignore_zero_hits=True,
+        num_items=None,
+        skip_users_without_relevant=None,
+        **options,
+    ):
         unknown = set(options) - {option.name for option in entry.options}
         if unknown:
             raise TypeError(f"{entry.name}() got an unexpected keyword argument {sorted(unknown)[0]!r}")
         if entry.has_cutoff and top_k is None:
             raise TypeError(f"{entry.name}() missing 1 required argument: 'top_k'")
         chosen = {entry.name: _checked_options(entry, options)}
-        values = _values([entry], y_pred, y, top_k if entry.has_cutoff else None, exclude, chosen,
-                         relevance_threshold=relevance_threshold, ties=ties,
-                         ignore_zero_hits=_skip_users(ignore_zero_hits, skip_users_without_relevant),
-                         num_items=num_items)
+        values = _values(
+            [entry],
+            y_pred,
+            y,
+            top_k if entry.has_cutoff else None,
+            exclude,
+            chosen,
+            relevance_threshold=relevance_threshold,
+            ties=ties,
+            ignore_zero_hits=_skip_users(ignore_zero_hits, skip_users_without_relevant),
+            num_items=num_items,
+        )
         return values if entry.has_cutoff else values[:, 0]
 
     keyword = inspect.Parameter.KEYWORD_ONLY
@@ -160,8 +204,9 @@ def _function_of(entry: RankingEntry):
     metric_values.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]
     metric_values.__name__ = metric_values.__qualname__ = entry.name
     shape = "(batch, len(top_k)) per cut-off, ascending" if entry.has_cutoff else "(batch,)"
-    conventions = "".join(f"\n        {option.name}: {option.description} (default {option.default!r})."
-                          for option in entry.options)
+    conventions = "".join(
+        f"\n        {option.name}: {option.description} (default {option.default!r})." for option in entry.options
+    )
     metric_values.__doc__ = (
         f"{entry.summary} Per-user values {shape}, float64; NaN for a user not counted.\n\n"
         f"    The function of :class:`~ignite_recsys.{entry.class_name}` (its formula, conventions and "

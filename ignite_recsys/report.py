@@ -17,8 +17,18 @@ from .stats import CORRECTION_METHODS, PAIRED_TEST_METHODS, _values_of, correct_
 __all__ = ["Report"]
 
 
-_LATEX_SPECIAL = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
-                  "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}"}
+_LATEX_SPECIAL = {
+    "\\": r"\textbackslash{}",
+    "&": r"\&",
+    "%": r"\%",
+    "$": r"\$",
+    "#": r"\#",
+    "_": r"\_",
+    "{": r"\{",
+    "}": r"\}",
+    "~": r"\textasciitilde{}",
+    "^": r"\textasciicircum{}",
+}
 
 
 def _latex_escape(text: str) -> str:
@@ -135,7 +145,10 @@ class Report:
                 for column in self.columns:
                     if model != baseline and (model, column) in per_user and (baseline, column) in per_user:
                         self.tests[model, column] = paired_test(
-                            per_user[model, column], per_user[baseline, column], self.method, level=self.level,
+                            per_user[model, column],
+                            per_user[baseline, column],
+                            self.method,
+                            level=self.level,
                             **test_options,
                         )
         adjusted = correct_p_values([test.p_value for test in self.tests.values()], self.correction)
@@ -147,7 +160,9 @@ class Report:
             mean, (low, high) = cell
             numbers_ = (float(mean), float(low), float(high))
         except (TypeError, ValueError):
-            raise TypeError(f"results[{model!r}][{column!r}] must be (mean, (low, high)) or per-user values, got {cell!r:.80}") from None
+            raise TypeError(
+                f"results[{model!r}][{column!r}] must be (mean, (low, high)) or per-user values, got {cell!r:.80}"
+            ) from None
         if not all(math.isfinite(x) for x in numbers_) or not numbers_[1] <= numbers_[0] <= numbers_[2]:
             raise ValueError(f"results[{model!r}][{column!r}] must be finite with low <= mean <= high, got {cell!r}")
         return numbers_
@@ -155,7 +170,9 @@ class Report:
     def _interval(self, model, column, values: np.ndarray) -> tuple:
         kept = values[~np.isnan(values)]
         if kept.shape[0] < 2:
-            raise ValueError(f"results[{model!r}][{column!r}] must hold at least two users with values, got {kept.shape[0]}")
+            raise ValueError(
+                f"results[{model!r}][{column!r}] must hold at least two users with values, got {kept.shape[0]}"
+            )
         return mean_interval(kept, self.level)
 
     # Rendering ---------------------------------------------------------------------------------
@@ -217,8 +234,12 @@ class Report:
         lines = ["\\begin{table}", "\\centering", f"\\caption{{{caption}}}"]
         if label is not None:
             lines.append(f"\\label{{{label}}}")
-        lines += [f"\\begin{{tabular}}{{l{'r' * len(self.columns)}}}", "\\toprule",
-                  " & ".join(["Model"] + [_latex_escape(c) for c in self.columns]) + " \\\\", "\\midrule"]
+        lines += [
+            f"\\begin{{tabular}}{{l{'r' * len(self.columns)}}}",
+            "\\toprule",
+            " & ".join(["Model"] + [_latex_escape(c) for c in self.columns]) + " \\\\",
+            "\\midrule",
+        ]
         for model, row in zip(self.models, rows):
             lines.append(" & ".join([_latex_escape(model)] + row) + " \\\\")
         lines += ["\\bottomrule", "\\end{tabular}", "\\end{table}"]
@@ -243,8 +264,11 @@ def _row_of(value: Any, level: float) -> Any:
             keys = list(means)
             means, intervals = list(means.values()), list(intervals.values())
         elif isinstance(means, (list, tuple)):
-            keys = list(value.compute_dict()) if callable(getattr(value, "compute_dict", None)) else \
-                [f"@{k}" for k in value.top_k]
+            keys = (
+                list(value.compute_dict())
+                if callable(getattr(value, "compute_dict", None))
+                else [f"@{k}" for k in value.top_k]
+            )
         else:
             keys, means, intervals = [snake_case(type(value).__name__)], [means], [intervals]
         if getattr(value, "keeps_per_user", False):
@@ -253,4 +277,3 @@ def _row_of(value: Any, level: float) -> Any:
             return dict(zip(keys, columns))
         return {key: (mean, tuple(interval)) for key, mean, interval in zip(keys, means, intervals)}
     return value
-

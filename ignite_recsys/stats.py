@@ -70,7 +70,9 @@ def _values_of(name: str, values: Any, k: Any) -> np.ndarray:
             elif k in top_k and not isinstance(k, bool):
                 values = values[:, top_k.index(k)]
             else:
-                raise ValueError(f"k must be one of the cut-offs {top_k} of {name} ({type(metric).__name__}), got {k!r}")
+                raise ValueError(
+                    f"k must be one of the cut-offs {top_k} of {name} ({type(metric).__name__}), got {k!r}"
+                )
     if isinstance(values, torch.Tensor):
         values = values.detach().to("cpu", torch.float64).numpy()
     try:
@@ -195,7 +197,9 @@ def correct_p_values(p_values: Sequence[float], method: str = "holm") -> list:
     if isinstance(p_values, (str, bytes)):
         raise TypeError(f"p_values must be a sequence of numbers, got {type(p_values).__name__}")
     try:
-        values = np.asarray(p_values.detach().cpu() if isinstance(p_values, torch.Tensor) else p_values, dtype=np.float64)
+        values = np.asarray(
+            p_values.detach().cpu() if isinstance(p_values, torch.Tensor) else p_values, dtype=np.float64
+        )
     except (TypeError, ValueError) as error:
         raise TypeError(f"p_values must be a sequence of numbers: {error}") from None
     if values.ndim != 1:

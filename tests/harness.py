@@ -173,7 +173,7 @@ def exclude_form(excluded: np.ndarray, form: str, device="cpu"):
         ids = -np.ones((len(excluded), width), dtype=np.int64)
         for u, row in enumerate(excluded):
             items = np.nonzero(row)[0]
-            ids[u, width - len(items):] = items
+            ids[u, width - len(items) :] = items
         return R.ItemIds(_tensor(ids, torch.int64, device))
     raise ValueError(form)
 
@@ -236,7 +236,9 @@ class Variant:
         common = dict(device=case.device)
         if self.family in ("ranking", "ranking_metrics"):
             common.update(
-                ignore_zero_hits=case.ignore_zero_hits, relevance_threshold=THRESHOLD, ties=case.ties,
+                ignore_zero_hits=case.ignore_zero_hits,
+                relevance_threshold=THRESHOLD,
+                ties=case.ties,
                 per_user=case.per_user,
             )
             if self.family == "ranking_metrics":
@@ -293,11 +295,16 @@ def ranking_variants() -> list:
         out.append(Variant(entry.name, "ranking", entry.name, average_ties=entry.average_ties))
         for option, value in chosen:
             choice = option.choice(value)
-            out.append(Variant(
-                f"{entry.name}[{option.name}={value}]", "ranking", entry.name, options=((option.name, value),),
-                reference=((_reference_keyword(option), value),),
-                average_ties=entry.average_ties and (choice is None or choice.average_ties),
-            ))
+            out.append(
+                Variant(
+                    f"{entry.name}[{option.name}={value}]",
+                    "ranking",
+                    entry.name,
+                    options=((option.name, value),),
+                    reference=((_reference_keyword(option), value),),
+                    average_ties=entry.average_ties and (choice is None or choice.average_ties),
+                )
+            )
     arguments = {}
     for entry in REGISTRY.values():
         for option in entry.options:
@@ -317,10 +324,17 @@ def ranking_variants() -> list:
             )
             if refused:
                 blocked[entry.name] = entry.name if not entry.average_ties else refused.partition("=")[0]
-        out.append(Variant(
-            f"ranking_metrics[{i}]", "ranking_metrics", "ranking_metrics", options=tuple(options.items()),
-            reference=tuple(reference.items()), average_ties=not blocked, blocked=tuple(blocked.items()),
-        ))
+        out.append(
+            Variant(
+                f"ranking_metrics[{i}]",
+                "ranking_metrics",
+                "ranking_metrics",
+                options=tuple(options.items()),
+                reference=tuple(reference.items()),
+                average_ties=not blocked,
+                blocked=tuple(blocked.items()),
+            )
+        )
     return out
 
 
@@ -338,7 +352,8 @@ TAIL_RATIO = 0.3
 def catalog_variants() -> list:
     out = []
     for name, conventions in (
-        ("item_coverage", ("recbole", "elliot")), ("gini_index", ("recbole", "elliot")),
+        ("item_coverage", ("recbole", "elliot")),
+        ("gini_index", ("recbole", "elliot")),
         ("shannon_entropy", ("recbole", "log2")),
     ):
         for convention in conventions:
@@ -368,10 +383,20 @@ class Case:
 
     @property
     def id(self) -> str:
-        return "-".join([
-            self.variant, f"y={self.target}", f"pred={self.prediction}", f"ex={self.exclude}", self.ties,
-            f"izh={int(self.ignore_zero_hits)}", f"pu={int(self.per_user)}", self.container, self.dtype, self.device,
-        ])
+        return "-".join(
+            [
+                self.variant,
+                f"y={self.target}",
+                f"pred={self.prediction}",
+                f"ex={self.exclude}",
+                self.ties,
+                f"izh={int(self.ignore_zero_hits)}",
+                f"pu={int(self.per_user)}",
+                self.container,
+                self.dtype,
+                self.device,
+            ]
+        )
 
     @property
     def spec(self) -> Variant:
@@ -383,12 +408,13 @@ def covering(axes: dict, full=()) -> list:
     two axes, every pair of their values (a greedy all-pairs covering array, deterministic)."""
     names = list(axes)
     pairs = {
-        ((a, va), (b, vb))
-        for i, a in enumerate(names) for b in names[i + 1:] for va in axes[a] for vb in axes[b]
+        ((a, va), (b, vb)) for i, a in enumerate(names) for b in names[i + 1 :] for va in axes[a] for vb in axes[b]
     }
 
     def new_pairs(row):
-        return {((a, row[a]), (b, row[b])) for i, a in enumerate(names) for b in names[i + 1:] if a in row and b in row}
+        return {
+            ((a, row[a]), (b, row[b])) for i, a in enumerate(names) for b in names[i + 1 :] if a in row and b in row
+        }
 
     def fill(row):
         for name in names:
@@ -421,10 +447,13 @@ def each_value(axes: dict) -> list:
 def uncovered_pairs(rows: list, axes: dict) -> list:
     """The value pairs of two axes that no row holds (empty for a covering array)."""
     names = list(axes)
-    seen = {((a, row[a]), (b, row[b])) for row in rows for i, a in enumerate(names) for b in names[i + 1:]}
+    seen = {((a, row[a]), (b, row[b])) for row in rows for i, a in enumerate(names) for b in names[i + 1 :]}
     return [
         ((a, va), (b, vb))
-        for i, a in enumerate(names) for b in names[i + 1:] for va in axes[a] for vb in axes[b]
+        for i, a in enumerate(names)
+        for b in names[i + 1 :]
+        for va in axes[a]
+        for vb in axes[b]
         if ((a, va), (b, vb)) not in seen
     ]
 
@@ -448,8 +477,9 @@ def _rankings(data: Data, prediction: str, exclude: str, ties: str):
 
 
 @lru_cache(maxsize=None)
-def _ranking_rows(data: Data, prediction: str, excluded: bool, ties: str, reference: tuple,
-                  judged_all: bool = True) -> dict:
+def _ranking_rows(
+    data: Data, prediction: str, excluded: bool, ties: str, reference: tuple, judged_all: bool = True
+) -> dict:
     """Per-user values of every metric of every user (counted or not). ``judged_all``: every item
     carries a judgement (dense labels); else only the stored ones (the nonzero labels of the
     sparse and id forms), which only bpref reads."""
@@ -548,16 +578,30 @@ def expected_outcome(case: Case, data: Data = DATA) -> dict:
     ties = "stable" if case.prediction == "ranked" or case.spec.family in ("catalog", "item_value") else case.ties
     target = "dense" if case.target == "dense" or not _reads_judgements(case.spec) else "coo"
     return _expected(
-        data, case.variant, case.prediction, case.exclude != "none", ties, case.ignore_zero_hits, case.per_user,
-        case.ties, target,
+        data,
+        case.variant,
+        case.prediction,
+        case.exclude != "none",
+        ties,
+        case.ignore_zero_hits,
+        case.per_user,
+        case.ties,
+        target,
     )
 
 
 @lru_cache(maxsize=None)
 def _expected(data, name, prediction, excluded, ties, ignore_zero_hits, per_user, asked_ties, target="dense") -> dict:
     variant = VARIANTS[name]
-    case = Case(name, target=target, prediction=prediction, exclude="dense" if excluded else "none", ties=ties,
-                ignore_zero_hits=ignore_zero_hits, per_user=per_user)
+    case = Case(
+        name,
+        target=target,
+        prediction=prediction,
+        exclude="dense" if excluded else "none",
+        ties=ties,
+        ignore_zero_hits=ignore_zero_hits,
+        per_user=per_user,
+    )
     if asked_ties == "average" and not variant.average_ties and variant.family == "ranking":
         return {"error": (ValueError, "ties='average'")}
     if variant.family == "catalog":
@@ -682,7 +726,10 @@ def assert_outcome(got: dict, expected: dict, context: str = "") -> None:
     tolerances = expected.get("interval_tolerance") or {}
     for key, interval in expected["interval"].items():
         np.testing.assert_allclose(
-            got["interval"][key], interval, rtol=0, atol=tolerances.get(key, TOLERANCE),
+            got["interval"][key],
+            interval,
+            rtol=0,
+            atol=tolerances.get(key, TOLERANCE),
             err_msg=f"{context} confidence_interval {key}",
         )
 

@@ -50,10 +50,23 @@ def rank_weight(position, discount="log2"):
     return float(discount(np.array([float(position)]))[0])
 
 
-def user_values(ranking, rel, k, threshold=1.0, gain_kind="exp_rank", map_norm="min_k_relevant",
-                recall_norm="relevant", precision_norm="k", discount="log2", ndcg_ideal="achievable",
-                rbp_persistence=0.8, rbp_graded=True, err_max_grade=4.0, bpref_negative_labels="unjudged",
-                judged=None):
+def user_values(
+    ranking,
+    rel,
+    k,
+    threshold=1.0,
+    gain_kind="exp_rank",
+    map_norm="min_k_relevant",
+    recall_norm="relevant",
+    precision_norm="k",
+    discount="log2",
+    ndcg_ideal="achievable",
+    rbp_persistence=0.8,
+    rbp_graded=True,
+    err_max_grade=4.0,
+    bpref_negative_labels="unjudged",
+    judged=None,
+):
     """Every metric at cut-off k for one user, given the ranked item indices (the user's
     candidates, best first). ``judged``: the items with a judgement (bpref; None: every item)."""
     rel = np.asarray(rel, dtype=np.float64)
@@ -84,9 +97,7 @@ def user_values(ranking, rel, k, threshold=1.0, gain_kind="exp_rank", map_norm="
     nonrelevant_candidates = len(ranking) - sum(relevant[i] for i in ranking)
     out["fall_out"] = (len(top) - hits) / nonrelevant_candidates if nonrelevant_candidates else 0.0
     judged_items = range(n) if judged is None else judged
-    judged_nonrel = {
-        i for i in judged_items if not relevant[i] and (bpref_negative_labels == "judged" or rel[i] >= 0)
-    }
+    judged_nonrel = {i for i in judged_items if not relevant[i] and (bpref_negative_labels == "judged" or rel[i] >= 0)}
     fewer = min(num_rel, len(judged_nonrel))
     bpref, above = 0.0, 0
     for i in top:
@@ -121,7 +132,8 @@ def metric_means(scores, rel, top_k, *, ties="stable", ignore_zero_hits=True, th
     scores, rel = np.asarray(scores, np.float64), np.asarray(rel, np.float64)
     rankings = [
         ([stable_ranking(s)] if ties == "stable" else list(all_tie_orderings(s)))
-        if not ignore_zero_hits or (y >= threshold).any() else None  # users skipped are not ranked
+        if not ignore_zero_hits or (y >= threshold).any()
+        else None  # users skipped are not ranked
         for s, y in zip(scores, rel)
     ]
     return candidate_metric_means(rankings, rel, top_k, ignore_zero_hits=ignore_zero_hits, threshold=threshold, **kw)
@@ -257,6 +269,9 @@ def list_value_rows(lists, value_of, top_k):
     """Per user, the mean of ``value_of(item)`` over the first k items of its list, for each k in
     ascending order: array (users, len(top_k)), NaN for a user with an empty list."""
     return np.array(
-        [[float(np.mean([value_of(i) for i in items[:k]])) if items else np.nan for k in sorted(top_k)] for items in lists],
+        [
+            [float(np.mean([value_of(i) for i in items[:k]])) if items else np.nan for k in sorted(top_k)]
+            for items in lists
+        ],
         dtype=np.float64,
     )

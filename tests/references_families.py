@@ -114,8 +114,9 @@ def dcg(ranked, relevance, k: int, *, gain: str = "exp", discount="log2", thresh
     return float(sum(gain_value(labels.get(i, 0.0), gain, threshold) * w[p] for p, i in enumerate(top)))
 
 
-def ideal_dcg(relevance, k: int, *, gain: str = "exp", discount="log2", threshold: float = 1.0,
-              ideal: str = "achievable") -> float:
+def ideal_dcg(
+    relevance, k: int, *, gain: str = "exp", discount="log2", threshold: float = 1.0, ideal: str = "achievable"
+) -> float:
     """The normaliser of NDCG@k.
 
     * ``ideal="achievable"``: the DCG of the user's own judged items sorted by gain, cut at k (trec_eval,
@@ -134,8 +135,17 @@ def ideal_dcg(relevance, k: int, *, gain: str = "exp", discount="log2", threshol
     return float(np.dot(gains, w)) if gains else 0.0
 
 
-def ndcg(ranked, relevance, k: int, *, gain: str = "exp", discount="log2", threshold: float = 1.0,
-         ideal: str = "achievable", empty: float = 0.0) -> float:
+def ndcg(
+    ranked,
+    relevance,
+    k: int,
+    *,
+    gain: str = "exp",
+    discount="log2",
+    threshold: float = 1.0,
+    ideal: str = "achievable",
+    empty: float = 0.0,
+) -> float:
     """NDCG@k = DCG@k / IDCG@k; ``empty`` when the ideal DCG is 0 (no relevant item).
 
     ranx and trec_eval give 0 to such a user (``empty=0.0``); LensKit gives NaN (the user drops out of
@@ -154,8 +164,16 @@ def ndcg(ranked, relevance, k: int, *, gain: str = "exp", discount="log2", thres
     return dcg(ranked, relevance, k, gain=gain, discount=discount, threshold=threshold) / idcg
 
 
-def rbp(ranked, relevance, p: float, k: int | None = None, *, graded: bool = True, threshold: float = 1.0,
-        normalize: str = "series") -> float:
+def rbp(
+    ranked,
+    relevance,
+    p: float,
+    k: int | None = None,
+    *,
+    graded: bool = True,
+    threshold: float = 1.0,
+    normalize: str = "series",
+) -> float:
     """Rank-biased precision (Moffat & Zobel, TOIS 2008): RBP = (1 - p) sum_i r_i p^(i-1) over the first k.
 
     * ``graded=True``: r_i is the raw label when it is ``>= threshold``, else 0, as ranx ``rbp.p`` does
@@ -226,8 +244,9 @@ def bpref(ranked, judgements, *, threshold: float = 1.0, convention: str = "trec
     return total / n_rel
 
 
-def fall_out(ranked, relevance, candidates: Iterable[int], k: int, *, threshold: float = 1.0,
-             empty: float = 0.0) -> float:
+def fall_out(
+    ranked, relevance, candidates: Iterable[int], k: int, *, threshold: float = 1.0, empty: float = 0.0
+) -> float:
     """Fall-out@k = |non-relevant items in the top k| / |non-relevant candidates| (torchmetrics
     ``RetrievalFallOut``: the non-relevant items are every scored candidate of the user whose label is
     below the threshold, labelled or not). ``empty`` when the user has no non-relevant candidate:
@@ -265,8 +284,9 @@ def err(ranked, relevance, k: int, *, max_grade: float = 4.0, threshold: float =
     return total
 
 
-def average_precision(ranked, relevance, k: int, *, denominator: str = "relevant", threshold: float = 1.0,
-                      empty: float = 0.0) -> float:
+def average_precision(
+    ranked, relevance, k: int, *, denominator: str = "relevant", threshold: float = 1.0, empty: float = 0.0
+) -> float:
     """AP@k = (1/Z) sum_{i<=k} P@i rel(i), with Z:
 
     * ``"relevant"``: |R| (trec_eval ``map_cut``, ranx, RecTools ``MAP()``);
@@ -299,8 +319,9 @@ def hits(ranked, relevance, k: int, *, threshold: float = 1.0) -> float:
     return float(sum(i in rel for i in _top(ranked, k)))
 
 
-def precision_recall_curve(ranked, relevance, max_k: int, *, n_candidates: int | None = None,
-                           adaptive_k: bool = False, threshold: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
+def precision_recall_curve(
+    ranked, relevance, max_k: int, *, n_candidates: int | None = None, adaptive_k: bool = False, threshold: float = 1.0
+) -> tuple[np.ndarray, np.ndarray]:
     """Per user, (P@1..P@max_k, R@1..R@max_k), torchmetrics ``retrieval_precision_recall_curve``:
     P@k = hits@k / k (``adaptive_k=True``: / min(k, n_candidates)), R@k = hits@k / |R|; both all 0 for a
     user without relevant items (torchmetrics' ``empty_target_action="neg"``)."""
@@ -401,11 +422,14 @@ def intra_list_diversity(ranked, k: int, features, *, distance: Callable | str =
     >>> round(intra_list_diversity([0, 1, 2], 3, [[1, 0], [0, 1], [1, 1]]), 4)   # (1 + 0.2929 + 0.2929) / 3
     0.5286
     """
-    dist = {"cosine": cosine_distance, "hamming": hamming_distance}.get(distance, distance) \
-        if isinstance(distance, str) else distance
+    dist = (
+        {"cosine": cosine_distance, "hamming": hamming_distance}.get(distance, distance)
+        if isinstance(distance, str)
+        else distance
+    )
     top = _top(ranked, k)
     feats = np.asarray(features, dtype=np.float64)
-    pairs = [(a, b) for x, a in enumerate(top) for b in top[x + 1:]]
+    pairs = [(a, b) for x, a in enumerate(top) for b in top[x + 1 :]]
     if not pairs:
         return 0.0
     return float(np.mean([dist(feats[a], feats[b]) for a, b in pairs]))
@@ -523,8 +547,18 @@ def category_distribution(items, categories, n_categories: int, weights=None) ->
     return out / w.sum() if w.sum() > 0 else out
 
 
-def calibration_kl(ranked, k: int, history, categories, n_categories: int, *, alpha: float = 0.01,
-                   rank_discount=None, history_weights=None, log=math.log) -> float:
+def calibration_kl(
+    ranked,
+    k: int,
+    history,
+    categories,
+    n_categories: int,
+    *,
+    alpha: float = 0.01,
+    rank_discount=None,
+    history_weights=None,
+    log=math.log,
+) -> float:
     """Miscalibration C_KL(p, q) = sum_g p(g|u) log(p(g|u) / q~(g|u)), q~ = (1 - alpha) q + alpha p
     (Steck, "Calibrated Recommendations", RecSys 2018, eq. 3-4; alpha = 0.01 in the paper).
 

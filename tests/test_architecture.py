@@ -54,7 +54,7 @@ def _cycle(graph: dict):
         stack.append(node)
         for other in sorted(graph[node]):
             if state.get(other) == "open":
-                return stack[stack.index(other):] + [other]
+                return stack[stack.index(other) :] + [other]
             if other not in state:
                 found = visit(other)
                 if found:

@@ -70,7 +70,10 @@ def test_tail_items_follow_recbole_rule():
     with_unseen = torch.tensor([10, 0, 2, 1, 1])
     assert R.TailPercentage(2, with_unseen, tail_ratio=2).tail_items.tolist() == [2, 3, 4]
     assert R.TailPercentage(2, with_unseen, tail_ratio=2, unseen_items_are_tail=True).tail_items.tolist() == [
-        1, 2, 3, 4,
+        1,
+        2,
+        3,
+        4,
     ]
 
 
@@ -201,8 +204,10 @@ def test_auc_orders_negative_zero_and_infinities():
 def test_pointwise_losses_equal_sklearn(rng, with_mask):
     probabilities = [torch.from_numpy(rng.random((8, 12))) for _ in range(3)]
     targets = [torch.from_numpy((rng.random((8, 12)) < 0.3).astype(np.float32)) for _ in range(3)]
-    masks = [torch.from_numpy(rng.random((8, 12)) < 0.5) if with_mask else torch.ones(8, 12, dtype=torch.bool)
-             for _ in range(3)]
+    masks = [
+        torch.from_numpy(rng.random((8, 12)) < 0.5) if with_mask else torch.ones(8, 12, dtype=torch.bool)
+        for _ in range(3)
+    ]
     probabilities[0][0, 0], probabilities[0][0, 1] = 0.0, 1.0  # clipped to eps as RecBole
     if with_mask:
         targets[1][~masks[1]] = float("nan")  # unobserved entries are never read
@@ -290,7 +295,10 @@ def test_engine_gets_per_k_scalars():
     engine = Engine(lambda e, batch: batch)
     R.GiniIndex([2, 1]).attach(engine, "gini")
     R.AveragePopularity([1, 2], TRAIN_COUNTS).attach(engine, "pop")
-    R.GAUC().attach(engine, "gauc", )
+    R.GAUC().attach(
+        engine,
+        "gauc",
+    )
     relevance = torch.tensor([[1, 0, 0, 0, 1], [0, 0, 1, 0, 0], [1, 1, 0, 0, 0]])
     state = engine.run([(LIST_SCORES, relevance)])
     assert state.metrics["gini@2"] == pytest.approx(0.5333, abs=5e-5)

@@ -14,8 +14,19 @@ BLOCKS = re.findall(r"^```python\n(.*?)^```$", PAGE.read_text(), flags=re.MULTIL
 
 def test_the_page_has_an_example_of_each_family():
     code = "\n".join(BLOCKS)
-    for name in ("IntraListDiversity", "EPC", "MeanInvUserFreq", "Miscalibration", "APLT", "PopRSP", "ExposureGini",
-                 "ItemGroupExposure", "RankBiasedOverlap", "Intersection", "group_gap"):
+    for name in (
+        "IntraListDiversity",
+        "EPC",
+        "MeanInvUserFreq",
+        "Miscalibration",
+        "APLT",
+        "PopRSP",
+        "ExposureGini",
+        "ItemGroupExposure",
+        "RankBiasedOverlap",
+        "Intersection",
+        "group_gap",
+    ):
         assert name + "(" in code, name
 
 

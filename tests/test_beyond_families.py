@@ -84,8 +84,10 @@ class Spec:
 
 def _per_user(value_of):
     """Rows from ``value_of(user, list, k)``, NaN for a user with an empty list."""
+
     def rows(lists, sets, labels=DATA.labels):
         return np.array([[value_of(u, items, k) if items else np.nan for k in KS] for u, items in enumerate(lists)])
+
     return rows
 
 
@@ -105,9 +107,11 @@ def _calibration_rows(alpha=0.01, discount=None):
             if not items or not history:
                 out.append([np.nan] * len(KS))
                 continue
-            out.append([fam.calibration_kl(items, k, history, CATEGORIES, 4, alpha=alpha, rank_discount=discount)
-                        for k in KS])
+            out.append(
+                [fam.calibration_kl(items, k, history, CATEGORIES, 4, alpha=alpha, rank_discount=discount) for k in KS]
+            )
         return np.array(out)
+
     return rows
 
 
@@ -124,97 +128,129 @@ def _epc_rows(novelty, **kw):
                 continue
             out.append([novelty(items, DATA.labels[u], k) for k in KS])
         return np.array(out)
+
     return rows
 
 
 SPECS = {
     "ild_cosine": Spec(
         lambda **kw: R.IntraListDiversity(TOP_K, _tensor(FEATURES), **kw),
-        _per_user(lambda u, items, k: fam.intra_list_diversity(items, k, FEATURES))),
+        _per_user(lambda u, items, k: fam.intra_list_diversity(items, k, FEATURES)),
+    ),
     "ild_hamming": Spec(
         lambda **kw: R.IntraListDiversity(TOP_K, _tensor(BINARY), distance="hamming", **kw),
-        _per_user(lambda u, items, k: fam.intra_list_diversity(items, k, BINARY, distance="hamming"))),
+        _per_user(lambda u, items, k: fam.intra_list_diversity(items, k, BINARY, distance="hamming")),
+    ),
     "ild_hamming_integer": Spec(
         lambda **kw: R.IntraListDiversity(TOP_K, _tensor(INTEGER_FEATURES), distance="hamming", **kw),
-        _per_user(lambda u, items, k: fam.intra_list_diversity(items, k, INTEGER_FEATURES, distance="hamming"))),
+        _per_user(lambda u, items, k: fam.intra_list_diversity(items, k, INTEGER_FEATURES, distance="hamming")),
+    ),
     "ild_callable": Spec(
         lambda **kw: R.IntraListDiversity(TOP_K, _tensor(FEATURES), distance=euclidean, **kw),
-        _per_user(lambda u, items, k: fam.intra_list_diversity(items, k, FEATURES, distance=_euclidean_reference))),
+        _per_user(lambda u, items, k: fam.intra_list_diversity(items, k, FEATURES, distance=_euclidean_reference)),
+    ),
     "serendipity": Spec(
         lambda **kw: R.Serendipity(TOP_K, _tensor(COUNTS), **kw),
-        _per_user(lambda u, items, k: fam.serendipity(items, DATA.labels[u], k, COUNTS, NUM_ITEMS))),
+        _per_user(lambda u, items, k: fam.serendipity(items, DATA.labels[u], k, COUNTS, NUM_ITEMS)),
+    ),
     "serendipity_threshold": Spec(
         lambda **kw: R.Serendipity(TOP_K, _tensor(COUNTS), relevance_threshold=2.0, **kw),
-        _per_user(lambda u, items, k: fam.serendipity(items, DATA.labels[u], k, COUNTS, NUM_ITEMS, threshold=2.0))),
+        _per_user(lambda u, items, k: fam.serendipity(items, DATA.labels[u], k, COUNTS, NUM_ITEMS, threshold=2.0)),
+    ),
     "epc": Spec(
         lambda **kw: R.EPC(TOP_K, _tensor(COUNTS), NUM_TRAIN_USERS, **kw),
-        _epc_rows(lambda items, labels, k: fam.epc(items, labels, k, COUNTS, NUM_TRAIN_USERS))),
+        _epc_rows(lambda items, labels, k: fam.epc(items, labels, k, COUNTS, NUM_TRAIN_USERS)),
+    ),
     "epc_geometric_all_users": Spec(
-        lambda **kw: R.EPC(TOP_K, _tensor(COUNTS), NUM_TRAIN_USERS, rank_weight=("geometric", 0.8),
-                           ignore_zero_hits=False, **kw),
-        _epc_rows(lambda items, labels, k: fam.epc(items, labels, k, COUNTS, NUM_TRAIN_USERS,
-                                                   discount=("geometric", 0.8)), skip=False)),
+        lambda **kw: R.EPC(
+            TOP_K, _tensor(COUNTS), NUM_TRAIN_USERS, rank_weight=("geometric", 0.8), ignore_zero_hits=False, **kw
+        ),
+        _epc_rows(
+            lambda items, labels, k: fam.epc(items, labels, k, COUNTS, NUM_TRAIN_USERS, discount=("geometric", 0.8)),
+            skip=False,
+        ),
+    ),
     "efd": Spec(
         lambda **kw: R.EFD(TOP_K, _tensor(COUNTS), **kw),
-        _epc_rows(lambda items, labels, k: fam.efd(items, labels, k, COUNTS))),
+        _epc_rows(lambda items, labels, k: fam.efd(items, labels, k, COUNTS)),
+    ),
     "efd_uniform": Spec(
         lambda **kw: R.EFD(TOP_K, _tensor(COUNTS), rank_weight=None, **kw),
-        _epc_rows(lambda items, labels, k: fam.efd(items, labels, k, COUNTS, discount=lambda r: np.ones(len(r))))),
+        _epc_rows(lambda items, labels, k: fam.efd(items, labels, k, COUNTS, discount=lambda r: np.ones(len(r)))),
+    ),
     "miuf": Spec(
         lambda **kw: R.MeanInvUserFreq(TOP_K, _tensor(COUNTS), NUM_TRAIN_USERS, **kw),
-        _per_user(lambda u, items, k: fam.mean_inverse_user_frequency(items, k, COUNTS, NUM_TRAIN_USERS))),
+        _per_user(lambda u, items, k: fam.mean_inverse_user_frequency(items, k, COUNTS, NUM_TRAIN_USERS)),
+    ),
     "miscalibration": Spec(
-        lambda **kw: R.Miscalibration(TOP_K, CATEGORIES, **kw), _calibration_rows(), needs_exclusion=True),
+        lambda **kw: R.Miscalibration(TOP_K, CATEGORIES, **kw), _calibration_rows(), needs_exclusion=True
+    ),
     "miscalibration_ranked": Spec(
         lambda **kw: R.Miscalibration(TOP_K, CATEGORIES, alpha=0.2, rank_weight="log2", **kw),
-        _calibration_rows(alpha=0.2, discount="log2"), needs_exclusion=True),
+        _calibration_rows(alpha=0.2, discount="log2"),
+        needs_exclusion=True,
+    ),
     "aplt": Spec(
-        lambda **kw: R.APLT(TOP_K, _tensor(COUNTS), **kw),
-        _per_user(lambda u, items, k: fam.aplt(items, k, TAIL))),
+        lambda **kw: R.APLT(TOP_K, _tensor(COUNTS), **kw), _per_user(lambda u, items, k: fam.aplt(items, k, TAIL))
+    ),
     "aclt": Spec(
         lambda **kw: R.ACLT(TOP_K, _tensor(COUNTS), pop_ratio=0.5, **kw),
-        _per_user(lambda u, items, k: fam.aclt(items, k, TAIL_HALF))),
+        _per_user(lambda u, items, k: fam.aclt(items, k, TAIL_HALF)),
+    ),
     "mean_pop_rank": Spec(
         lambda **kw: R.MeanPopRank(TOP_K, _tensor(COUNTS), **kw),
-        _per_user(lambda u, items, k: fam.mean_pop_rank(items, k, COUNTS))),
+        _per_user(lambda u, items, k: fam.mean_pop_rank(items, k, COUNTS)),
+    ),
     "pop_rsp": Spec(
         lambda **kw: R.PopRSP(TOP_K, _tensor(COUNTS), **kw),
-        total=lambda lists, sets: [fam.pop_rsp(lists, _histories(sets), k, HEAD, TAIL) for k in KS]),
+        total=lambda lists, sets: [fam.pop_rsp(lists, _histories(sets), k, HEAD, TAIL) for k in KS],
+    ),
     "pop_reo": Spec(
         lambda **kw: R.PopREO(TOP_K, _tensor(COUNTS), pop_ratio=0.5, **kw),
-        total=lambda lists, sets: [fam.pop_reo(lists, list(DATA.labels), _histories(sets), k, HEAD_HALF, TAIL_HALF)
-                                   for k in KS]),
+        total=lambda lists, sets: [
+            fam.pop_reo(lists, list(DATA.labels), _histories(sets), k, HEAD_HALF, TAIL_HALF) for k in KS
+        ],
+    ),
     "exposure_gini": Spec(
         lambda **kw: R.ExposureGini(TOP_K, num_items=NUM_ITEMS, **kw),
-        total=lambda lists, sets: [fam.exposure_gini(lists, NUM_ITEMS, k) for k in KS]),
+        total=lambda lists, sets: [fam.exposure_gini(lists, NUM_ITEMS, k) for k in KS],
+    ),
     "exposure_gini_log2_clip": Spec(
         lambda **kw: R.ExposureGini(TOP_K, num_items=NUM_ITEMS, rank_weight="log2_clip", **kw),
-        total=lambda lists, sets: [fam.exposure_gini(lists, NUM_ITEMS, k, discount="log2_clip") for k in KS]),
+        total=lambda lists, sets: [fam.exposure_gini(lists, NUM_ITEMS, k, discount="log2_clip") for k in KS],
+    ),
     "item_group_exposure": Spec(
         lambda **kw: R.ItemGroupExposure(TOP_K, torch.tensor(ITEM_GROUPS), **kw),
-        total=lambda lists, sets: [fam.group_exposure_share(lists, ITEM_GROUPS, 3, k).tolist() for k in KS]),
+        total=lambda lists, sets: [fam.group_exposure_share(lists, ITEM_GROUPS, 3, k).tolist() for k in KS],
+    ),
     "item_group_exposure_log2": Spec(
-        lambda **kw: R.ItemGroupExposure(TOP_K, torch.tensor(ITEM_GROUPS), num_item_groups=4, rank_weight="log2",
-                                         **kw),
-        total=lambda lists, sets: [fam.group_exposure_share(lists, ITEM_GROUPS, 4, k, discount="log2").tolist()
-                                   for k in KS]),
+        lambda **kw: R.ItemGroupExposure(TOP_K, torch.tensor(ITEM_GROUPS), num_item_groups=4, rank_weight="log2", **kw),
+        total=lambda lists, sets: [
+            fam.group_exposure_share(lists, ITEM_GROUPS, 4, k, discount="log2").tolist() for k in KS
+        ],
+    ),
     "rbo": Spec(
         lambda **kw: R.RankBiasedOverlap(TOP_K, num_items=NUM_ITEMS, **kw),
         lambda a, b: np.array([[fam.rank_biased_overlap(x, y, k) for k in KS] for x, y in zip(a, b)]),
-        two_models=True),
+        two_models=True,
+    ),
     "rbo_webber": Spec(
         lambda **kw: R.RankBiasedOverlap(TOP_K, patience=0.6, normalize="webber", num_items=NUM_ITEMS, **kw),
-        lambda a, b: np.array([[fam.rank_biased_overlap(x, y, k, p=0.6, normalize="webber") for k in KS]
-                               for x, y in zip(a, b)]),
-        two_models=True),
+        lambda a, b: np.array(
+            [[fam.rank_biased_overlap(x, y, k, p=0.6, normalize="webber") for k in KS] for x, y in zip(a, b)]
+        ),
+        two_models=True,
+    ),
     "intersection": Spec(
         lambda **kw: R.Intersection(TOP_K, num_items=NUM_ITEMS, **kw),
         lambda a, b: np.array([[fam.intersection(x, y, k) for k in KS] for x, y in zip(a, b)]),
-        two_models=True),
+        two_models=True,
+    ),
     "intersection_ref_k": Spec(
         lambda **kw: R.Intersection(TOP_K, ref_k=3, num_items=NUM_ITEMS, **kw),
         lambda a, b: np.array([[fam.intersection(x, y, k, 3) for k in KS] for x, y in zip(a, b)]),
-        two_models=True),
+        two_models=True,
+    ),
 }
 GLOBAL = {name for name, spec in SPECS.items() if not spec.per_user_mean}
 
@@ -270,8 +306,9 @@ def _moved(value, device):
 
 def batches_of(name, target, prediction, exclude, container, rows=None, device="cpu", groups=False, users=False):
     """The users ``rows`` (default: all) of DATA in batches of the given forms, on ``device``."""
-    return [_moved(batch, device) for batch in _batches(name, target, prediction, exclude, container, rows, groups,
-                                                        users)]
+    return [
+        _moved(batch, device) for batch in _batches(name, target, prediction, exclude, container, rows, groups, users)
+    ]
 
 
 def _batches(name, target, prediction, exclude, container, rows, groups, users, device="cpu"):
@@ -289,8 +326,11 @@ def _batches(name, target, prediction, exclude, container, rows, groups, users, 
         if users:
             tags.append(R.UserIds(torch.arange(part.start, part.stop, device=device) * 7 % 11))
         if spec.two_models:
-            other = (_tensor(SCORES_B[part], torch.float32).to(device) if prediction == "ranked"
-                     else R.RankedItems(torch.as_tensor(RANKED_B[part], device=device)))
+            other = (
+                _tensor(SCORES_B[part], torch.float32).to(device)
+                if prediction == "ranked"
+                else R.RankedItems(torch.as_tensor(RANKED_B[part], device=device))
+            )
             if container == "engine":
                 output = {"y_pred_a": y_pred, "y_pred_b": other, "y": y}
             else:
@@ -343,8 +383,16 @@ def _cases():
                 if spec.needs_exclusion and exclude == "none":
                     continue
                 container = "engine" if i % 3 == 2 else "tuple"
-                cases.append(pytest.param(name, targets[i % 4], prediction, exclude, container,
-                                          id=f"{name}-{prediction}-ex={exclude}-y={targets[i % 4]}-{container}"))
+                cases.append(
+                    pytest.param(
+                        name,
+                        targets[i % 4],
+                        prediction,
+                        exclude,
+                        container,
+                        id=f"{name}-{prediction}-ex={exclude}-y={targets[i % 4]}-{container}",
+                    )
+                )
                 i += 1
     return cases
 
@@ -388,8 +436,9 @@ def test_user_groups_and_ids(name):
         metric.update(batch)
     for g, result in enumerate(metric.compute_groups()):
         members = rows[GROUPS == g]
-        want = [float(np.nanmean(members[:, j])) if (~np.isnan(members[:, j])).any() else np.nan
-                for j in range(len(KS))]
+        want = [
+            float(np.nanmean(members[:, j])) if (~np.isnan(members[:, j])).any() else np.nan for j in range(len(KS))
+        ]
         assert_close(result, want, context=f"{name} group {g}")
     ids = np.arange(DATA.users) * 7 % 11
     order = np.argsort(ids, kind="stable")
@@ -434,8 +483,9 @@ def test_list_gini_is_gini_index():
         metric.update((scores, torch.zeros(7, 9)))
     lists = [torch.argsort(row, descending=True, stable=True).tolist() for row in scores]
     assert exposure.compute() == pytest.approx(gini.compute(), abs=1e-15)
-    assert exposure.compute() == pytest.approx([fam.exposure_gini(lists, 9, k, discount=None) for k in (2, 4)],
-                                               abs=1e-12)
+    assert exposure.compute() == pytest.approx(
+        [fam.exposure_gini(lists, 9, k, discount=None) for k in (2, 4)], abs=1e-12
+    )
 
 
 def test_aplt_of_elliot_and_tail_items():
@@ -517,8 +567,12 @@ def test_engine_scalars_of_item_group_exposure():
     state = engine.run([(torch.tensor([[0.9, 0.8, 0.0], [0.0, 0.9, 0.8]]), torch.zeros(2, 3))])
     assert state.metrics["exposure"] == [[0.5, 0.5], [0.25, 0.75]]
     assert state.metrics["exposure@2/item_group1"] == 0.75
-    assert R.scalar_metric_names(engine) == ["exposure@1/item_group0", "exposure@1/item_group1",
-                                             "exposure@2/item_group0", "exposure@2/item_group1"]
+    assert R.scalar_metric_names(engine) == [
+        "exposure@1/item_group0",
+        "exposure@1/item_group1",
+        "exposure@2/item_group0",
+        "exposure@2/item_group1",
+    ]
 
 
 def test_paired_takes_the_per_user_families():
@@ -611,13 +665,14 @@ def test_group_gap_refuses_what_it_cannot_compare():
 # --- The meta device: every update runs without reading a value ---------------------------------------
 @pytest.mark.filterwarnings("ignore:Sparse CSR tensor support is in beta")
 @pytest.mark.parametrize("name", sorted(SPECS))
-@pytest.mark.parametrize("prediction,exclude,target", [("scores", "dense", "dense"), ("scores", "ids", "coo"),
-                                                       ("ranked", "coo", "ids"), ("ranked", "dense", "dense")])
+@pytest.mark.parametrize(
+    "prediction,exclude,target",
+    [("scores", "dense", "dense"), ("scores", "ids", "coo"), ("ranked", "coo", "ids"), ("ranked", "dense", "dense")],
+)
 def test_meta_device_update_reads_no_value(name, prediction, exclude, target):
     spec = SPECS[name]
     metric = spec.build(device="meta") if not spec.per_user_mean else spec.build(device="meta", num_groups=3)
-    for batch in batches_of(name, target, prediction, exclude, "tuple", device="meta",
-                            groups=spec.per_user_mean):
+    for batch in batches_of(name, target, prediction, exclude, "tuple", device="meta", groups=spec.per_user_mean):
         metric.update(batch)
     state = [getattr(metric, key) for key in metric._state_dict_all_req_keys]
     assert all(value.device.type == "meta" for value in state)
@@ -636,17 +691,38 @@ _NAN_SCORES[0, 1] = float("nan")
 _NAN_LABELS = _LABELS.clone()
 _NAN_LABELS[1, 2] = float("nan")
 BAD_UPDATES = {
-    "NaN scores": (lambda one, two: (_NAN_SCORES, one[1], _MASK) if not two else (_NAN_SCORES, _SCORES, _LABELS, _MASK),
-                   ValueError, "NaN"),
-    "wrong width": (lambda one, two: (torch.rand(3, 8), torch.rand(3, 8), _MASK[:, :8]) if not two
-                    else (torch.rand(3, 8), torch.rand(3, 8)), ValueError, "8"),
-    "id out of range": (lambda one, two: (R.RankedItems(torch.tensor([[0, 9], [1, 2], [3, 4]])), _LABELS, _MASK)
-                        if not two else (R.RankedItems(torch.tensor([[0, 9], [1, 2], [3, 4]])), _SCORES),
-                        ValueError, "y_pred"),
+    "NaN scores": (
+        lambda one, two: (_NAN_SCORES, one[1], _MASK) if not two else (_NAN_SCORES, _SCORES, _LABELS, _MASK),
+        ValueError,
+        "NaN",
+    ),
+    "wrong width": (
+        lambda one, two: (
+            (torch.rand(3, 8), torch.rand(3, 8), _MASK[:, :8]) if not two else (torch.rand(3, 8), torch.rand(3, 8))
+        ),
+        ValueError,
+        "8",
+    ),
+    "id out of range": (
+        lambda one, two: (
+            (R.RankedItems(torch.tensor([[0, 9], [1, 2], [3, 4]])), _LABELS, _MASK)
+            if not two
+            else (R.RankedItems(torch.tensor([[0, 9], [1, 2], [3, 4]])), _SCORES)
+        ),
+        ValueError,
+        "y_pred",
+    ),
     "not a tuple": (lambda one, two: _SCORES, TypeError, "tuple"),
 }
-RELEVANCE_METRICS = {"serendipity", "serendipity_threshold", "epc", "epc_geometric_all_users", "efd", "efd_uniform",
-                     "pop_reo"}
+RELEVANCE_METRICS = {
+    "serendipity",
+    "serendipity_threshold",
+    "epc",
+    "epc_geometric_all_users",
+    "efd",
+    "efd_uniform",
+    "pop_reo",
+}
 
 
 @pytest.mark.parametrize("name", sorted(SPECS))

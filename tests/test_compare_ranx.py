@@ -35,9 +35,9 @@ def _data(seed):
 
 
 def _ranx_compare(labels, runs, stat_test):
-    qrels = ranx.Qrels({
-        f"u{u:03d}": {f"i{i}": int(labels[u, i]) for i in range(ITEMS) if labels[u, i] > 0} for u in range(USERS)
-    })
+    qrels = ranx.Qrels(
+        {f"u{u:03d}": {f"i{i}": int(labels[u, i]) for i in range(ITEMS) if labels[u, i] > 0} for u in range(USERS)}
+    )
     ranx_runs = [
         ranx.Run({f"u{u:03d}": {f"i{i}": float(s[u, i]) for i in range(ITEMS)} for u in range(USERS)}, name=name)
         for name, s in runs.items()
@@ -82,9 +82,9 @@ def test_randomization_p_values_agree_with_ranx_fisher(seed):
 def test_per_user_values_equal_ranx_evaluate():
     labels, runs = _data(3)
     metrics = _per_user_metrics(labels, runs)
-    qrels = ranx.Qrels({
-        f"u{u:03d}": {f"i{i}": int(labels[u, i]) for i in range(ITEMS) if labels[u, i] > 0} for u in range(USERS)
-    })
+    qrels = ranx.Qrels(
+        {f"u{u:03d}": {f"i{i}": int(labels[u, i]) for i in range(ITEMS) if labels[u, i] > 0} for u in range(USERS)}
+    )
     run = ranx.Run({f"u{u:03d}": {f"i{i}": float(runs["a"][u, i]) for i in range(ITEMS)} for u in range(USERS)})
     for ranx_name in METRICS:
         expected = ranx.evaluate(qrels, run, ranx_name, return_mean=False)

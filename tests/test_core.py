@@ -1,6 +1,5 @@
 """Core metrics against the numpy reference, the conventions table, the seeds and ignite 0.5.5."""
 
-
 import numpy as np
 import pytest
 import torch
@@ -158,27 +157,54 @@ def test_shared_cases_default_convention(metric):
 
 def test_shared_cases_other_table_rows():
     rows = [  # (table row, constructor, values A..I)
-        ("reference linear, empty users count 0", lambda k: R.NDCG(k, False, gain_function="linear_rank"),
-         [0.3066, 0.895, 0.6131, 0.1533, 0, 0, 0.5706, 0.3066, 0]),
-        ("torchmetrics/sklearn NDCG tie-averaged", lambda k: R.NDCG(k, False, gain_function="linear_rank", ties="average"),
-         [0.3066, 0.895, 0.6131, 0.1533, 0.2103, 0.5, 0.5706, 0.3066, 0.0454]),
-        ("RecBole NDCG binary (stable ties)", lambda k: R.NDCG(k, False, gain_function="binary"),
-         [0.3066, 0.7654, 0.6131, 0.1533, 0, 0, 0.5706, 0.3066, 0]),
-        ("Elliot nDCG t=1", lambda k: R.NDCG(k, gain_function="exp_rank_shifted"),
-         [0.3066, 0.9468, 0.6131, 0.3066, 0, 0, 0.5706, 0.3066, 0]),
-        ("Elliot nDCG t=0", lambda k: R.NDCG(k, gain_function=lambda r: 2 ** (r + 1) - 1),
-         [0.3066, 0.9283, 0.6131, 0.3066, 0, 0, 0.5706, 0.3066, 0]),
+        (
+            "reference linear, empty users count 0",
+            lambda k: R.NDCG(k, False, gain_function="linear_rank"),
+            [0.3066, 0.895, 0.6131, 0.1533, 0, 0, 0.5706, 0.3066, 0],
+        ),
+        (
+            "torchmetrics/sklearn NDCG tie-averaged",
+            lambda k: R.NDCG(k, False, gain_function="linear_rank", ties="average"),
+            [0.3066, 0.895, 0.6131, 0.1533, 0.2103, 0.5, 0.5706, 0.3066, 0.0454],
+        ),
+        (
+            "RecBole NDCG binary (stable ties)",
+            lambda k: R.NDCG(k, False, gain_function="binary"),
+            [0.3066, 0.7654, 0.6131, 0.1533, 0, 0, 0.5706, 0.3066, 0],
+        ),
+        (
+            "Elliot nDCG t=1",
+            lambda k: R.NDCG(k, gain_function="exp_rank_shifted"),
+            [0.3066, 0.9468, 0.6131, 0.3066, 0, 0, 0.5706, 0.3066, 0],
+        ),
+        (
+            "Elliot nDCG t=0",
+            lambda k: R.NDCG(k, gain_function=lambda r: 2 ** (r + 1) - 1),
+            [0.3066, 0.9283, 0.6131, 0.3066, 0, 0, 0.5706, 0.3066, 0],
+        ),
         ("ranx recall", lambda k: R.Recall(k, False), [0.5, 0.6667, 0.25, 0.25, 0, 0, 1, 0.5, 0]),
-        ("rectorch-style recall min(k,|R|)", lambda k: R.Recall(k, normalization="min_k_relevant"),
-         [0.5, 0.6667, 0.5, 0.5, None, None, 1, 0.5, 0]),
+        (
+            "rectorch-style recall min(k,|R|)",
+            lambda k: R.Recall(k, normalization="min_k_relevant"),
+            [0.5, 0.6667, 0.5, 0.5, None, None, 1, 0.5, 0],
+        ),
         ("ranx precision", lambda k: R.Precision(k, False), [0.3333, 0.6667, 0.5, 0.1667, 0, 0, 0.2, 0.3333, 0]),
-        ("torchmetrics adaptive_k", lambda k: R.Precision(k, False, normalization="min_k_items"),
-         [0.3333, 0.6667, 0.5, 0.1667, 0, None, 0.5, None, 0]),
-        ("ranx map (|R|)", lambda k: R.MAP(k, False, normalization="relevant"),
-         [0.1667, 0.6667, 0.25, 0.0833, 0, 0, 0.4167, 0.1667, 0]),
+        (
+            "torchmetrics adaptive_k",
+            lambda k: R.Precision(k, False, normalization="min_k_items"),
+            [0.3333, 0.6667, 0.5, 0.1667, 0, None, 0.5, None, 0],
+        ),
+        (
+            "ranx map (|R|)",
+            lambda k: R.MAP(k, False, normalization="relevant"),
+            [0.1667, 0.6667, 0.25, 0.0833, 0, 0, 0.4167, 0.1667, 0],
+        ),
         ("RecBole MAP min(k,|R|)", lambda k: R.MAP(k, False), [0.1667, 0.6667, 0.5, 0.0833, 0, None, None, 0.1667, 0]),
-        ("torchmetrics MAP (hits)", lambda k: R.MAP(k, False, normalization="hits"),
-         [0.3333, 1, 1, 0.1667, 0, None, 0.4167, None, 0]),
+        (
+            "torchmetrics MAP (hits)",
+            lambda k: R.MAP(k, False, normalization="hits"),
+            [0.3333, 1, 1, 0.1667, 0, None, 0.4167, None, 0],
+        ),
         ("ranx mrr", lambda k: R.MRR(k, False), [0.3333, 1, 1, 0.1667, 0, 0, 0.3333, 0.3333, 0]),
         ("ranx hit_rate", lambda k: R.HitRate(k, False), [1, 1, 1, 0.5, 0, 0, 1, 1, 0]),
         ("ranx f1", lambda k: R.F1(k, False), [0.4, 0.6667, 0.3333, 0.2, 0, 0, 0.3333, 0.4, 0]),
@@ -291,9 +317,13 @@ def test_ranking_metrics_equal_individual_classes(rng, ties):
     options = dict(ignore_zero_hits=False, relevance_threshold=2.0, ties=ties)
     combined = run_metric(
         R.RankingMetrics(
-            TOP_K, metrics=list(CUTOFF_CLASSES) + ["r_precision"], gain_function="linear_rank",
-            map_normalization="relevant", recall_normalization="min_k_relevant",
-            precision_normalization="min_k_items", **options,
+            TOP_K,
+            metrics=list(CUTOFF_CLASSES) + ["r_precision"],
+            gain_function="linear_rank",
+            map_normalization="relevant",
+            recall_normalization="min_k_relevant",
+            precision_normalization="min_k_items",
+            **options,
         ),
         batches,
     )

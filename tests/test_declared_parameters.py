@@ -15,20 +15,32 @@ import ignite_recsys as R
 from ignite_recsys._validation import declared_constraints
 from ignite_recsys.metrics._state import StatefulMetric
 
-METRIC_CLASSES = [getattr(R, name) for name in R.__all__
-                  if isinstance(getattr(R, name), type) and issubclass(getattr(R, name), StatefulMetric)]
+METRIC_CLASSES = [
+    getattr(R, name)
+    for name in R.__all__
+    if isinstance(getattr(R, name), type) and issubclass(getattr(R, name), StatefulMetric)
+]
 UNDECLARED = {"self", "device", "skip_unrolling"}  # ignite's own arguments, checked by ignite
 POPULARITY = torch.tensor([3.0, 1.0, 0.0, 2.0])
 REQUIRED = {
-    "top_k": 2, "max_k": 3, "item_popularity": POPULARITY, "metric": R.NDCG(top_k=1), "num_users": 5,
-    "item_features": torch.rand(4, 3), "item_categories": [[0], [0, 1], [], [1]], "item_groups": torch.tensor([0, 1, 1, 0]),
+    "top_k": 2,
+    "max_k": 3,
+    "item_popularity": POPULARITY,
+    "metric": R.NDCG(top_k=1),
+    "num_users": 5,
+    "item_features": torch.rand(4, 3),
+    "item_categories": [[0], [0, 1], [], [1]],
+    "item_groups": torch.tensor([0, 1, 1, 0]),
 }
 NOT_ACCEPTED = object()  # of no accepted type for any argument
 
 
 def _required(cls) -> dict:
-    return {name: REQUIRED[name] for name, p in inspect.signature(cls).parameters.items()
-            if name in REQUIRED and p.default is inspect.Parameter.empty}
+    return {
+        name: REQUIRED[name]
+        for name, p in inspect.signature(cls).parameters.items()
+        if name in REQUIRED and p.default is inspect.Parameter.empty
+    }
 
 
 @pytest.mark.parametrize("cls", METRIC_CLASSES, ids=lambda cls: cls.__name__)
@@ -76,8 +88,12 @@ def test_checked_values_reach_the_metric_normalised():
 def test_signatures_stay_readable():
     """The checking wrapper keeps each constructor's own signature (for help() and the docs), and
     the classes built from the registry show their conventions as keywords."""
-    assert list(inspect.signature(R.NDCG).parameters)[:4] == ["top_k", "ignore_zero_hits", "relevance_threshold",
-                                                               "gain_function"]
+    assert list(inspect.signature(R.NDCG).parameters)[:4] == [
+        "top_k",
+        "ignore_zero_hits",
+        "relevance_threshold",
+        "gain_function",
+    ]
     assert inspect.signature(R.MAP).parameters["normalization"].default == "min_k_relevant"
     assert inspect.signature(R.RankingMetrics).parameters["map_normalization"].kind is inspect.Parameter.KEYWORD_ONLY
     with pytest.raises(TypeError, match="unexpected keyword argument 'no_such_argument'"):

@@ -62,8 +62,8 @@ def test_two_ranking_metrics_keep_their_own_keys(rng):
     assert metrics["model_a/ndcg@5"] != metrics["model_b/ndcg@5"]  # the case would not tell them apart
     assert not any(key.startswith("ndcg@") for key in metrics)  # no bare key for one of them to win
     assert sorted(metrics) == sorted(
-        ["model_a", "model_b"] + [f"{n}/{m}@{k}" for n in ("model_a", "model_b") for m in ("ndcg", "recall")
-                                  for k in TOP_K]
+        ["model_a", "model_b"]
+        + [f"{n}/{m}@{k}" for n in ("model_a", "model_b") for m in ("ndcg", "recall") for k in TOP_K]
     )
 
 
@@ -181,8 +181,15 @@ def test_scalar_metric_names_give_one_tag_per_value(rng):
     _attach_all(engine, popularity)
     names = R.scalar_metric_names(engine)
     expected_names = [
-        "ranking/ndcg@5", "ranking/ndcg@10", "ranking/recall@5", "ranking/recall@10", "ranking/r_precision",
-        "coverage@5", "coverage@10", "novelty@5", "gauc",
+        "ranking/ndcg@5",
+        "ranking/ndcg@10",
+        "ranking/recall@5",
+        "ranking/recall@10",
+        "ranking/r_precision",
+        "coverage@5",
+        "coverage@10",
+        "novelty@5",
+        "gauc",
     ]
     assert names == expected_names
     handler = _RecordingHandler("validation", metric_names=names)
@@ -274,8 +281,7 @@ def test_compute_dict_labels_each_value_with_its_k(rng, name):
 def test_compute_dict_keys_match_ranking_metrics(rng):
     batches = _batches(rng)
     combined = R.RankingMetrics([3, 1])
-    singles = [CUTOFF_METRICS[name]([3, 1]) for name in ("ndcg", "hit_rate", "recall", "precision", "map",
-                                                          "mrr", "f1")]
+    singles = [CUTOFF_METRICS[name]([3, 1]) for name in ("ndcg", "hit_rate", "recall", "precision", "map", "mrr", "f1")]
     for metric in [combined] + singles:
         for batch in batches:
             metric.update(batch)

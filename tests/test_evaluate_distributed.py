@@ -44,10 +44,16 @@ def _evaluate_all(folder):
         "run": R.evaluate(os.path.join(folder, "run.trec"), os.path.join(folder, "test.qrels"), METRICS, **options),
         "model": R.evaluate(lambda users: scores[users], test, METRICS, **options),
     }
-    return {name: {"means": result.means, "intervals": result.intervals, "info": result.info,
-                   "users": [str(user) for user in result.user_ids.tolist()],
-                   "per_user": {key: value.tolist() for key, value in result.per_user().items()}}
-            for name, result in results.items()}
+    return {
+        name: {
+            "means": result.means,
+            "intervals": result.intervals,
+            "info": result.info,
+            "users": [str(user) for user in result.user_ids.tolist()],
+            "per_user": {key: value.tolist() for key, value in result.per_user().items()},
+        }
+        for name, result in results.items()
+    }
 
 
 def _worker(local_rank, folder):

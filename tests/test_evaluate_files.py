@@ -23,8 +23,13 @@ pytrec_eval = pytest.importorskip("pytrec_eval")
 TREC_EVAL = dict(gain_function="linear_rank", map_normalization="relevant", ignore_zero_hits=False)
 # our key -> trec_eval measure (pytrec_eval names)
 TREC_MEASURES = {
-    "ndcg@10": "ndcg_cut_10", "precision@5": "P_5", "recall@20": "recall_20", "map@100": "map_cut_100",
-    "mrr@1000": "recip_rank", "r_precision": "Rprec", "hit_rate@5": "success_5",
+    "ndcg@10": "ndcg_cut_10",
+    "precision@5": "P_5",
+    "recall@20": "recall_20",
+    "map@100": "map_cut_100",
+    "mrr@1000": "recip_rank",
+    "r_precision": "Rprec",
+    "hit_rate@5": "success_5",
 }
 METRICS = ["ndcg@10", "P@5", "recall@20", "map@100", "recip_rank@1000", "r_precision", "success@5"]
 
@@ -38,7 +43,7 @@ def test_non_consecutive_users_get_their_own_rows_where_the_old_helper_mixed_the
         start = torch.searchsorted(test_users, users)
         end = torch.searchsorted(test_users, users[-1:], right=True)
         row_pointers = torch.cat([start, end]) - start[0]
-        items = test_items[start[0]:end[0]]
+        items = test_items[start[0] : end[0]]
         return torch.sparse_csr_tensor(row_pointers, items, torch.ones(len(items)), size=(len(users), num_items))
 
     batch = torch.tensor([0, 3])
@@ -53,8 +58,10 @@ def test_non_consecutive_users_get_their_own_rows_where_the_old_helper_mixed_the
     ids = table.item_ids(batch)
     assert ids.ids.tolist() == [[1, 4], [2, 5]]
     # any order, repeats, and users without rows
-    np.testing.assert_array_equal(table.csr(torch.tensor([3, 2, 0, 3])).to_dense().numpy(),
-                                  expected[[1, 0, 0, 1]] * np.array([[1], [0], [1], [1]]))
+    np.testing.assert_array_equal(
+        table.csr(torch.tensor([3, 2, 0, 3])).to_dense().numpy(),
+        expected[[1, 0, 0, 1]] * np.array([[1], [0], [1], [1]]),
+    )
 
 
 @pytest.mark.parametrize("dtype", [np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint32, np.uint64])
@@ -80,8 +87,10 @@ def test_string_ids_are_mapped_and_a_shared_map_numbers_every_table_alike():
 def test_from_frame_takes_pandas_polars_pyarrow_and_dicts_alike():
     polars = pytest.importorskip("polars")
     columns = {"u": ["b", "a", "b"], "i": [3, 1, 2], "v": [1.0, 2.0, 3.0]}
-    tables = [Interactions.from_frame(frame, user="u", item="i", value="v") for frame in
-              (pd.DataFrame(columns), polars.DataFrame(columns), pa.table(columns), columns)]
+    tables = [
+        Interactions.from_frame(frame, user="u", item="i", value="v")
+        for frame in (pd.DataFrame(columns), polars.DataFrame(columns), pa.table(columns), columns)
+    ]
     for table in tables:
         assert list(table.user_map.ids) == ["a", "b"]
         assert table.item_ids(torch.tensor([0, 1])).ids.tolist() == [[1, -1], [2, 3]]
@@ -98,14 +107,17 @@ def test_duplicated_pairs_raise_or_merge_as_asked():
     assert len(Interactions([1, 1], [2, 2], duplicates="max")) == 1
 
 
-@pytest.mark.parametrize("users, items, error, match", [
-    ([0, -1], [0, 1], ValueError, "users must be non-negative integer ids, got -1 at row 1"),
-    ([0, 1], [0, -3], ValueError, "items must be non-negative"),
-    ([0.0, 1.0], [0, 1], TypeError, "users must hold integer or string ids, got dtype float64"),
-    ([0, 1], [True, False], TypeError, "items must hold integer or string ids"),
-    (["a", 1], [0, 1], TypeError, "users must hold integer or string ids"),
-    ([0, 1], [0], ValueError, "one entry per interaction"),
-])
+@pytest.mark.parametrize(
+    "users, items, error, match",
+    [
+        ([0, -1], [0, 1], ValueError, "users must be non-negative integer ids, got -1 at row 1"),
+        ([0, 1], [0, -3], ValueError, "items must be non-negative"),
+        ([0.0, 1.0], [0, 1], TypeError, "users must hold integer or string ids, got dtype float64"),
+        ([0, 1], [True, False], TypeError, "items must hold integer or string ids"),
+        (["a", 1], [0, 1], TypeError, "users must hold integer or string ids"),
+        ([0, 1], [0], ValueError, "one entry per interaction"),
+    ],
+)
 def test_bad_ids_are_refused(users, items, error, match):
     with pytest.raises(error, match=match):
         Interactions(np.array(users, dtype=object) if "a" in users else users, items)
@@ -118,9 +130,29 @@ def test_nan_values_are_refused():
 
 # --- metric names ----------------------------------------------------------------------------
 def test_metric_names_and_aliases():
-    keys = [metric.key for metric in parse_metrics(
-        ["ndcg@10", "nDCG@10", "ndcg_cut_10", "P@5", "P_5", "hit_rate@3", "success@3", "HR@3", "recip_rank@100",
-         "RR@100", "map_cut_20", "AP@20", "r_precision", "Rprec", "R@7", "f1@4"])]
+    keys = [
+        metric.key
+        for metric in parse_metrics(
+            [
+                "ndcg@10",
+                "nDCG@10",
+                "ndcg_cut_10",
+                "P@5",
+                "P_5",
+                "hit_rate@3",
+                "success@3",
+                "HR@3",
+                "recip_rank@100",
+                "RR@100",
+                "map_cut_20",
+                "AP@20",
+                "r_precision",
+                "Rprec",
+                "R@7",
+                "f1@4",
+            ]
+        )
+    ]
     assert keys == ["ndcg@10", "precision@5", "hit_rate@3", "mrr@100", "map@20", "r_precision", "recall@7", "f1@4"]
     assert [metric.key for metric in parse_metrics("ndcg@10, recall@20")] == ["ndcg@10", "recall@20"]
     with pytest.raises(ValueError, match=r"unknown metric 'bleu@4': known names are \[.*'ndcg'.*\]"):
@@ -137,8 +169,11 @@ def test_metric_names_and_aliases():
 def _random_tables(seed=0, num_users=40, num_items=30):
     rng = np.random.default_rng(seed)
     users = rng.choice(200, num_users, replace=False)  # non-consecutive ids
-    test_rows = [(u, i, g) for u in users for i, g in zip(rng.choice(num_items, rng.integers(1, 6), replace=False),
-                                                           rng.integers(0, 4, 6))]
+    test_rows = [
+        (u, i, g)
+        for u in users
+        for i, g in zip(rng.choice(num_items, rng.integers(1, 6), replace=False), rng.integers(0, 4, 6))
+    ]
     train_rows = [(u, i) for u in users for i in rng.choice(num_items, rng.integers(0, 8), replace=False)]
     test = Interactions(*map(np.array, zip(*test_rows)), num_items=num_items)
     train = Interactions(*map(np.array, zip(*train_rows)), num_items=num_items)
@@ -149,8 +184,10 @@ def _random_tables(seed=0, num_users=40, num_items=30):
 @pytest.mark.parametrize("with_exclusion", [False, True])
 def test_evaluate_a_model_equals_the_metric_classes(with_exclusion):
     test, train, scores, _ = _random_tables()
-    options = dict(metrics=["ndcg", "recall", "precision", "map", "mrr", "hit_rate", "f1", "r_precision"],
-                   gain_function="linear_rank")
+    options = dict(
+        metrics=["ndcg", "recall", "precision", "map", "mrr", "hit_rate", "f1", "r_precision"],
+        gain_function="linear_rank",
+    )
     expected = R.RankingMetrics([3, 10], **options, per_user=True)
     users = test.users  # every test user, in one dense update
     rows = scores[users]
@@ -166,9 +203,16 @@ def test_evaluate_a_model_equals_the_metric_classes(with_exclusion):
         calls.append(batch.clone())
         return scores[batch]
 
-    result = R.evaluate(model, test, exclude=train if with_exclusion else None, metrics=
-                        ["ndcg@3", "ndcg@10", "R@10", "P@3", "map@10", "mrr@10", "hit_rate@3", "f1@10", "r_precision"],
-                        batch_size=7, progress=False, per_user=True, gain_function="linear_rank")
+    result = R.evaluate(
+        model,
+        test,
+        exclude=train if with_exclusion else None,
+        metrics=["ndcg@3", "ndcg@10", "R@10", "P@3", "map@10", "mrr@10", "hit_rate@3", "f1@10", "r_precision"],
+        batch_size=7,
+        progress=False,
+        per_user=True,
+        gain_function="linear_rank",
+    )
     reference = expected.compute()
     for key, value in result.means.items():
         assert value == pytest.approx(reference[key], abs=1e-12), key
@@ -239,25 +283,43 @@ def test_a_trec_run_file_equals_trec_eval_per_user(tmp_path, ties):
         ours = dict(zip(users, result.per_user()[key].tolist()))
         # trec_eval evaluates the run's queries; the queries the run misses count 0 (trec_eval -c)
         for query in qrels:
-            assert ours[query] == pytest.approx(reference[query][measure] if query in run else 0.0, abs=1e-12), \
-                (key, query)
+            assert ours[query] == pytest.approx(reference[query][measure] if query in run else 0.0, abs=1e-12), (
+                key,
+                query,
+            )
         assert result[key] == pytest.approx(np.mean([ours[q] for q in qrels]), abs=1e-12)
-    assert result.info == {"test_users": 80, "run_rows": sum(map(len, run.values())), "run_rows_not_in_test": 2,
-                           "test_users_not_in_run": sum(q not in run for q in qrels)}
+    assert result.info == {
+        "test_users": 80,
+        "run_rows": sum(map(len, run.values())),
+        "run_rows_not_in_test": 2,
+        "test_users_not_in_run": sum(q not in run for q in qrels),
+    }
 
 
 def test_a_trec_run_file_equals_ranx_means(tmp_path):
     ranx = pytest.importorskip("ranx")
     qrels, run = _generated(seed=3)
     qrels_path, run_path = _write_trec(tmp_path, qrels, run)
-    result = R.evaluate(run_path, qrels_path, metrics=["ndcg@10", "P@5", "recall@20", "map@100", "mrr@100",
-                                                       "hit_rate@5", "f1@10", "r_precision"],
-                        progress=False, **TREC_EVAL)
+    result = R.evaluate(
+        run_path,
+        qrels_path,
+        metrics=["ndcg@10", "P@5", "recall@20", "map@100", "mrr@100", "hit_rate@5", "f1@10", "r_precision"],
+        progress=False,
+        **TREC_EVAL,
+    )
     ranx_qrels = ranx.Qrels({q: {d: g for d, g in docs.items()} for q, docs in qrels.items()})
     ranx_run = ranx.Run({q: docs for q, docs in run.items() if q in qrels})
     ranx_run.make_comparable(ranx_qrels)
-    names = {"ndcg@10": "ndcg@10", "precision@5": "precision@5", "recall@20": "recall@20", "map@100": "map@100",
-             "mrr@100": "mrr@100", "hit_rate@5": "hit_rate@5", "f1@10": "f1@10", "r_precision": "r-precision"}
+    names = {
+        "ndcg@10": "ndcg@10",
+        "precision@5": "precision@5",
+        "recall@20": "recall@20",
+        "map@100": "map@100",
+        "mrr@100": "mrr@100",
+        "hit_rate@5": "hit_rate@5",
+        "f1@10": "f1@10",
+        "r_precision": "r-precision",
+    }
     reference = ranx.evaluate(ranx_qrels, ranx_run, list(names.values()), make_comparable=True)
     for key, name in names.items():
         assert result[key] == pytest.approx(reference[name], abs=1e-6), key
@@ -281,17 +343,20 @@ def test_parquet_csv_and_data_frames_give_the_trec_values(tmp_path):
         for key, value in expected.items():
             assert result.means[key] == pytest.approx(value, abs=1e-12), (type(scores), key)
     frame_test = Interactions.from_frame(qrels_table.to_pandas(), value="rel")
-    assert R.evaluate(shuffled, frame_test, metrics=METRICS, progress=False, **TREC_EVAL).means == \
-        pytest.approx(expected, abs=1e-12)
+    assert R.evaluate(shuffled, frame_test, metrics=METRICS, progress=False, **TREC_EVAL).means == pytest.approx(
+        expected, abs=1e-12
+    )
 
 
 def test_integer_ids_in_tables_and_a_trec_run(tmp_path):
     """A parquet test table with integer ids and a TREC run of the same ids as text."""
     pq.write_table(pa.table({"user": [3, 3, 8], "item": [0, 2, 1]}), tmp_path / "test.parquet")
-    (tmp_path / "run.trec").write_text("3 Q0 2 1 0.9 t\n3 Q0 5 2 0.8 t\n3 Q0 0 3 0.7 t\n8 Q0 0 1 0.5 t\n"
-                                       "9 Q0 1 1 0.5 t\n")
-    result = R.evaluate(tmp_path / "run.trec", tmp_path / "test.parquet", metrics=["recall@2", "mrr@3"],
-                        progress=False, per_user=True)
+    (tmp_path / "run.trec").write_text(
+        "3 Q0 2 1 0.9 t\n3 Q0 5 2 0.8 t\n3 Q0 0 3 0.7 t\n8 Q0 0 1 0.5 t\n9 Q0 1 1 0.5 t\n"
+    )
+    result = R.evaluate(
+        tmp_path / "run.trec", tmp_path / "test.parquet", metrics=["recall@2", "mrr@3"], progress=False, per_user=True
+    )
     assert result.user_ids.tolist() == [3, 8]
     assert result.per_user()["recall@2"].tolist() == [0.5, 0.0]
     assert result.per_user()["mrr@3"].tolist() == [1.0, 0.0]
@@ -310,11 +375,10 @@ def test_ties_follow_trec_eval_by_default_and_the_file_order_on_request(tmp_path
 def test_exclusion_from_a_file_and_from_a_table(tmp_path):
     (tmp_path / "test.qrels").write_text("u1 0 a 1\nu1 0 c 1\nu2 0 b 1\n")
     (tmp_path / "train.csv").write_text("user,item\nu1,b\nu1,b\nu2,a\nu3,z\n")  # a repeated click is merged
-    (tmp_path / "run.trec").write_text("u1 Q0 b 1 3 t\nu1 Q0 a 2 2 t\nu1 Q0 c 3 1 t\n"
-                                       "u2 Q0 a 1 5 t\nu2 Q0 b 2 4 t\n")
-    result = R.evaluate(tmp_path / "run.trec", tmp_path / "test.qrels", ["P@1", "mrr@3"],
-                        exclude=tmp_path / "train.csv",
-                        progress=False)
+    (tmp_path / "run.trec").write_text("u1 Q0 b 1 3 t\nu1 Q0 a 2 2 t\nu1 Q0 c 3 1 t\nu2 Q0 a 1 5 t\nu2 Q0 b 2 4 t\n")
+    result = R.evaluate(
+        tmp_path / "run.trec", tmp_path / "test.qrels", ["P@1", "mrr@3"], exclude=tmp_path / "train.csv", progress=False
+    )
     # u1: b excluded, a first (hit); u2: a excluded, b first (hit)
     assert result.means == {"precision@1": 1.0, "mrr@3": 1.0}
     unexcluded = R.evaluate(tmp_path / "run.trec", tmp_path / "test.qrels", ["P@1"], progress=False)
@@ -328,14 +392,17 @@ def test_exclusion_from_a_file_and_from_a_table(tmp_path):
 GOOD_QRELS = "q1 0 d1 1\nq1 0 d2 0\nq2 0 d1 2\n"
 
 
-@pytest.mark.parametrize("run_text, line, column, match", [
-    ("q1 Q0 d1 1 0.5 t\nq1 Q0 d2 2 0.4\n", 2, None, "expected 6 fields .* got 5"),
-    ("q1 Q0 d1 1 0.5 t\nq1 Q0 d2 2 x t\n", 2, "5 (score)", "score must be a number, got 'x'"),
-    ("q1 Q0 d1 1 0.5 t\nq2 Q0 d2 2 nan t\n", 2, "5 (score)", "score must not be NaN"),
-    ("q1 Q0 d1 1 0.5 t\nq1 Q0 d2 2 0.4 t\nq1 Q0 d1 3 0.3 t\n", 3, "3 (docid)", "ranks item 'd1' twice .*line 1"),
-    ("q1 Q0 d1 1 0.5 t\nq2 Q0 d2 1 0.4 t\nq1 Q0 d3 2 0.3 t\n", 3, "1 (qid)", "user 'q1' are not contiguous"),
-    ("q1 Q0 d1 1 0.5 t\n\nq2 Q0 d2 1 0.4 t\n", 2, None, "blank line"),
-])
+@pytest.mark.parametrize(
+    "run_text, line, column, match",
+    [
+        ("q1 Q0 d1 1 0.5 t\nq1 Q0 d2 2 0.4\n", 2, None, "expected 6 fields .* got 5"),
+        ("q1 Q0 d1 1 0.5 t\nq1 Q0 d2 2 x t\n", 2, "5 (score)", "score must be a number, got 'x'"),
+        ("q1 Q0 d1 1 0.5 t\nq2 Q0 d2 2 nan t\n", 2, "5 (score)", "score must not be NaN"),
+        ("q1 Q0 d1 1 0.5 t\nq1 Q0 d2 2 0.4 t\nq1 Q0 d1 3 0.3 t\n", 3, "3 (docid)", "ranks item 'd1' twice .*line 1"),
+        ("q1 Q0 d1 1 0.5 t\nq2 Q0 d2 1 0.4 t\nq1 Q0 d3 2 0.3 t\n", 3, "1 (qid)", "user 'q1' are not contiguous"),
+        ("q1 Q0 d1 1 0.5 t\n\nq2 Q0 d2 1 0.4 t\n", 2, None, "blank line"),
+    ],
+)
 def test_a_malformed_run_names_the_file_line_and_column(tmp_path, run_text, line, column, match):
     (tmp_path / "q").write_text(GOOD_QRELS)
     (tmp_path / "r.trec").write_text(run_text)
@@ -356,16 +423,21 @@ def test_the_contiguity_check_spans_chunks(tmp_path, monkeypatch):
         R.evaluate(tmp_path / "r", tmp_path / "q", ["P@1"], progress=False)
     assert raised.value.line == 16
     (tmp_path / "r").write_text("".join(rows[:-1]))  # chunks end inside users' rows: the same values
-    assert R.evaluate(tmp_path / "r", tmp_path / "q", ["P@1", "mrr@5"], progress=False).means == \
-        {"precision@1": 1.0, "mrr@5": 1.0}
+    assert R.evaluate(tmp_path / "r", tmp_path / "q", ["P@1", "mrr@5"], progress=False).means == {
+        "precision@1": 1.0,
+        "mrr@5": 1.0,
+    }
 
 
-@pytest.mark.parametrize("qrels_text, line, column, match", [
-    ("q1 0 d1 1\nq1 0 d2\n", 2, None, "expected 4 fields"),
-    ("q1 0 d1 1\nq1 0 d2 high\n", 2, 4, "rel must be an integer, got 'high'"),
-    ("q1 0 d1 1\nq1 0 d2 1.5\n", 2, 4, "rel must be an integer, got '1.5'"),
-    ("q1 0 d1 1\nq2 0 d2 1\nq1 0 d1 2\n", 3, 3, r"judged more than once, at lines \[1, 3\]"),
-])
+@pytest.mark.parametrize(
+    "qrels_text, line, column, match",
+    [
+        ("q1 0 d1 1\nq1 0 d2\n", 2, None, "expected 4 fields"),
+        ("q1 0 d1 1\nq1 0 d2 high\n", 2, 4, "rel must be an integer, got 'high'"),
+        ("q1 0 d1 1\nq1 0 d2 1.5\n", 2, 4, "rel must be an integer, got '1.5'"),
+        ("q1 0 d1 1\nq2 0 d2 1\nq1 0 d1 2\n", 3, 3, r"judged more than once, at lines \[1, 3\]"),
+    ],
+)
 def test_malformed_qrels_name_the_file_line_and_column(tmp_path, qrels_text, line, column, match):
     (tmp_path / "q").write_text(qrels_text)
     with pytest.raises(FileFormatError, match=match) as raised:
@@ -421,7 +493,9 @@ def test_tabs_and_windows_line_endings_read_as_spaces(tmp_path):
     expected = R.evaluate(tmp_path / "spaces", tmp_path / "q", ["mrr@2", "P@1"], progress=False).means
     assert expected == {"mrr@2": 0.75, "precision@1": 0.5}
     for run_file, qrels_file in (("tabs", "q"), ("crlf", "q_crlf")):
-        assert R.evaluate(tmp_path / run_file, tmp_path / qrels_file, ["mrr@2", "P@1"], progress=False).means == expected
+        assert (
+            R.evaluate(tmp_path / run_file, tmp_path / qrels_file, ["mrr@2", "P@1"], progress=False).means == expected
+        )
 
 
 def test_a_malformed_csv_run_names_the_line(tmp_path):
@@ -512,18 +586,48 @@ def test_the_command_line(tmp_path, capsys):
 
     qrels, run = _generated(seed=7)
     qrels_path, run_path = _write_trec(tmp_path, qrels, run)
-    code = main(["evaluate", "--qrels", str(qrels_path), "--run", str(run_path), "--metrics", "ndcg_cut_10,P_5",
-                 "--trec-eval", "--format", "json", "--no-progress"])
+    code = main(
+        [
+            "evaluate",
+            "--qrels",
+            str(qrels_path),
+            "--run",
+            str(run_path),
+            "--metrics",
+            "ndcg_cut_10,P_5",
+            "--trec-eval",
+            "--format",
+            "json",
+            "--no-progress",
+        ]
+    )
     assert code == 0
     printed = json.loads(capsys.readouterr().out)
     reference = _trec_eval(qrels, run)
     expected = np.mean([reference[q]["ndcg_cut_10"] if q in run else 0.0 for q in qrels])
     assert printed["means"]["ndcg@10"] == pytest.approx(expected, abs=1e-12)
-    assert main(["evaluate", "--qrels", str(qrels_path), "--run", str(run_path), "--metrics", "ndcg@10",
-                 "--no-progress"]) == 0
+    assert (
+        main(["evaluate", "--qrels", str(qrels_path), "--run", str(run_path), "--metrics", "ndcg@10", "--no-progress"])
+        == 0
+    )
     assert "ndcg@10" in capsys.readouterr().out
-    assert main(["evaluate", "--qrels", str(qrels_path), "--run", str(run_path), "--metrics", "ndcg@10",
-                 "--format", "latex", "--no-progress"]) == 0
+    assert (
+        main(
+            [
+                "evaluate",
+                "--qrels",
+                str(qrels_path),
+                "--run",
+                str(run_path),
+                "--metrics",
+                "ndcg@10",
+                "--format",
+                "latex",
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     assert "\\begin{tabular}" in capsys.readouterr().out
     (tmp_path / "bad.trec").write_text("q1 Q0 d1 1 oops t\n")
     cases = [
@@ -544,8 +648,24 @@ def test_python_dash_m_runs_the_command_line(tmp_path):
 
     (tmp_path / "q").write_text(GOOD_QRELS)
     (tmp_path / "r").write_text("q1 Q0 d1 1 0.5 t\n")
-    done = subprocess.run([sys.executable, "-m", "ignite_recsys", "evaluate", "--qrels", str(tmp_path / "q"),
-                           "--run", str(tmp_path / "r"), "--metrics", "P@1", "--format", "json"],
-                          capture_output=True, text=True, check=False)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "ignite_recsys",
+            "evaluate",
+            "--qrels",
+            str(tmp_path / "q"),
+            "--run",
+            str(tmp_path / "r"),
+            "--metrics",
+            "P@1",
+            "--format",
+            "json",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["means"] == {"precision@1": 0.5}

@@ -78,13 +78,23 @@ def batches(draw, pointwise=False):
     n, m = int(np.prod(shape)), int(np.prod(y_shape))
     scores = np.array(draw(st.lists(st.sampled_from(score_pool), min_size=n, max_size=n)), dtype=np.float64)
     labels = np.array(draw(st.lists(st.sampled_from(label_pool), min_size=m, max_size=m)), dtype=np.float64)
-    y_pred = _cast(scores.reshape(shape), score_dtype) if score_dtype != torch.float8_e4m3fn else torch.zeros(shape, dtype=score_dtype)
-    y = _cast(labels.reshape(y_shape), label_dtype) if label_dtype != torch.float8_e4m3fn else torch.zeros(y_shape, dtype=label_dtype)
+    y_pred = (
+        _cast(scores.reshape(shape), score_dtype)
+        if score_dtype != torch.float8_e4m3fn
+        else torch.zeros(shape, dtype=score_dtype)
+    )
+    y = (
+        _cast(labels.reshape(y_shape), label_dtype)
+        if label_dtype != torch.float8_e4m3fn
+        else torch.zeros(y_shape, dtype=label_dtype)
+    )
     if flaw == "sparse" and y_pred.ndim == 2:
         y_pred = y_pred.to_sparse()
     output = [y_pred, y]
     if pointwise and draw(st.booleans()):
-        output.append(torch.from_numpy(np.array(draw(st.lists(st.booleans(), min_size=m, max_size=m)))).reshape(y_shape))
+        output.append(
+            torch.from_numpy(np.array(draw(st.lists(st.booleans(), min_size=m, max_size=m)))).reshape(y_shape)
+        )
     if flaw == "arity":
         output = output[:1] if draw(st.booleans()) else output + [y]
     if flaw == "list":
@@ -169,9 +179,7 @@ RANKING = {
     "mrr": (lambda: R.MRR(TOP_K), "mrr", None),
     "f1": (lambda: R.F1(TOP_K), "f1", None),
     "r_precision": (lambda: R.RPrecision(), "r_precision", None),
-    "ranking_metrics": (
-        lambda: R.RankingMetrics(TOP_K, metrics=["ndcg", "recall", "mrr", "r_precision"]), None, "exp"
-    ),
+    "ranking_metrics": (lambda: R.RankingMetrics(TOP_K, metrics=["ndcg", "recall", "mrr", "r_precision"]), None, "exp"),
 }
 
 
@@ -256,7 +264,9 @@ def test_auc_refuses_cleanly_or_is_within_its_bound(output):
         auc = _pairwise_auc(np.concatenate(scores), np.concatenate(positive))
         if auc is None:
             return None
-        return lambda got, m: (_ for _ in ()).throw(AssertionError((got, auc))) if abs(got[0] - auc) > m.error_bound() + 1e-12 else None
+        return lambda got, m: (
+            (_ for _ in ()).throw(AssertionError((got, auc))) if abs(got[0] - auc) > m.error_bound() + 1e-12 else None
+        )
 
     valid = _well_formed(output, pointwise=True)
     if valid:
@@ -344,16 +354,18 @@ import harness as H  # noqa: E402
     items=st.integers(6, 11),
     list_length=st.integers(1, 6),
     variant=st.sampled_from(sorted(H.VARIANTS)),
-    row=st.fixed_dictionaries({
-        "target": st.sampled_from(H.TARGET_FORMS),
-        "prediction": st.sampled_from(H.PREDICTION_FORMS),
-        "exclude": st.sampled_from(H.EXCLUDE_FORMS),
-        "ties": st.sampled_from(H.TIES),
-        "ignore_zero_hits": st.booleans(),
-        "per_user": st.booleans(),
-        "container": st.sampled_from(H.CONTAINERS),
-        "dtype": st.sampled_from(H.DTYPES),
-    }),
+    row=st.fixed_dictionaries(
+        {
+            "target": st.sampled_from(H.TARGET_FORMS),
+            "prediction": st.sampled_from(H.PREDICTION_FORMS),
+            "exclude": st.sampled_from(H.EXCLUDE_FORMS),
+            "ties": st.sampled_from(H.TIES),
+            "ignore_zero_hits": st.booleans(),
+            "per_user": st.booleans(),
+            "container": st.sampled_from(H.CONTAINERS),
+            "dtype": st.sampled_from(H.DTYPES),
+        }
+    ),
 )
 def test_every_input_form_matches_the_reference_on_random_data(seed, users, items, list_length, variant, row):
     """A random data set (ties, -inf scores, graded labels, empty and short ranked lists), a random

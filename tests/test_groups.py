@@ -68,8 +68,9 @@ def test_group_means_and_intervals_equal_numpy_and_scipy(name):
             if len(counted) < 2:
                 assert np.isnan(intervals[column]).all()
             else:
-                np.testing.assert_allclose(intervals[column], _scipy_interval(counted[:, column], 0.9), rtol=1e-10,
-                                           atol=1e-9)
+                np.testing.assert_allclose(
+                    intervals[column], _scipy_interval(counted[:, column], 0.9), rtol=1e-10, atol=1e-9
+                )
     assert metric.group_counts() == counts
     assert counts[3] == 1 and counts[4] == 0
     # the groups partition the counted users: their sums are the metric's
@@ -182,8 +183,14 @@ def test_group_ids_of_another_batch_size_and_misuse_are_refused():
     with pytest.raises(ValueError, match="built with num_groups=3: every update needs the users' groups"):
         metric.update((scores, relevance))
     with pytest.raises(ValueError, match="update holds UserGroups twice"):
-        metric.update((scores, relevance, UserGroups(torch.zeros(4, dtype=torch.int64)),
-                       UserGroups(torch.zeros(4, dtype=torch.int64))))
+        metric.update(
+            (
+                scores,
+                relevance,
+                UserGroups(torch.zeros(4, dtype=torch.int64)),
+                UserGroups(torch.zeros(4, dtype=torch.int64)),
+            )
+        )
     assert float(metric._count) == 0
     plain = R.NDCG(TOP_K)
     with pytest.raises(ValueError, match="got UserGroups but was built without num_groups"):
@@ -202,10 +209,16 @@ def test_num_groups_must_be_a_positive_int(value, error):
 
 @pytest.mark.parametrize(
     "factory",
-    [lambda **kw: R.HitRate(TOP_K, **kw), lambda **kw: R.Precision(TOP_K, **kw), lambda **kw: R.MAP(TOP_K, **kw),
-     lambda **kw: R.F1(TOP_K, **kw), lambda **kw: R.RankingMetrics(TOP_K, **kw),
-     lambda **kw: R.TailPercentage(TOP_K, torch.arange(25), **kw), lambda **kw: R.Novelty(TOP_K, torch.arange(25) + 1, **kw),
-     lambda **kw: R.AveragePopularity(TOP_K, torch.arange(25), **kw)],
+    [
+        lambda **kw: R.HitRate(TOP_K, **kw),
+        lambda **kw: R.Precision(TOP_K, **kw),
+        lambda **kw: R.MAP(TOP_K, **kw),
+        lambda **kw: R.F1(TOP_K, **kw),
+        lambda **kw: R.RankingMetrics(TOP_K, **kw),
+        lambda **kw: R.TailPercentage(TOP_K, torch.arange(25), **kw),
+        lambda **kw: R.Novelty(TOP_K, torch.arange(25) + 1, **kw),
+        lambda **kw: R.AveragePopularity(TOP_K, torch.arange(25), **kw),
+    ],
 )
 def test_every_per_user_mean_metric_takes_num_groups(factory):
     assert factory(num_groups=2).num_groups == 2 and factory().num_groups is None
@@ -228,7 +241,9 @@ def test_group_state_is_checkpointed_and_checked_on_load():
     with pytest.raises(ValueError, match="'_group_sum' has shape \\(5, 3\\).*expects \\(4, 3\\)"):
         R.MRR(TOP_K, num_groups=4).load_state_dict(bare)
     with pytest.raises(ValueError, match="the state has no '_group_sum'"):
-        R.MRR(TOP_K, num_groups=NUM_GROUPS).load_state_dict({"__metric_state_per_rank": R.MRR(TOP_K).state_dict()["__metric_state_per_rank"]})
+        R.MRR(TOP_K, num_groups=NUM_GROUPS).load_state_dict(
+            {"__metric_state_per_rank": R.MRR(TOP_K).state_dict()["__metric_state_per_rank"]}
+        )
     assert "_group_sum" not in R.MRR(TOP_K).state_dict()["__metric_state_per_rank"][0]
 
 
@@ -264,7 +279,7 @@ def test_engine_writes_one_scalar_per_value_and_group_from_a_dict_output():
     assert metrics["mrr"] == plain.compute()
     names = R.scalar_metric_names(engine)
     assert names[:3] == ["ndcg@1", "ndcg@3", "ndcg@8"]
-    assert names[3:3 + NUM_GROUPS] == [f"ndcg@1/group{g}" for g in range(NUM_GROUPS)]
+    assert names[3 : 3 + NUM_GROUPS] == [f"ndcg@1/group{g}" for g in range(NUM_GROUPS)]
     assert "rp" in names and "rp/group0" in names and "ranking/recall@8/group4" in names
     assert not any(key.startswith("mrr@1/group") for key in metrics)
 
@@ -311,8 +326,9 @@ def test_user_ids_with_groups_and_ranking_metrics():
     for batch, users in zip(batches, ids):
         metric.update(batch + (UserIds(users), UserGroups(users % 2)))  # either order of the two
     order = np.argsort(torch.cat(ids).numpy(), kind="stable")
-    np.testing.assert_allclose(metric.per_user()["r_precision"].numpy(), _expected_rows("r_precision", batches)[order],
-                               atol=1e-12)
+    np.testing.assert_allclose(
+        metric.per_user()["r_precision"].numpy(), _expected_rows("r_precision", batches)[order], atol=1e-12
+    )
     values = metric.per_user()["ndcg@3"].numpy()
     odd = (metric.per_user_ids() % 2 == 1).numpy()
     assert metric.compute_groups()[1]["ndcg@3"] == pytest.approx(np.nanmean(values[odd]), abs=1e-12)
@@ -331,8 +347,9 @@ def test_paired_test_of_metrics_fed_in_different_orders_lines_the_users_up():
     kept = ~np.isnan(expected_a)
     from scipy import stats as sps
 
-    assert R.paired_test(a, b, k=8).p_value == pytest.approx(sps.ttest_rel(expected_a[kept], expected_b[kept]).pvalue,
-                                                             abs=1e-9)
+    assert R.paired_test(a, b, k=8).p_value == pytest.approx(
+        sps.ttest_rel(expected_a[kept], expected_b[kept]).pvalue, abs=1e-9
+    )
     other = R.NDCG(TOP_K, per_user=True)
     for batch, users in zip(worse, ids):
         other.update(batch + (UserIds(users + 1000),))
@@ -433,5 +450,10 @@ def test_two_gloo_processes_equal_one():
             for name, value in expected.items():
                 assert got[name]["ids"] == value["ids"] and got[name]["counts"] == value["counts"]
                 for part in ("groups", "intervals", "rows"):
-                    np.testing.assert_allclose(_flat(got[name][part]), _flat(value[part]), rtol=0, atol=1e-9,
-                                               err_msg=f"{name} {part} rank {rank}")
+                    np.testing.assert_allclose(
+                        _flat(got[name][part]),
+                        _flat(value[part]),
+                        rtol=0,
+                        atol=1e-9,
+                        err_msg=f"{name} {part} rank {rank}",
+                    )

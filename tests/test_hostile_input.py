@@ -14,7 +14,9 @@ from conftest import CUTOFF_CLASSES, random_batch, run_metric
 from references import metric_means
 
 # Every metric that compares labels with relevance_threshold, as (name, factory(threshold)).
-THRESHOLD_METRICS = {name: (lambda t, cls=cls: cls([1, 2], relevance_threshold=t)) for name, cls in CUTOFF_CLASSES.items()}
+THRESHOLD_METRICS = {
+    name: (lambda t, cls=cls: cls([1, 2], relevance_threshold=t)) for name, cls in CUTOFF_CLASSES.items()
+}
 THRESHOLD_METRICS["ndcg_average"] = lambda t: R.NDCG([1, 2], relevance_threshold=t, ties="average")
 THRESHOLD_METRICS["r_precision"] = lambda t: R.RPrecision(relevance_threshold=t)
 THRESHOLD_METRICS["r_precision_average"] = lambda t: R.RPrecision(relevance_threshold=t, ties="average")
@@ -76,14 +78,16 @@ def test_graded_labels_in_low_precision_match_reference_with_rounded_threshold(r
     labels = torch.tensor(grades).to(label_dtype)
     threshold = 0.7
     rounded = float(torch.tensor(threshold, dtype=label_dtype))  # what `labels >= 0.7` compares with
-    expected = metric_means(scores.numpy(), labels.double().numpy(), [1, 3, 7], ties=ties,
-                            threshold=rounded, gain_kind="linear_rank")
+    expected = metric_means(
+        scores.numpy(), labels.double().numpy(), [1, 3, 7], ties=ties, threshold=rounded, gain_kind="linear_rank"
+    )
     for name, cls in CUTOFF_CLASSES.items():
         kwargs = {"gain_function": "linear_rank"} if name == "ndcg" else {}
         if name == "map" and ties == "average":
             kwargs["normalization"] = "relevant"
-            reference = metric_means(scores.numpy(), labels.double().numpy(), [1, 3, 7], ties=ties,
-                                     threshold=rounded, map_norm="relevant")["map"]
+            reference = metric_means(
+                scores.numpy(), labels.double().numpy(), [1, 3, 7], ties=ties, threshold=rounded, map_norm="relevant"
+            )["map"]
         else:
             reference = expected[name]
         got = run_metric(cls([1, 3, 7], relevance_threshold=threshold, ties=ties, **kwargs), [(scores, labels)])
@@ -110,8 +114,9 @@ def test_integer_and_bool_labels_compare_exactly(rng, label_dtype, threshold, ef
     if label_dtype == torch.bool:
         raw = raw > 0
     labels = torch.tensor(raw).to(label_dtype)
-    expected = metric_means(scores.numpy(), labels.double().numpy(), [1, 3], threshold=effective,
-                            ignore_zero_hits=False)
+    expected = metric_means(
+        scores.numpy(), labels.double().numpy(), [1, 3], threshold=effective, ignore_zero_hits=False
+    )
     got = run_metric(R.Recall([1, 3], relevance_threshold=threshold, ignore_zero_hits=False), [(scores, labels)])
     np.testing.assert_allclose(got, expected["recall"], atol=1e-12)
     got = run_metric(R.HitRate([1, 3], relevance_threshold=threshold, ignore_zero_hits=False), [(scores, labels)])
@@ -124,8 +129,15 @@ def test_threshold_none_counts_every_positive_label(rng, ties):
     grades = rng.choice([-1.0, 0.0, 1e-30, 0.25, 0.5, 3.0], size=(15, 8))
     labels = torch.tensor(grades, dtype=torch.float64)
     smallest_positive = 1e-30  # y > 0 among these values is y >= 1e-30
-    expected = metric_means(scores.numpy(), grades, [1, 4], ties=ties, threshold=smallest_positive,
-                            gain_kind="linear_rank", map_norm="relevant")
+    expected = metric_means(
+        scores.numpy(),
+        grades,
+        [1, 4],
+        ties=ties,
+        threshold=smallest_positive,
+        gain_kind="linear_rank",
+        map_norm="relevant",
+    )
     for name, cls in CUTOFF_CLASSES.items():
         kwargs = {"gain_function": "linear_rank"} if name == "ndcg" else {}
         if name == "map":
@@ -148,10 +160,16 @@ def test_negative_labels_are_not_relevant(rng):
         np.testing.assert_allclose(got, expected[name], atol=1e-12, err_msg=name)
 
 
-
 @pytest.mark.parametrize("items", [9, 30_011])  # 30k: the strided label pass and the group selection
-@pytest.mark.parametrize("options", [{}, {"ties": "average"}, {"gain_function": "linear_rank"},
-                                     {"gain_function": "exp_rank_shifted", "relevance_threshold": 2.0}])
+@pytest.mark.parametrize(
+    "options",
+    [
+        {},
+        {"ties": "average"},
+        {"gain_function": "linear_rank"},
+        {"gain_function": "exp_rank_shifted", "relevance_threshold": 2.0},
+    ],
+)
 def test_minus_inf_labels_are_negative_labels(rng, items, options):
     """-inf is a negative label: never relevant, no NaN gain, the same values as the reference."""
     users = 4
@@ -167,8 +185,14 @@ def test_minus_inf_labels_are_negative_labels(rng, items, options):
     threshold = options.get("relevance_threshold", 1.0)
     gain_kind = options.get("gain_function", "exp_rank")
     # distinct scores (the large case): the tie-averaged values are the stable ones
-    expected = metric_means(scores.numpy(), grades, [1, 3, 50], ties="average" if tied else "stable",
-                            threshold=threshold, gain_kind=gain_kind)
+    expected = metric_means(
+        scores.numpy(),
+        grades,
+        [1, 3, 50],
+        ties="average" if tied else "stable",
+        threshold=threshold,
+        gain_kind=gain_kind,
+    )
     labels = torch.tensor(grades, dtype=torch.float32)
     metric = R.RankingMetrics([1, 3, 50], metrics=list(CUTOFF_CLASSES), **options)
     got = run_metric(metric, [(scores, labels)])
@@ -177,8 +201,9 @@ def test_minus_inf_labels_are_negative_labels(rng, items, options):
     sparse = labels.masked_fill(labels == 0, -1.0).to_sparse_csr()  # stored -inf entries
     got_sparse = run_metric(metric, [(scores, sparse)])
     for name in CUTOFF_CLASSES:
-        np.testing.assert_allclose([got_sparse[f"{name}@{k}"] for k in (1, 3, 50)], expected[name], atol=1e-12,
-                                   err_msg=f"{name} (CSR targets)")
+        np.testing.assert_allclose(
+            [got_sparse[f"{name}@{k}"] for k in (1, 3, 50)], expected[name], atol=1e-12, err_msg=f"{name} (CSR targets)"
+        )
 
 
 @pytest.mark.parametrize("threshold", [1e300, 1.7e308])
@@ -226,7 +251,10 @@ def test_exp_rank_just_below_overflow_is_exact():
     assert run_metric(R.NDCG([2]), [(y_pred, y)]) == pytest.approx([expected], rel=1e-12)
 
 
-GOOD = (torch.tensor([[0.3, 0.1, 0.9, 0.2], [0.5, 0.4, 0.3, 0.2]]), torch.tensor([[0.0, 1.0, 2.0, 0.0], [1.0, 0.0, 0.0, 3.0]]))
+GOOD = (
+    torch.tensor([[0.3, 0.1, 0.9, 0.2], [0.5, 0.4, 0.3, 0.2]]),
+    torch.tensor([[0.0, 1.0, 2.0, 0.0], [1.0, 0.0, 0.0, 3.0]]),
+)
 
 
 @pytest.mark.parametrize(
@@ -294,7 +322,9 @@ def _unsupported_inputs():
     cases["y_pred sparse coo"] = ((y_pred.to_sparse(), y), TypeError, "y_pred must be a dense")
     cases["y_pred sparse csr"] = ((y_pred.to_sparse_csr(), y), TypeError, "y_pred must be a dense")
     cases["y_pred quantized"] = (
-        (torch.quantize_per_tensor(y_pred, 0.1, 0, torch.quint8), y), TypeError, "y_pred must",
+        (torch.quantize_per_tensor(y_pred, 0.1, 0, torch.quint8), y),
+        TypeError,
+        "y_pred must",
     )
     return cases
 

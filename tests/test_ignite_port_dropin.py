@@ -49,7 +49,7 @@ def test_ignite_parameters_come_first_in_ignite_order_with_ignite_defaults(name)
         assert ours[key].kind == param.kind, key
         if not callable(param.default) and key != "device":
             assert ours[key].default == param.default, key
-    for key in list(ours)[len(theirs):]:
+    for key in list(ours)[len(theirs) :]:
         assert ours[key].kind == inspect.Parameter.KEYWORD_ONLY, key  # extensions never shift a position
 
 

@@ -51,17 +51,48 @@ def _good():
 
 
 BAD = {
-    "duplicate ranked id": ((R.RankedItems(torch.tensor([[2, 1, 2, -1]])), torch.tensor([[0.0, 1, 1, 0]])), ValueError, "twice"),
-    "ranked id out of range": ((R.RankedItems(torch.tensor([[4, 1]])), torch.tensor([[0.0, 1, 1, 0]])), ValueError, "outside"),
-    "negative ranked id": ((R.RankedItems(torch.tensor([[-2, 1]])), torch.tensor([[0.0, 1, 1, 0]])), ValueError, "outside"),
-    "target id out of range": ((_good()[0], R.ItemIds(torch.tensor([[7, -1]]))), ValueError, "y holds item ids outside"),
+    "duplicate ranked id": (
+        (R.RankedItems(torch.tensor([[2, 1, 2, -1]])), torch.tensor([[0.0, 1, 1, 0]])),
+        ValueError,
+        "twice",
+    ),
+    "ranked id out of range": (
+        (R.RankedItems(torch.tensor([[4, 1]])), torch.tensor([[0.0, 1, 1, 0]])),
+        ValueError,
+        "outside",
+    ),
+    "negative ranked id": (
+        (R.RankedItems(torch.tensor([[-2, 1]])), torch.tensor([[0.0, 1, 1, 0]])),
+        ValueError,
+        "outside",
+    ),
+    "target id out of range": (
+        (_good()[0], R.ItemIds(torch.tensor([[7, -1]]))),
+        ValueError,
+        "y holds item ids outside",
+    ),
     "duplicate target id": ((_good()[0], R.ItemIds(torch.tensor([[1, 1]]))), ValueError, "twice"),
-    "exclude id out of range": ((*_good(), R.ItemIds(torch.tensor([[4]]))), ValueError, "exclude holds item ids outside"),
+    "exclude id out of range": (
+        (*_good(), R.ItemIds(torch.tensor([[4]]))),
+        ValueError,
+        "exclude holds item ids outside",
+    ),
     # ids of 2**32 and more do not fit the item bits of the tables' keys: refused, not a crash
-    "exclude id of 2**40": ((*_good(), R.ItemIds(torch.tensor([[1 << 40]]))), ValueError, "exclude holds item ids outside"),
-    "target id of 2**32": ((_good()[0], R.ItemIds(torch.tensor([[1 << 32, 1]]))), ValueError, "y holds item ids outside"),
-    "ranked id of 2**40": ((R.RankedItems(torch.tensor([[1 << 40, 1]])), torch.tensor([[0.0, 1, 1, 0]])), ValueError,
-                           "outside"),
+    "exclude id of 2**40": (
+        (*_good(), R.ItemIds(torch.tensor([[1 << 40]]))),
+        ValueError,
+        "exclude holds item ids outside",
+    ),
+    "target id of 2**32": (
+        (_good()[0], R.ItemIds(torch.tensor([[1 << 32, 1]]))),
+        ValueError,
+        "y holds item ids outside",
+    ),
+    "ranked id of 2**40": (
+        (R.RankedItems(torch.tensor([[1 << 40, 1]])), torch.tensor([[0.0, 1, 1, 0]])),
+        ValueError,
+        "outside",
+    ),
     "exclude shape": ((*_good(), torch.zeros(1, 5, dtype=torch.bool)), ValueError, "exclude must have 4 columns"),
     "exclude users": ((*_good(), torch.zeros(2, 4, dtype=torch.bool)), ValueError, "exclude must hold 1 users"),
     "sparse target shape": ((_good()[0], torch.zeros(1, 3).to_sparse()), ValueError, "y must have 4 columns"),
@@ -71,7 +102,14 @@ BAD = {
 
 
 @pytest.mark.parametrize("case", sorted(BAD))
-@pytest.mark.parametrize("make", [lambda: R.NDCG([1, 3]), lambda: R.RankingMetrics([1, 3], metrics=["recall", "r_precision"]), lambda: R.ItemCoverage([1, 3], num_items=4)])
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: R.NDCG([1, 3]),
+        lambda: R.RankingMetrics([1, 3], metrics=["recall", "r_precision"]),
+        lambda: R.ItemCoverage([1, 3], num_items=4),
+    ],
+)
 def test_bad_forms_raise_and_leave_state(case, make):
     metric = make()
     metric.update(_good())
@@ -96,8 +134,11 @@ def test_wrapper_construction_errors():
 
 
 ACCELERATOR_FORMS = [  # (target, prediction, exclusion, ties)
-    ("csr", "scores", "coo", "average"), ("dense", "scores", "dense", "stable"), ("coo", "scores", "none", "average"),
-    ("ids", "ranked", "ids", "stable"), ("dense", "ranked", "csr", "average"),
+    ("csr", "scores", "coo", "average"),
+    ("dense", "scores", "dense", "stable"),
+    ("coo", "scores", "none", "average"),
+    ("ids", "ranked", "ids", "stable"),
+    ("dense", "ranked", "csr", "average"),
 ]
 
 
@@ -129,7 +170,9 @@ def test_long_rows_with_an_empty_exclusion_equal_the_dense_path():
     on the exclusion path too): an exclusion of nothing changes nothing."""
     rng = np.random.default_rng(4)
     scores = torch.from_numpy(rng.standard_normal((6, 30_011)).astype(np.float32))
-    labels = torch.from_numpy(np.where(rng.random((6, 30_011)) < 0.01, rng.integers(1, 5, (6, 30_011)), 0).astype(np.float32))
+    labels = torch.from_numpy(
+        np.where(rng.random((6, 30_011)) < 0.01, rng.integers(1, 5, (6, 30_011)), 0).astype(np.float32)
+    )
     nothing = torch.zeros(6, 30_011, dtype=torch.bool)
     for make in (lambda: R.NDCG([1, 10, 100]), lambda: R.NDCG([5, 50], gain_function="linear_rank")):
         dense = run_metric(make(), [(scores, labels)])

@@ -31,8 +31,11 @@ def python_blocks(page: str) -> list[str]:
 
 def script_files(page: str) -> dict[str, str]:
     """The scripts a page shows as files: {file name: code}."""
-    found = re.findall(r"^```\{code-block\} python\n:caption: (\S+)\n\n(.*?)^```$", (DOCS / page).read_text(),
-                       flags=re.MULTILINE | re.DOTALL)
+    found = re.findall(
+        r"^```\{code-block\} python\n:caption: (\S+)\n\n(.*?)^```$",
+        (DOCS / page).read_text(),
+        flags=re.MULTILINE | re.DOTALL,
+    )
     return dict(found)
 
 
@@ -71,10 +74,17 @@ def test_distributed_page_script_runs_under_torchrun_with_two_gloo_processes(tmp
     assert command in (DOCS / "distributed.md").read_text()
     (tmp_path / "evaluate_distributed.py").write_text(scripts["evaluate_distributed.py"])
     root = str(DOCS.parent)  # the checkout's package, when the tests run from one
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([root, os.environ.get("PYTHONPATH", "")]),
-               CUDA_VISIBLE_DEVICES="")  # gloo on the CPU, whatever the machine has
-    run = subprocess.run([sys.executable, "-m", "torch.distributed.run", *command.split()[1:]], cwd=tmp_path,
-                         env=env, capture_output=True, text=True, timeout=600)
+    env = dict(
+        os.environ, PYTHONPATH=os.pathsep.join([root, os.environ.get("PYTHONPATH", "")]), CUDA_VISIBLE_DEVICES=""
+    )  # gloo on the CPU, whatever the machine has
+    run = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", *command.split()[1:]],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     printed = dict(re.findall(r"rank (\d) of 2, \d+ users: ndcg@10 ([0-9.]+)", run.stdout))
     assert sorted(printed) == ["0", "1"], run.stdout + run.stderr[-3000:]

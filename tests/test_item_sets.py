@@ -37,7 +37,10 @@ def _raw_forms(stored, values):
     # its check); the table must not rely on the order (it is sorted when not ascending)
     unsorted_csr = torch.sparse_csr_tensor(crow, csr.col_indices()[order], csr.values()[order], (users, items))
     return {
-        "coo": coo, "csr_unsorted": unsorted_csr, "coo_uncoalesced": shuffled, "csr": coo.to_sparse_csr(),
+        "coo": coo,
+        "csr_unsorted": unsorted_csr,
+        "coo_uncoalesced": shuffled,
+        "csr": coo.to_sparse_csr(),
         "ids": (torch.tensor(ids), torch.tensor(grades)),
     }
 
@@ -103,7 +106,7 @@ def test_sorted_rows_equal_numpy(form, shape):
     for u in range(shape[0]):
         items = np.flatnonzero(kept[u])
         np.testing.assert_array_equal(rows[u, : len(items)].numpy(), items)
-        assert (rows[u, len(items):] == ROW_PADDING).all()
+        assert (rows[u, len(items) :] == ROW_PADDING).all()
     for num_items in (0, shape[1] // 2, shape[1]):
         np.testing.assert_array_equal(distinct_in_rows(rows, num_items).numpy(), kept[:, :num_items].sum(1))
 
@@ -137,7 +140,9 @@ def test_sorted_rows_keep_duplicate_ids_and_drop_negative_ones_and_entries_summi
     np.testing.assert_array_equal(sorted_rows(ids).numpy(), [[2, 5, 5, ROW_PADDING], [ROW_PADDING] * 4])
     np.testing.assert_array_equal(distinct_in_rows(sorted_rows(ids), 10).numpy(), [2, 0])
     # an uncoalesced COO tensor: (0, 1) stored as +1 and -1 sums to 0 (no item), (0, 3) twice to 2
-    coo = torch.sparse_coo_tensor(torch.tensor([[0, 0, 0, 0, 1], [1, 3, 1, 3, 0]]), torch.tensor([1.0, 1, -1, 1, 4]), (2, 5))
+    coo = torch.sparse_coo_tensor(
+        torch.tensor([[0, 0, 0, 0, 1], [1, 3, 1, 3, 0]]), torch.tensor([1.0, 1, -1, 1, 4]), (2, 5)
+    )
     rows = sorted_rows(coo)
     assert rows[0, 0] == 3 and (rows[0, 1:] == ROW_PADDING).all()
     assert rows[1, 0] == 0 and (rows[1, 1:] == ROW_PADDING).all()

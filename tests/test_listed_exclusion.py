@@ -97,8 +97,16 @@ def _bounded_case(rng, name, rows, width, budget):
     return x, ex
 
 
-BOUNDED_PATTERNS = ["random", "few_levels", "excluded_best", "whole_sub_groups", "neg_inf_candidates", "tail_excluded",
-                    "signed_zeros", "group_edges"]
+BOUNDED_PATTERNS = [
+    "random",
+    "few_levels",
+    "excluded_best",
+    "whole_sub_groups",
+    "neg_inf_candidates",
+    "tail_excluded",
+    "signed_zeros",
+    "group_edges",
+]
 
 
 @pytest.mark.parametrize("k", [1, 7, 30])
@@ -231,14 +239,21 @@ def _forms(excluded, rng, scores):
     zero_users, zero_items = np.nonzero(stored_zero)
     with_zeros = torch.sparse_coo_tensor(
         torch.from_numpy(np.stack([np.concatenate([users, zero_users]), np.concatenate([items, zero_items])])),
-        torch.cat([torch.full((len(users),), 2.5), torch.zeros(len(zero_users))]), excluded.shape,
+        torch.cat([torch.full((len(users),), 2.5), torch.zeros(len(zero_users))]),
+        excluded.shape,
     ).coalesce()
     order = rng.permutation(2 * len(users))
     twice = np.stack([np.concatenate([users, users]), np.concatenate([items, items])])[:, order]
     uncoalesced = torch.sparse_coo_tensor(torch.from_numpy(twice), torch.ones(2 * len(users)), excluded.shape)
-    return {"ids": R.ItemIds(ids), "coo": coo, "csr": coo.to_sparse_csr(), "coo_zeros": with_zeros,
-            "csr_zeros": with_zeros.to_sparse_csr(), "coo_uncoalesced": uncoalesced,
-            "dense": torch.from_numpy(excluded)}  # a dense mask is listed on CPU where it holds few entries
+    return {
+        "ids": R.ItemIds(ids),
+        "coo": coo,
+        "csr": coo.to_sparse_csr(),
+        "coo_zeros": with_zeros,
+        "csr_zeros": with_zeros.to_sparse_csr(),
+        "coo_uncoalesced": uncoalesced,
+        "dense": torch.from_numpy(excluded),
+    }  # a dense mask is listed on CPU where it holds few entries
 
 
 @pytest.mark.parametrize("form", ["ids", "coo", "csr", "coo_zeros", "csr_zeros", "coo_uncoalesced", "dense"])
@@ -308,8 +323,9 @@ def test_a_user_with_many_exclusions_takes_the_masked_kernel_and_equals_referenc
     listed = ranking.stable_topk_excluding_listed
     monkeypatch.setattr(ranking, "stable_topk_excluding_listed", lambda *a, **kw: taken.append(1) or listed(*a, **kw))
     users_of, items_of = np.nonzero(excluded)
-    csr = torch.sparse_coo_tensor(torch.from_numpy(np.stack([users_of, items_of])), torch.ones(len(users_of)),
-                                  excluded.shape).to_sparse_csr()
+    csr = torch.sparse_coo_tensor(
+        torch.from_numpy(np.stack([users_of, items_of])), torch.ones(len(users_of)), excluded.shape
+    ).to_sparse_csr()
     sets = [set(np.flatnonzero(row).tolist()) for row in excluded]
     means = ref.candidate_metric_means(ref.candidate_rankings(scores, sets), labels, [1, 5, k])
     metric = R.RankingMetrics([1, 5, k], metrics=["ndcg", "recall", "map"])
@@ -351,7 +367,9 @@ def test_excluded_best_items_leave_the_best_candidate_first(form, monkeypatch):
     listed = ranking.stable_topk_excluding_listed
     monkeypatch.setattr(ranking, "stable_topk_excluding_listed", lambda *a, **kw: taken.append(1) or listed(*a, **kw))
     exclude = _forms(excluded, rng, scores)[form]
-    got = run_metric(R.RankingMetrics([1, 10], metrics=["hit_rate", "ndcg"]),
-                     [(torch.from_numpy(scores), torch.from_numpy(labels), exclude)])
+    got = run_metric(
+        R.RankingMetrics([1, 10], metrics=["hit_rate", "ndcg"]),
+        [(torch.from_numpy(scores), torch.from_numpy(labels), exclude)],
+    )
     assert taken
     assert got["hit_rate@1"] == 1.0 and got["ndcg@10"] == 1.0

@@ -19,6 +19,7 @@ import harness as H
 import references as ref
 from ignite_recsys._registry import ALL_METRICS, REGISTRY
 
+
 def _params(cases):
     return [pytest.param(case, id=case.id) for case in cases]
 
@@ -64,7 +65,12 @@ def test_every_registry_metric_and_choice_has_a_variant():
     assert {dict(v.options)["gain_function"] for v in combined} == set(H.NDCG_GAINS)
     catalog = {v.metric for v in H.VARIANTS.values() if v.family in ("catalog", "item_value")}
     assert {H.CATALOG_CLASSES[name].__name__ for name in catalog} == {
-        "ItemCoverage", "GiniIndex", "ShannonEntropy", "AveragePopularity", "TailPercentage", "Novelty"
+        "ItemCoverage",
+        "GiniIndex",
+        "ShannonEntropy",
+        "AveragePopularity",
+        "TailPercentage",
+        "Novelty",
     }
 
 
@@ -104,7 +110,8 @@ LIST_DATA = {length: H.make_data(seed=5, list_length=length) for length in (1, 9
 LIST_CASES = {
     length: [
         H.Case(variant, target=target, prediction="ranked", exclude=exclude)
-        for variant in H.VARIANTS for target, exclude in (("ids", "none"), ("dense", "ids"), ("csr", "coo"))
+        for variant in H.VARIANTS
+        for target, exclude in (("ids", "none"), ("dense", "ids"), ("csr", "coo"))
     ]
     for length in LIST_DATA
 }

@@ -35,11 +35,21 @@ def to_meta(value, coalesced: bool = True):
         return R.RankedItems(value.ids.to(META))
     if value.layout == torch.sparse_coo:
         value = value.coalesce()
-        return torch.sparse_coo_tensor(value.indices().to(META), value.values().to(META), value.shape,
-                                       is_coalesced=coalesced, check_invariants=False)
+        return torch.sparse_coo_tensor(
+            value.indices().to(META),
+            value.values().to(META),
+            value.shape,
+            is_coalesced=coalesced,
+            check_invariants=False,
+        )
     if value.layout == torch.sparse_csr:
-        return torch.sparse_csr_tensor(value.crow_indices().to(META), value.col_indices().to(META),
-                                       value.values().to(META), value.shape, check_invariants=False)
+        return torch.sparse_csr_tensor(
+            value.crow_indices().to(META),
+            value.col_indices().to(META),
+            value.values().to(META),
+            value.shape,
+            check_invariants=False,
+        )
     return value.to(META)
 
 
@@ -55,8 +65,11 @@ def _inputs(target, prediction, exclude):
     y = H.target_form(data.labels, target.replace("_uncoalesced", ""))
     y_pred = H.prediction_form(data, prediction)
     excluded = H.exclude_form(data.excluded, exclude.replace("_uncoalesced", ""))
-    return (to_meta(y_pred), to_meta(y, coalesced=target != "coo_uncoalesced"),
-            to_meta(excluded, coalesced=exclude != "coo_uncoalesced"))
+    return (
+        to_meta(y_pred),
+        to_meta(y, coalesced=target != "coo_uncoalesced"),
+        to_meta(excluded, coalesced=exclude != "coo_uncoalesced"),
+    )
 
 
 def _build(variant, prediction, ties, mode):
@@ -70,7 +83,9 @@ def _build(variant, prediction, ties, mode):
 
 MODES = ("plain", "per_user", "groups", "paired")
 CASES = [
-    pytest.param(variant, target, prediction, exclude, ties, id=f"{variant.name}-{target}-{prediction}-{exclude}-{ties}")
+    pytest.param(
+        variant, target, prediction, exclude, ties, id=f"{variant.name}-{target}-{prediction}-{exclude}-{ties}"
+    )
     for variant in H.VARIANTS.values()
     for target, prediction, exclude, ties in _forms(variant)
 ]
@@ -89,7 +104,9 @@ def test_update_runs_on_the_meta_device(variant, target, prediction, exclude, ti
             metric.update((y_pred, y_pred, y, *rest))
             states = [getattr(metric, key) for key in metric._state_dict_all_req_keys]
         else:
-            tags = (R.UserGroups(torch.zeros(H.DATA.users, dtype=torch.int64, device=META)),) if mode == "groups" else ()
+            tags = (
+                (R.UserGroups(torch.zeros(H.DATA.users, dtype=torch.int64, device=META)),) if mode == "groups" else ()
+            )
             metric.update((y_pred, y, *rest, *tags))
             states = [getattr(metric, key) for key in metric._state_dict_all_req_keys]
         assert all(state.device == META and state.dtype == torch.float64 for state in states), mode

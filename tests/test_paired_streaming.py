@@ -95,15 +95,26 @@ def _forms(scores_a, scores_b, relevance):
     sparse = relevance.to_sparse()
     return {
         "sparse targets": ((scores_a, scores_b, sparse), (scores_a, sparse), (scores_b, sparse)),
-        "ranked ids": ((ranked(scores_a), ranked(scores_b), relevance), (ranked(scores_a), relevance),
-                       (ranked(scores_b), relevance)),
-        "ranked ids and scores": ((ranked(scores_a), scores_b, relevance), (ranked(scores_a), relevance),
-                                  (scores_b, relevance)),
-        "exclude mask": ((scores_a, scores_b, relevance, excluded), (scores_a, relevance, excluded),
-                         (scores_b, relevance, excluded)),
-        "exclude ids and ranked ids": ((ranked(scores_a), ranked(scores_b), R.ItemIds(_ids_of(relevance)),
-                                        exclude_ids), (ranked(scores_a), R.ItemIds(_ids_of(relevance)), exclude_ids),
-                                       (ranked(scores_b), R.ItemIds(_ids_of(relevance)), exclude_ids)),
+        "ranked ids": (
+            (ranked(scores_a), ranked(scores_b), relevance),
+            (ranked(scores_a), relevance),
+            (ranked(scores_b), relevance),
+        ),
+        "ranked ids and scores": (
+            (ranked(scores_a), scores_b, relevance),
+            (ranked(scores_a), relevance),
+            (scores_b, relevance),
+        ),
+        "exclude mask": (
+            (scores_a, scores_b, relevance, excluded),
+            (scores_a, relevance, excluded),
+            (scores_b, relevance, excluded),
+        ),
+        "exclude ids and ranked ids": (
+            (ranked(scores_a), ranked(scores_b), R.ItemIds(_ids_of(relevance)), exclude_ids),
+            (ranked(scores_a), R.ItemIds(_ids_of(relevance)), exclude_ids),
+            (ranked(scores_b), R.ItemIds(_ids_of(relevance)), exclude_ids),
+        ),
     }
 
 
@@ -116,12 +127,18 @@ def _ids_of(relevance):
     return ids
 
 
-@pytest.mark.parametrize("form", ["sparse targets", "ranked ids", "ranked ids and scores", "exclude mask",
-                                  "exclude ids and ranked ids"])
-@pytest.mark.parametrize("factory", [lambda **kw: R.NDCG(TOP_K, **kw),
-                                     lambda **kw: R.RankingMetrics(TOP_K, ["recall", "map"], **kw),
-                                     lambda **kw: R.Novelty(TOP_K, torch.arange(25) % 5 + 1, **kw)],
-                         ids=["ndcg", "ranking_metrics", "novelty"])
+@pytest.mark.parametrize(
+    "form", ["sparse targets", "ranked ids", "ranked ids and scores", "exclude mask", "exclude ids and ranked ids"]
+)
+@pytest.mark.parametrize(
+    "factory",
+    [
+        lambda **kw: R.NDCG(TOP_K, **kw),
+        lambda **kw: R.RankingMetrics(TOP_K, ["recall", "map"], **kw),
+        lambda **kw: R.Novelty(TOP_K, torch.arange(25) % 5 + 1, **kw),
+    ],
+    ids=["ndcg", "ranking_metrics", "novelty"],
+)
 def test_every_input_form(form, factory):
     """Paired in a form equals scipy on the per-user values the metric gives in that form (which
     the input-form tests check against the references)."""
@@ -317,8 +334,9 @@ def _results(updates):
         for update in updates:
             metric.update(update)
         result = _columns(metric.compute())
-        results[name] = [[r.p_value, r.mean_difference, *r.confidence_interval, r.mean_a, r.mean_b, r.num_users]
-                         for r in result]
+        results[name] = [
+            [r.p_value, r.mean_difference, *r.confidence_interval, r.mean_a, r.mean_b, r.num_users] for r in result
+        ]
     return results
 
 

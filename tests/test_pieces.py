@@ -96,7 +96,9 @@ def _results(options, batches):
     return out
 
 
-@pytest.mark.parametrize("options", [{}, {"ties": "average"}, {"relevance_threshold": 2.0, "gain_function": "linear_rank"}])
+@pytest.mark.parametrize(
+    "options", [{}, {"ties": "average"}, {"relevance_threshold": 2.0, "gain_function": "linear_rank"}]
+)
 def test_pieces_change_no_result(monkeypatch, options):
     rng = np.random.default_rng(3)
     batches = []
@@ -180,9 +182,11 @@ def test_count_among_the_ideal_candidates_against_numpy(monkeypatch, setting, dt
 
 def _spy(method, calls):
     """``method`` recording the row indices it is given (its first argument after ``dim``)."""
+
     def spy(self, dim, index, *args, **kwargs):
         calls.append(index.tolist())
         return method(self, dim, index, *args, **kwargs)
+
     return spy
 
 
@@ -204,41 +208,55 @@ def test_batches_of_many_relevant_labels_count_them_in_the_pass(monkeypatch, con
     expected_recounts = [list(range(6)), [], [], [], list(range(6))]
     for labels, recounts in zip([many, many, few, few, many], expected_recounts):
         relevance = Relevance.of(None, torch.float32)
-        counts = relevance_pass(torch.from_numpy(labels), relevance, groups=ValueGroups(group, contiguous),
-                                depth=depth, hints=hints)[0]
+        counts = relevance_pass(
+            torch.from_numpy(labels), relevance, groups=ValueGroups(group, contiguous), depth=depth, hints=hints
+        )[0]
         np.testing.assert_array_equal(counts.numpy(), (labels > 0).sum(1))
         assert recounted == ([recounts] if recounts else []), "rows recounted"
         recounted.clear()
     # a metric without that history takes the candidates path (all six recounted), and the hint is per metric
-    relevance_pass(torch.from_numpy(many), Relevance.of(None, torch.float32), groups=ValueGroups(group, contiguous),
-                   depth=depth, hints=other)
+    relevance_pass(
+        torch.from_numpy(many),
+        Relevance.of(None, torch.float32),
+        groups=ValueGroups(group, contiguous),
+        depth=depth,
+        hints=other,
+    )
     assert recounted == [list(range(6))]
 
 
 @pytest.mark.parametrize("column", [0, 1_500, 2_002])  # in a strided group, and after the last full group
-@pytest.mark.parametrize("count, groups, depth", [
-    (True, 7, 3), (False, 7, None), (True, ValueGroups(32, True), 3), (False, ValueGroups(32, True), None),
-    (True, None, None), (False, None, None),
-])
+@pytest.mark.parametrize(
+    "count, groups, depth",
+    [
+        (True, 7, 3),
+        (False, 7, None),
+        (True, ValueGroups(32, True), 3),
+        (False, ValueGroups(32, True), None),
+        (True, None, None),
+        (False, None, None),
+    ],
+)
 def test_label_pass_sees_every_nan(column, count, groups, depth):
     labels = torch.zeros(5, 2_003)
     labels[3, column] = float("nan")
     labels[1, 10] = float("-inf")  # a legal label
-    has_nan = relevance_pass(labels, Relevance.of(1.0, labels.dtype), count=count, groups=groups,
-                             depth=depth)[2]
+    has_nan = relevance_pass(labels, Relevance.of(1.0, labels.dtype), count=count, groups=groups, depth=depth)[2]
     assert bool(has_nan)
     labels[3, column] = 2.0
-    assert not bool(relevance_pass(labels, Relevance.of(1.0, labels.dtype), count=count,
-                                   groups=groups, depth=depth)[2])
+    assert not bool(relevance_pass(labels, Relevance.of(1.0, labels.dtype), count=count, groups=groups, depth=depth)[2])
 
 
 @pytest.mark.parametrize("exclude", [False, True])  # with an exclusion: the ranking step of candidates
 @pytest.mark.parametrize("items", [1_503, 6_001])  # label groups of ~sqrt(items / 5): 17 strided, 32 contiguous
-@pytest.mark.parametrize("options, dtype", [
-    ({"gain_function": "binary"}, torch.float32),  # the binary ideal needs |R| only
-    ({"gain_function": "binary", "relevance_threshold": 2.0}, torch.float64),
-    ({}, torch.bool),
-])
+@pytest.mark.parametrize(
+    "options, dtype",
+    [
+        ({"gain_function": "binary"}, torch.float32),  # the binary ideal needs |R| only
+        ({"gain_function": "binary", "relevance_threshold": 2.0}, torch.float64),
+        ({}, torch.bool),
+    ],
+)
 def test_count_only_rankings_against_numpy(monkeypatch, options, dtype, items, exclude):
     """Where no metric needs the best labels, only |R|: over float labels, |R| is counted among
     the candidates of the label groups (the users with relevant labels in more groups
@@ -264,8 +282,9 @@ def test_count_only_rankings_against_numpy(monkeypatch, options, dtype, items, e
     excluded = [set(rng.choice(items, size=30, replace=False).tolist()) if exclude else set() for _ in range(users)]
     if exclude:
         excluded[0].add(items - 1)  # the best scored item, relevant, in the tail
-    expected = candidate_metric_means(candidate_rankings(scores, excluded), reference_grades, top_k,
-                                      threshold=threshold, gain_kind="binary")
+    expected = candidate_metric_means(
+        candidate_rankings(scores, excluded), reference_grades, top_k, threshold=threshold, gain_kind="binary"
+    )
     metric = R.RankingMetrics(top_k, metrics=list(CUTOFF_CLASSES), **options)
     mask = torch.zeros(scores.shape, dtype=torch.bool)
     for user, ids in enumerate(excluded):
@@ -279,9 +298,11 @@ def test_count_only_rankings_against_numpy(monkeypatch, options, dtype, items, e
 
 def _calls(function, calls):
     """``function`` recording that it was called."""
+
     def recorded(*args, **kwargs):
         calls.append(True)
         return function(*args, **kwargs)
+
     return recorded
 
 
@@ -320,22 +341,28 @@ def test_tie_averages_read_only_the_rows_whose_cut_splits_a_tie(monkeypatch, set
     read = []
     monkeypatch.setattr(module, "rows_to_read", _returns(module.rows_to_read, read))
     monkeypatch.setattr("ignite_recsys._core.ranking.rows_to_read", module.rows_to_read)
-    scores = np.array([
-        [9, 8, 7, 6, 5, 4, 3, 2, 1],  # no ties
-        [9, 5, 5, 5, 5, 1, 0, 0, 0],  # the cut at 3 splits the group of 5s: read whole
-        [9, 5, 5, 4, 3, 3, 3, 1, 0],  # a tie within the listed positions only
-        [2, 2, 2, 2, 2, 2, 1, 1, 1],  # everything tied at the cut: read whole
-        [9, 8, 3, 3, 3, 3, 3, 3, 0],  # the cut at 3 splits a group of six
-        [7, 6, 5, 4, 4, 3, 2, 1, 0],  # a tie after the cut (positions 4 and 5)
-    ], dtype=np.float32)
-    labels = np.array([
-        [0, 1, 0, 0, 1, 0, 0, 0, 2],
-        [0, 0, 1, 0, 2, 0, 0, 1, 0],
-        [1, 0, 2, 0, 0, 1, 0, 0, 0],
-        [0, 0, 0, 3, 0, 1, 0, 0, 1],
-        [0, 0, 0, 0, 2, 0, 1, 0, 0],
-        [0, 0, 0, 1, 0, 1, 0, 0, 0],
-    ], dtype=np.float64)
+    scores = np.array(
+        [
+            [9, 8, 7, 6, 5, 4, 3, 2, 1],  # no ties
+            [9, 5, 5, 5, 5, 1, 0, 0, 0],  # the cut at 3 splits the group of 5s: read whole
+            [9, 5, 5, 4, 3, 3, 3, 1, 0],  # a tie within the listed positions only
+            [2, 2, 2, 2, 2, 2, 1, 1, 1],  # everything tied at the cut: read whole
+            [9, 8, 3, 3, 3, 3, 3, 3, 0],  # the cut at 3 splits a group of six
+            [7, 6, 5, 4, 4, 3, 2, 1, 0],  # a tie after the cut (positions 4 and 5)
+        ],
+        dtype=np.float32,
+    )
+    labels = np.array(
+        [
+            [0, 1, 0, 0, 1, 0, 0, 0, 2],
+            [0, 0, 1, 0, 2, 0, 0, 1, 0],
+            [1, 0, 2, 0, 0, 1, 0, 0, 0],
+            [0, 0, 0, 3, 0, 1, 0, 0, 1],
+            [0, 0, 0, 0, 2, 0, 1, 0, 0],
+            [0, 0, 0, 1, 0, 1, 0, 0, 0],
+        ],
+        dtype=np.float64,
+    )
     excluded = [set() for _ in scores]
     if exclude:
         excluded[1], excluded[4] = {2, 3}, {3}  # user 1's 5s then lie within the top 3; user 4's 3s do not
@@ -354,8 +381,10 @@ def test_tie_averages_read_only_the_rows_whose_cut_splits_a_tie(monkeypatch, set
 
 def _returns(function, results):
     """``function`` recording what it returns (a tensor, as a list; or None)."""
+
     def recorded(*args, **kwargs):
         out = function(*args, **kwargs)
         results.append(None if out is None else out.tolist())
         return out
+
     return recorded

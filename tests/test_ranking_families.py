@@ -51,8 +51,9 @@ def _per_user(metric, k_index=0, users=USERS):
 
 
 def _assert_close(got, expected, tolerance=TOLERANCE):
-    np.testing.assert_allclose(np.asarray(got, dtype=np.float64), np.asarray(expected, dtype=np.float64),
-                               rtol=0, atol=tolerance)
+    np.testing.assert_allclose(
+        np.asarray(got, dtype=np.float64), np.asarray(expected, dtype=np.float64), rtol=0, atol=tolerance
+    )
 
 
 # --- Against the numpy references of the peers' definitions ---------------------------------------
@@ -63,9 +64,12 @@ def test_dcg_and_ndcg_conventions(k, gain, ours, discount):
     dcg = _per_user(R.DCG(k, gain_function=ours, discount=discount, ignore_zero_hits=False, per_user=True))
     ndcg = _per_user(R.NDCG(k, gain_function=ours, discount=discount, ignore_zero_hits=False, per_user=True))
     for u, user in enumerate(USERS):
-        assert dcg[u] == pytest.approx(F.dcg(user["ranked"], user["labels"], k, gain=gain, discount=discount), abs=1e-12)
-        assert ndcg[u] == pytest.approx(F.ndcg(user["ranked"], user["labels"], k, gain=gain, discount=discount),
-                                        abs=1e-12)
+        assert dcg[u] == pytest.approx(
+            F.dcg(user["ranked"], user["labels"], k, gain=gain, discount=discount), abs=1e-12
+        )
+        assert ndcg[u] == pytest.approx(
+            F.ndcg(user["ranked"], user["labels"], k, gain=gain, discount=discount), abs=1e-12
+        )
 
 
 @pytest.mark.parametrize("k", peer_cases.CUTOFFS)
@@ -82,7 +86,9 @@ def test_map_divided_by_k_and_hits(k):
     ap = _per_user(R.MAP(k, normalization="k", ignore_zero_hits=False, per_user=True))
     hits = _per_user(R.Hits(k, ignore_zero_hits=False, per_user=True))
     for u, user in enumerate(USERS):
-        assert ap[u] == pytest.approx(F.average_precision(user["ranked"], user["labels"], k, denominator="k"), abs=1e-12)
+        assert ap[u] == pytest.approx(
+            F.average_precision(user["ranked"], user["labels"], k, denominator="k"), abs=1e-12
+        )
         assert hits[u] == F.hits(user["ranked"], user["labels"], k)
 
 
@@ -114,8 +120,9 @@ def test_err_refuses_grades_above_max_grade():
 @pytest.mark.parametrize("k", peer_cases.CUTOFFS)
 def test_fall_out_over_the_listed_candidates(k):
     """With ranked ids, the candidates are the listed ids (every item of ``full``: the whole catalog)."""
-    values = _per_user(R.FallOut(k, ignore_zero_hits=False, per_user=True), users=[
-        {**user, "ranked": user["full"]} for user in USERS])
+    values = _per_user(
+        R.FallOut(k, ignore_zero_hits=False, per_user=True), users=[{**user, "ranked": user["full"]} for user in USERS]
+    )
     for u, user in enumerate(USERS):
         expected = F.fall_out(user["full"], user["labels"], range(N), k)
         assert values[u] == pytest.approx(expected, abs=1e-12)
@@ -123,8 +130,10 @@ def test_fall_out_over_the_listed_candidates(k):
 
 @pytest.mark.parametrize("convention, ours", [("trec_eval", "unjudged"), ("ranx", "judged")])
 def test_bpref_over_the_whole_list(convention, ours):
-    users = [dict(user, labels={**user["labels"], **({user["full"][-1]: -1} if u % 3 == 0 else {})})
-             for u, user in enumerate(USERS)]  # some negative labels
+    users = [
+        dict(user, labels={**user["labels"], **({user["full"][-1]: -1} if u % 3 == 0 else {})})
+        for u, user in enumerate(USERS)
+    ]  # some negative labels
     values = _per_user(R.BPref(N, negative_labels=ours, ignore_zero_hits=False, per_user=True), users=users)
     for u, user in enumerate(users):
         expected = F.bpref(user["ranked"], user["labels"], convention=convention)
@@ -137,8 +146,9 @@ def test_bpref_over_the_whole_list(convention, ours):
 def _ranx(metric, users=USERS, order="ranked"):
     ranx = pytest.importorskip("ranx")
     qrels = ranx.Qrels({q: {DOCS[i]: g for i, g in u["labels"].items()} for q, u in zip(QIDS, users)})
-    run = ranx.Run({q: {DOCS[i]: float(len(u[order]) - p) for p, i in enumerate(u[order])}
-                    for q, u in zip(QIDS, users)})
+    run = ranx.Run(
+        {q: {DOCS[i]: float(len(u[order]) - p) for p, i in enumerate(u[order])} for q, u in zip(QIDS, users)}
+    )
     values = ranx.evaluate(qrels, run, metric, return_mean=False)
     return dict(zip(sorted(QIDS), values))
 
@@ -176,8 +186,11 @@ def test_err_equals_ir_measures(k):
         pytest.skip("ir-measures' ERR runs gdeval.pl, which needs perl")
     topics = [str(u) for u in range(len(USERS))]  # gdeval reads numeric topic ids
     qrels = [ir_measures.Qrel(q, DOCS[i], int(g)) for q, u in zip(topics, USERS) for i, g in u["labels"].items()]
-    run = [ir_measures.ScoredDoc(q, DOCS[i], float(len(u["ranked"]) - p))
-           for q, u in zip(topics, USERS) for p, i in enumerate(u["ranked"])]
+    run = [
+        ir_measures.ScoredDoc(q, DOCS[i], float(len(u["ranked"]) - p))
+        for q, u in zip(topics, USERS)
+        for p, i in enumerate(u["ranked"])
+    ]
     expected = {m.query_id: m.value for m in ir_measures.gdeval.iter_calc([ir_measures.ERR @ k], qrels, run)}
     values = _per_user(R.ERR(k, ignore_zero_hits=False, per_user=True))
     for u, q in enumerate(topics):
@@ -217,8 +230,12 @@ def test_recall_at_fixed_precision_equals_torchmetrics_and_the_reference(min_pre
     got = ours.compute()
     assert got[0] == pytest.approx(float(recall), abs=1e-6) and got[1] == int(k)
     # and the numpy reference of the mean curves
-    curves = [F.precision_recall_curve(torch.argsort(-scores[u], stable=True).tolist(), labels[u].numpy(), 6,
-                                       n_candidates=8, adaptive_k=adaptive_k) for u in range(25)]
+    curves = [
+        F.precision_recall_curve(
+            torch.argsort(-scores[u], stable=True).tolist(), labels[u].numpy(), 6, n_candidates=8, adaptive_k=adaptive_k
+        )
+        for u in range(25)
+    ]
     precision, recall_curve = np.mean([c[0] for c in curves], 0), np.mean([c[1] for c in curves], 0)
     expected = F.recall_at_fixed_precision(precision, recall_curve, min_precision)
     assert got[0] == pytest.approx(expected[0], abs=1e-12) and got[1] == expected[1]

@@ -30,7 +30,8 @@ def test_names_and_public_constants():
 def test_every_metric_has_an_entry_a_class_a_function_and_a_formula():
     keys = R.RankingMetrics(1, metrics=list(ALL_METRICS))._names
     assert [key.split("@")[0] for key in keys] == [name for name in REGISTRY if REGISTRY[name].has_cutoff] + [
-        name for name in REGISTRY if not REGISTRY[name].has_cutoff]
+        name for name in REGISTRY if not REGISTRY[name].has_cutoff
+    ]
     for name, entry in REGISTRY.items():
         assert entry.name == name
         cls = class_of(entry)
@@ -63,9 +64,22 @@ def test_normalization_choices_and_defaults(name):
 
 
 def test_every_convention_argument_is_in_the_registry():
-    own = {"self", "top_k", "metrics", "ignore_zero_hits", "relevance_threshold", "output_transform", "device",
-           "skip_unrolling", "ties", "per_user", "num_groups", "num_items", "skip_users_without_relevant",
-           "num_threads"}
+    own = {
+        "self",
+        "top_k",
+        "metrics",
+        "ignore_zero_hits",
+        "relevance_threshold",
+        "output_transform",
+        "device",
+        "skip_unrolling",
+        "ties",
+        "per_user",
+        "num_groups",
+        "num_items",
+        "skip_users_without_relevant",
+        "num_threads",
+    }
     arguments = set(inspect.signature(R.RankingMetrics).parameters) - own
     assert arguments == set(ranking_metrics_options())
     for name, entry in REGISTRY.items():  # each class's conventions are its entry's options
@@ -75,8 +89,13 @@ def test_every_convention_argument_is_in_the_registry():
 
 # what each metric needs from the ranking step: the ideal gains, and |R| (per normalization)
 NEEDS_IDEAL = {"ndcg"}
-COUNTS_RELEVANT = {("recall", "relevant"), ("recall", "min_k_relevant"), ("map", "min_k_relevant"),
-                   ("map", "relevant"), ("f1", None)}
+COUNTS_RELEVANT = {
+    ("recall", "relevant"),
+    ("recall", "min_k_relevant"),
+    ("map", "min_k_relevant"),
+    ("map", "relevant"),
+    ("f1", None),
+}
 
 
 @pytest.mark.parametrize("name", list(DEFAULT_METRICS))
@@ -113,14 +132,18 @@ def test_combined_values_equal_the_class_and_the_function(rng, name):
         options = {} if value is None else {"normalization": value}
         single = cls([1, 4, 12], **options)
         kwargs = {} if value is None else {entry.normalization.argument: value}
-        combined = R.RankingMetrics([1, 4, 12], metrics=[name], relevance_threshold=single.relevance_threshold, **kwargs)
+        combined = R.RankingMetrics(
+            [1, 4, 12], metrics=[name], relevance_threshold=single.relevance_threshold, **kwargs
+        )
         got = run_metric(combined, [(scores, relevance)])
         expected = run_metric(single, [(scores, relevance)])
         np.testing.assert_array_equal([got[f"{name}@{k}"] for k in (1, 4, 12)], expected)
         # the function returns the per-user values the class sums (NaN: a user not counted)
-        per_user = getattr(F, name)(scores, relevance, [1, 4, 12], relevance_threshold=single.relevance_threshold,
-                                    **options)
+        per_user = getattr(F, name)(
+            scores, relevance, [1, 4, 12], relevance_threshold=single.relevance_threshold, **options
+        )
         np.testing.assert_allclose(np.nanmean(per_user.numpy(), 0), expected, rtol=1e-12, atol=0)
-        functional = F.ranking_metrics(scores, relevance, [1, 4, 12], [name],
-                                       relevance_threshold=single.relevance_threshold, **kwargs)
+        functional = F.ranking_metrics(
+            scores, relevance, [1, 4, 12], [name], relevance_threshold=single.relevance_threshold, **kwargs
+        )
         np.testing.assert_array_equal(np.stack([functional[f"{name}@{k}"] for k in (1, 4, 12)], 1), per_user.numpy())

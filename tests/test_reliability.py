@@ -219,8 +219,10 @@ def batches(draw):
     users, items = draw(st.integers(1, 6)), draw(st.integers(1, 12))
     scores = draw(st.lists(st.integers(-3, 3), min_size=users * items, max_size=users * items))
     labels = draw(st.lists(st.integers(0, 3), min_size=users * items, max_size=users * items))
-    return (torch.tensor(scores, dtype=torch.float32).reshape(users, items),
-            torch.tensor(labels, dtype=torch.float32).reshape(users, items))
+    return (
+        torch.tensor(scores, dtype=torch.float32).reshape(users, items),
+        torch.tensor(labels, dtype=torch.float32).reshape(users, items),
+    )
 
 
 BOUNDED = sorted(CUTOFF_CLASSES)

@@ -152,25 +152,41 @@ def _all_metrics(num_items):
     k = [1, 3]
     from ignite_recsys._registry import REGISTRY
 
-    ranking = {entry.class_name: getattr(R, entry.class_name)(*([k] if entry.has_cutoff else []))
-               for entry in REGISTRY.values()}  # every ranking metric of the registry
+    ranking = {
+        entry.class_name: getattr(R, entry.class_name)(*([k] if entry.has_cutoff else []))
+        for entry in REGISTRY.values()
+    }  # every ranking metric of the registry
     return {
         **ranking,
-        "RankingMetrics": R.RankingMetrics(k), "RecallAtFixedPrecision": R.RecallAtFixedPrecision(3),
+        "RankingMetrics": R.RankingMetrics(k),
+        "RecallAtFixedPrecision": R.RecallAtFixedPrecision(3),
         "ItemCoverage": R.ItemCoverage(k),
-        "GiniIndex": R.GiniIndex(k), "ShannonEntropy": R.ShannonEntropy(k),
-        "AveragePopularity": R.AveragePopularity(k, popularity), "TailPercentage": R.TailPercentage(k, popularity),
-        "Novelty": R.Novelty(k, popularity), "GAUC": R.GAUC(), "AUC": R.AUC(resolution_bits=10),
-        "LogLoss": R.LogLoss(), "MAE": R.MAE(), "RMSE": R.RMSE(),
+        "GiniIndex": R.GiniIndex(k),
+        "ShannonEntropy": R.ShannonEntropy(k),
+        "AveragePopularity": R.AveragePopularity(k, popularity),
+        "TailPercentage": R.TailPercentage(k, popularity),
+        "Novelty": R.Novelty(k, popularity),
+        "GAUC": R.GAUC(),
+        "AUC": R.AUC(resolution_bits=10),
+        "LogLoss": R.LogLoss(),
+        "MAE": R.MAE(),
+        "RMSE": R.RMSE(),
         "IntraListDiversity": R.IntraListDiversity(k, torch.rand(num_items, 3)),
-        "Serendipity": R.Serendipity(k, popularity), "EPC": R.EPC(k, popularity, num_items),
-        "EFD": R.EFD(k, popularity), "MeanInvUserFreq": R.MeanInvUserFreq(k, popularity, num_items),
+        "Serendipity": R.Serendipity(k, popularity),
+        "EPC": R.EPC(k, popularity, num_items),
+        "EFD": R.EFD(k, popularity),
+        "MeanInvUserFreq": R.MeanInvUserFreq(k, popularity, num_items),
         "Miscalibration": _WithHistory(k, [[i % 3] for i in range(num_items)]),
-        "APLT": R.APLT(k, popularity), "ACLT": R.ACLT(k, popularity), "PopREO": R.PopREO(k, popularity),
-        "PopRSP": R.PopRSP(k, popularity), "ExposureGini": R.ExposureGini(k), "MeanPopRank": R.MeanPopRank(k, popularity),
+        "APLT": R.APLT(k, popularity),
+        "ACLT": R.ACLT(k, popularity),
+        "PopREO": R.PopREO(k, popularity),
+        "PopRSP": R.PopRSP(k, popularity),
+        "ExposureGini": R.ExposureGini(k),
+        "MeanPopRank": R.MeanPopRank(k, popularity),
         "ItemGroupExposure": R.ItemGroupExposure(k, torch.arange(num_items) % 2),
         # two models: the labels serve as the second model's scores
-        "RankBiasedOverlap": R.RankBiasedOverlap(k), "Intersection": R.Intersection(k),
+        "RankBiasedOverlap": R.RankBiasedOverlap(k),
+        "Intersection": R.Intersection(k),
     }
 
 
@@ -186,7 +202,9 @@ class _WithHistory(R.Miscalibration):
 def test_every_metric_class_is_covered():
     from ignite.metrics import Metric
 
-    classes = {name for name in R.__all__ if isinstance(getattr(R, name), type) and issubclass(getattr(R, name), Metric)}
+    classes = {
+        name for name in R.__all__ if isinstance(getattr(R, name), type) and issubclass(getattr(R, name), Metric)
+    }
     # Paired takes two models per update: tests/test_paired_streaming.py checks its state
     assert set(_all_metrics(5)) == classes - {"Paired"}
 
@@ -280,7 +298,9 @@ def _r_precision_reference(scores, labels, ties):
 @pytest.mark.parametrize("accelerator_path", [False, True])
 @pytest.mark.parametrize("ties", ["stable", "average"])
 def test_r_precision_and_gauc_row_chunks(monkeypatch, ties, accelerator_path):
-    monkeypatch.setattr(tuning, "piece_rows", lambda num_rows, row_bytes, device: 5)  # several rows a piece, a partial last one
+    monkeypatch.setattr(
+        tuning, "piece_rows", lambda num_rows, row_bytes, device: 5
+    )  # several rows a piece, a partial last one
     monkeypatch.setattr(torch, "get_num_threads", lambda: 1)
     if accelerator_path:
         monkeypatch.setattr(tuning, "cpu_tuned", lambda device: False)
@@ -331,8 +351,9 @@ def test_peak_memory_of_one_update_within_one_float32_copy():
     copies before). glibc maps every buffer of 64 KiB or more afresh, so freed ones do not count."""
     env = dict(os.environ, MALLOC_MMAP_THRESHOLD_="65536")
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    result = subprocess.run([sys.executable, "-c", MEMORY_PROBE], capture_output=True, text=True, check=True,
-                            env=env, cwd=root)
+    result = subprocess.run(
+        [sys.executable, "-c", MEMORY_PROBE], capture_output=True, text=True, check=True, env=env, cwd=root
+    )
     peaks = {line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1]) for line in result.stdout.strip().splitlines()}
     assert len(peaks) == 5
     for name, multiple in peaks.items():

@@ -34,14 +34,21 @@ def _pattern(rng, name, rows, width):
         x = np.zeros((rows, width), dtype=np.float32)
         for size in sorted({*LONG_ROW_GROUPS, *SHORT_ROW_GROUPS}):
             x[:, size - 1 :: size] = 1.0
-            x[:, size :: size] = 1.0
+            x[:, size::size] = 1.0
     elif name == "negative_zero":  # -0.0 == +0.0 is a tie, broken by index
         x = np.where(x < 0.5, -0.0, 0.0).astype(np.float32)
     return torch.from_numpy(np.ascontiguousarray(x))
 
 
 PATTERNS = [
-    "random", "few_levels", "all_equal", "infinities", "descending", "ascending", "block_edges", "negative_zero",
+    "random",
+    "few_levels",
+    "all_equal",
+    "infinities",
+    "descending",
+    "ascending",
+    "block_edges",
+    "negative_zero",
 ]
 
 

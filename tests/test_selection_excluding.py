@@ -26,8 +26,28 @@ def reference(scores: np.ndarray, excluded: np.ndarray, k: int) -> np.ndarray:
 
 def _widths(k):
     """Around every switch of the pre-filter for k (20 k, 200 k), and the group sizes."""
-    out = {1, 3, 4, 5, 8, 15, 16, 17, 63, 64, 65, 20 * k - 1, 20 * k, 20 * k + 1, 20 * k + 13,
-           200 * k - 1, 200 * k, 200 * k + 1, 200 * k + 37, 3 * 200 * k + 5}
+    out = {
+        1,
+        3,
+        4,
+        5,
+        8,
+        15,
+        16,
+        17,
+        63,
+        64,
+        65,
+        20 * k - 1,
+        20 * k,
+        20 * k + 1,
+        20 * k + 13,
+        200 * k - 1,
+        200 * k,
+        200 * k + 1,
+        200 * k + 37,
+        3 * 200 * k + 5,
+    }
     return sorted(w for w in out if w >= k)
 
 
@@ -73,8 +93,15 @@ def _case(rng, name, rows, width):
 
 
 PATTERNS = [
-    "random", "few_levels", "neg_inf_candidates", "excluded_best", "all_excluded", "few_candidates",
-    "group_edges", "whole_groups_excluded", "signed_zeros",
+    "random",
+    "few_levels",
+    "neg_inf_candidates",
+    "excluded_best",
+    "all_excluded",
+    "few_candidates",
+    "group_edges",
+    "whole_groups_excluded",
+    "signed_zeros",
 ]
 
 

@@ -293,7 +293,7 @@ def test_novelty_unseen_items_rarest_seen_matches_elliot_rule(rng):
 
 def test_novelty_unseen_items_policy_checks():
     with_unseen = torch.tensor([3, 0, 1])
-    with pytest.raises(ValueError, match="unseen_items=\"rarest_seen\""):
+    with pytest.raises(ValueError, match='unseen_items="rarest_seen"'):
         R.Novelty(2, with_unseen, unseen_items="error")
     default = R.Novelty(2, with_unseen)  # the default follows Elliot: the rarest seen item's value
     assert default._item_values.tolist() == pytest.approx([-math.log2(3 / 4), -math.log2(1 / 4), -math.log2(1 / 4)])

@@ -172,8 +172,11 @@ def test_confidence_interval_equals_scipy(name, level):
         for column, interval in enumerate(got):
             np.testing.assert_allclose(interval, _scipy_interval(expected[:, column], level), rtol=0, atol=1e-9)
     if name in ITEM_VALUE:  # larger values: relative agreement too
-        np.testing.assert_allclose(np.array(got).ravel(), np.array([_scipy_interval(expected[:, c], level)
-                                   for c in range(len(TOP_K))]).ravel(), rtol=1e-10)
+        np.testing.assert_allclose(
+            np.array(got).ravel(),
+            np.array([_scipy_interval(expected[:, c], level) for c in range(len(TOP_K))]).ravel(),
+            rtol=1e-10,
+        )
 
 
 def test_ranking_metrics_interval_is_a_dict_equal_to_the_single_classes():

@@ -57,8 +57,14 @@ def _per_user(seed=3, users=40):
     base = rng.random((users, 2))
     return {
         "base": {"a": base[:, 0], "b": base[:, 1]},
-        "better": {"a": base[:, 0] + 0.1 + 0.05 * rng.standard_normal(users), "b": base[:, 1] + 0.01 * rng.standard_normal(users)},
-        "worse": {"a": base[:, 0] - 0.2 + 0.05 * rng.standard_normal(users), "b": base[:, 1] - 0.003 + 0.2 * rng.standard_normal(users)},
+        "better": {
+            "a": base[:, 0] + 0.1 + 0.05 * rng.standard_normal(users),
+            "b": base[:, 1] + 0.01 * rng.standard_normal(users),
+        },
+        "worse": {
+            "a": base[:, 0] - 0.2 + 0.05 * rng.standard_normal(users),
+            "b": base[:, 1] - 0.003 + 0.2 * rng.standard_normal(users),
+        },
     }
 
 
@@ -107,8 +113,10 @@ def test_from_metrics_with_per_user():
         for metric in [*metrics[model].values(), ranking]:
             metric.update((scores, relevance))
         metrics[model]["ndcg@3 (rm)"] = ranking.per_user()["ndcg@3"]
-        rows[model] = {"ndcg@3": metrics[model]["ndcg@3"].per_user()[:, 1].numpy(),
-                       "recall@3": metrics[model]["recall@3"].per_user()[:, 0].numpy()}
+        rows[model] = {
+            "ndcg@3": metrics[model]["ndcg@3"].per_user()[:, 1].numpy(),
+            "recall@3": metrics[model]["recall@3"].per_user()[:, 0].numpy(),
+        }
     report = R.Report(metrics, baseline="B")
     for column in ("ndcg@3", "recall@3"):
         a, b = rows["A"][column], rows["B"][column]
@@ -173,7 +181,8 @@ def test_a_whole_row_from_a_metric_or_an_evaluation_result():
     expected = scipy.stats.t.interval(0.95, len(values) - 1, values.mean(), scipy.stats.sem(values))
     assert mean == pytest.approx(values.mean()) and (low, high) == pytest.approx(expected)
     assert report.tests["A", "ndcg@5"].p_value == pytest.approx(
-        scipy.stats.ttest_rel(*(np.asarray(models[m].per_user()["ndcg@5"]) for m in "AB"), nan_policy="omit").pvalue)
+        scipy.stats.ttest_rel(*(np.asarray(models[m].per_user()["ndcg@5"]) for m in "AB"), nan_policy="omit").pvalue
+    )
     # a header in another case still reads the RankingMetrics' values
     upper = R.Report({"A": {"NDCG@5": models["A"]}, "B": {"NDCG@5": models["B"]}})
     assert upper._summary["A", "NDCG@5"] == report._summary["A", "ndcg@5"]

@@ -173,9 +173,12 @@ def _parse_ranking_input(output: Any, num_items: Optional[int] = None) -> Rankin
         raise TypeError(f"y must be a torch.Tensor of relevance (dense or sparse), or ItemIds, got {type(y).__name__}")
     if exclude is not None and not isinstance(exclude, (ItemIds, torch.Tensor)):
         raise TypeError(
-            f"exclude must be a torch.Tensor (bool mask, dense or sparse), ItemIds or None, got {type(exclude).__name__}"
+            "exclude must be a torch.Tensor (bool mask, dense or sparse), ItemIds or None, "
+            f"got {type(exclude).__name__}"
         )
-    shaped = [(name, t) for name, t in (("y_pred", y_pred), ("y", y), ("exclude", exclude)) if isinstance(t, torch.Tensor)]
+    shaped = [
+        (name, t) for name, t in (("y_pred", y_pred), ("y", y), ("exclude", exclude)) if isinstance(t, torch.Tensor)
+    ]
     for name, tensor in shaped:
         if tensor.ndim != 2:
             raise ValueError(f"{name} must be 2-D (batch, num_items), got shape {tuple(tensor.shape)}")

@@ -197,8 +197,10 @@ def err(ranked: RankedBatch, top_k: Sequence[int], max_grade: float = 4.0) -> to
 def err_checks(ranked: RankedBatch, max_grade: float = 4.0) -> dict:
     """ERR's value check: R_i <= 1, i.e. no ranked grade above ``max_grade``."""
     too_high = (ranked.gains["exp_rank"] > 2.0**max_grade - 1).any()
-    return {f"y holds a grade above max_grade={max_grade:g} among the ranked items (ERR's stopping probability "
-            "(2**y - 1) / 2**max_grade must be at most 1): pass a larger max_grade": too_high}
+    return {
+        f"y holds a grade above max_grade={max_grade:g} among the ranked items (ERR's stopping probability "
+        "(2**y - 1) / 2**max_grade must be at most 1): pass a larger max_grade": too_high
+    }
 
 
 def fall_out(ranked: RankedBatch, top_k: Sequence[int]) -> torch.Tensor:

@@ -15,8 +15,13 @@ def _sort_pieces(y_pred: torch.Tensor) -> list:
     """Row slices of a full-row sort: cache-sized on CPU but at least a row per thread (torch sorts
     rows in parallel); on accelerators within one (batch, num_items) float32 of temporaries."""
     num_rows, num_cols = y_pred.shape
-    return tuning.row_pieces(num_rows, tuning.SORT_BYTES_PER_ENTRY * num_cols, y_pred.device,
-                             budget_bytes=4 * y_pred.numel(), at_least=torch.get_num_threads())
+    return tuning.row_pieces(
+        num_rows,
+        tuning.SORT_BYTES_PER_ENTRY * num_cols,
+        y_pred.device,
+        budget_bytes=4 * y_pred.numel(),
+        at_least=torch.get_num_threads(),
+    )
 
 
 def hits_at_own_depth(y_pred: torch.Tensor, y: torch.Tensor, relevance_threshold: float, ties: str):

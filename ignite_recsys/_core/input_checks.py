@@ -100,7 +100,9 @@ def check_pointwise(output: Any) -> tuple[torch.Tensor, torch.Tensor, Optional[t
         if tensor.device != y_pred.device:
             raise ValueError(f"{name} must be on y_pred's device {y_pred.device}, got {tensor.device}")
     if y_pred.ndim == 0 or y_pred.numel() == 0:
-        raise ValueError(f"y_pred must hold at least one entry in at least one dimension, got shape {tuple(y_pred.shape)}")
+        raise ValueError(
+            f"y_pred must hold at least one entry in at least one dimension, got shape {tuple(y_pred.shape)}"
+        )
     check_dtype("y_pred", y_pred, SCORE_DTYPES, "floating-point scores")
     check_dtype("y", y, LABEL_DTYPES, "bool, integer or floating-point targets")
     if mask is not None and mask.dtype != torch.bool:
@@ -117,8 +119,7 @@ def check_dense_tensor(name: str, tensor: Any) -> None:
         raise TypeError(f"{name} must be a torch.Tensor, got {type(tensor).__name__}{hint}")
     if tensor.layout != torch.strided:
         raise TypeError(
-            f"{name} must be a dense (strided) tensor, got layout {tensor.layout}; "
-            f"convert it with {name}.to_dense()"
+            f"{name} must be a dense (strided) tensor, got layout {tensor.layout}; convert it with {name}.to_dense()"
         )
 
 

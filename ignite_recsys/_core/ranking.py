@@ -14,7 +14,7 @@ through :mod:`.relevance`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Optional
 
 import torch
@@ -39,10 +39,18 @@ from .relevance import (
 )
 from .item_sets import distinct_in_rows, listed_of_mask
 from .selection import (
-    listed_bound, stable_topk, stable_topk_excluding, stable_topk_excluding_listed,
+    listed_bound,
+    stable_topk,
+    stable_topk_excluding,
+    stable_topk_excluding_listed,
 )
 from .ties import (
-    boundary_ties, last_group_totals, rows_to_read, stable_positions, tie_continues, tie_expectations,
+    boundary_ties,
+    last_group_totals,
+    rows_to_read,
+    stable_positions,
+    tie_continues,
+    tie_expectations,
 )
 
 
@@ -112,10 +120,16 @@ def rank_input(batch: RankingInput, request: RankingRequest, hints: Optional[Ran
     gain_functions = request.gain_functions
     if batch.is_dense:
         ranked, order, top_labels = _rank_dense(
-            batch.scores, batch.labels, depth=depth, relevance_threshold=relevance_threshold, ties=ties,
-            gain_function=gain_function, ideal=ideal,
+            batch.scores,
+            batch.labels,
+            depth=depth,
+            relevance_threshold=relevance_threshold,
+            ties=ties,
+            gain_function=gain_function,
+            ideal=ideal,
             count_relevant=count_relevant or request.relevant_candidates or request.judged == "all",
-            hints=hints, gain_functions=gain_functions,
+            hints=hints,
+            gain_functions=gain_functions,
         )
         ranked.invalid.update(batch.invalid)
         return _with_extras(ranked, batch, request, (order, top_labels, None, None))
@@ -141,7 +155,9 @@ def rank_input(batch: RankingInput, request: RankingRequest, hints: Optional[Ran
     if batch.labels is not None:
         labels = batch.labels.contiguous()
         # the ideal ranking's first selection step is taken in the same pass over the labels
-        label_groups = pass_groups(labels, depth, select=ideal and ideal_needs_selection(labels, gain_function), count=True)
+        label_groups = pass_groups(
+            labels, depth, select=ideal and ideal_needs_selection(labels, gain_function), count=True
+        )
         num_relevant, has_relevant, label_nan, label_maxima, label_candidates = relevance_pass(
             labels, relevance, groups=label_groups, depth=depth, hints=hints
         )
@@ -173,17 +189,25 @@ def rank_input(batch: RankingInput, request: RankingRequest, hints: Optional[Ran
         nan = torch.full((), float("nan"), dtype=batch.scores.dtype, device=order.device)
         top_scores = torch.where(listed, batch.scores.gather(1, order.clamp(min=0)), nan)
         continues = tie_continues(tie)
-        last_group = _candidate_group_totals(batch, top_scores[:, -1:], relevance, gain_functions, relevance_threshold,
-                                             rows_to_read(continues))
-        hit, gain_list, hit_times_hits_so_far, first_hit = tie_expectations(top_scores, top_relevant, top_gains,
-                                                                            last_group, continues)
+        last_group = _candidate_group_totals(
+            batch, top_scores[:, -1:], relevance, gain_functions, relevance_threshold, rows_to_read(continues)
+        )
+        hit, gain_list, hit_times_hits_so_far, first_hit = tie_expectations(
+            top_scores, top_relevant, top_gains, last_group, continues
+        )
     gain = gain_list[0] if gain_function is not None else None
 
     ideal_gain = None
     if ideal:
         if batch.labels is not None:
             ideal_gain = ideal_gains(
-                batch.labels.contiguous(), num_relevant, depth, relevance, gain_function, label_maxima, relevance_threshold,
+                batch.labels.contiguous(),
+                num_relevant,
+                depth,
+                relevance,
+                gain_function,
+                label_maxima,
+                relevance_threshold,
                 label_candidates,
             )
         elif not ideal_needs_selection(batch.targets.values, gain_function):
@@ -192,17 +216,28 @@ def rank_input(batch: RankingInput, request: RankingRequest, hints: Optional[Ran
             best = batch.targets.top_values(depth)
             ideal_gain = gains(best, relevance.indicator(best), gain_function, relevance_threshold)
 
-    invalid.update(invalid_flags(invalid.pop(_NAN_SCORES, torch.zeros((), dtype=torch.bool, device=order.device)),
-                                  label_nan))
+    invalid.update(
+        invalid_flags(invalid.pop(_NAN_SCORES, torch.zeros((), dtype=torch.bool, device=order.device)), label_nan)
+    )
     gains_by_function = dict(zip(gain_functions, gain_list))
     for g, values in gains_by_function.items():
         invalid.update(gain_flags(g, values, ideal_gain if g == gain_function else None))
     ranked = RankedBatch(
-        batch.num_items or 0, depth, hit, hit_times_hits_so_far, first_hit, num_relevant, has_relevant, gain,
-        ideal_gain, invalid, num_candidates, tie, gains_by_function,
+        batch.num_items or 0,
+        depth,
+        hit,
+        hit_times_hits_so_far,
+        first_hit,
+        num_relevant,
+        has_relevant,
+        gain,
+        ideal_gain,
+        invalid,
+        num_candidates,
+        tie,
+        gains_by_function,
     )
     return _with_extras(ranked, batch, request, (order, top_labels, listed, column))
-
 
 
 def _rank_dense(
@@ -250,24 +285,37 @@ def _rank_dense(
     else:
         top_scores = scores.gather(1, order)
         continues = tie_continues(tie)
-        last_group = last_group_totals(scores, labels, top_scores[:, -1:], relevance, gain_functions,
-                                       relevance_threshold, rows_to_read(continues))
-        hit, gain_list, hit_times_hits_so_far, first_hit = tie_expectations(top_scores, top_relevant, top_gains,
-                                                                            last_group, continues)
+        last_group = last_group_totals(
+            scores, labels, top_scores[:, -1:], relevance, gain_functions, relevance_threshold, rows_to_read(continues)
+        )
+        hit, gain_list, hit_times_hits_so_far, first_hit = tie_expectations(
+            top_scores, top_relevant, top_gains, last_group, continues
+        )
     gain = gain_list[0] if gain_function is not None else None
 
     ideal_gain = None
     if ideal:
-        ideal_gain = ideal_gains(labels, num_relevant, depth, relevance, gain_function, label_maxima,
-                                  relevance_threshold, label_candidates)
+        ideal_gain = ideal_gains(
+            labels, num_relevant, depth, relevance, gain_function, label_maxima, relevance_threshold, label_candidates
+        )
 
     invalid = invalid_flags(score_is_nan.any(), label_nan)
     gains_by_function = dict(zip(gain_functions, gain_list))
     for g, values in gains_by_function.items():
         invalid.update(gain_flags(g, values, ideal_gain if g == gain_function else None))
     ranked = RankedBatch(
-        num_items, depth, hit, hit_times_hits_so_far, first_hit, num_relevant, has_relevant, gain, ideal_gain, invalid,
-        boundary_tie=tie, gains=gains_by_function,
+        num_items,
+        depth,
+        hit,
+        hit_times_hits_so_far,
+        first_hit,
+        num_relevant,
+        has_relevant,
+        gain,
+        ideal_gain,
+        invalid,
+        boundary_tie=tie,
+        gains=gains_by_function,
     )
     return ranked, order, top_labels
 

@@ -62,8 +62,12 @@ def indicator(compare, x: torch.Tensor, value) -> torch.Tensor:
 
 
 def relevance_pass(
-    labels: torch.Tensor, relevance: Relevance, count: bool = True, groups: Union[ValueGroups, int, None] = None,
-    depth: Optional[int] = None, hints: Optional["RankingHints"] = None,
+    labels: torch.Tensor,
+    relevance: Relevance,
+    count: bool = True,
+    groups: Union[ValueGroups, int, None] = None,
+    depth: Optional[int] = None,
+    hints: Optional["RankingHints"] = None,
 ):
     """One pass over y. Returns: the per-user relevant count |R| (float64; None unless
     ``count``), whether each user has a relevant item (bool), whether y holds a NaN (0-dim bool;
@@ -86,8 +90,7 @@ def relevance_pass(
     if count and labels.dtype == torch.bool and not _true_is_relevant(relevance):
         return _no_relevant(labels, groups)
     with_candidates = (
-        count and groups is not None and depth is not None and labels.dtype != torch.bool
-        and tuning.cpu_tuned(device)
+        count and groups is not None and depth is not None and labels.dtype != torch.bool and tuning.cpu_tuned(device)
     )
     many_relevant = hints.many_relevant if hints is not None else {}
     from_candidates = with_candidates and not many_relevant.get((num_cols, depth), False)
@@ -144,10 +147,15 @@ def _counting_pass(labels: torch.Tensor, relevance: Relevance, groups: Optional[
     counts = torch.empty(num_rows, dtype=count_dtype, device=device)
     highest = None if groups else torch.empty(num_rows, dtype=labels.dtype, device=device)
     grouped, group_dim = groups.grouped(labels) if groups else (None, None)
-    maxima = None if groups is None else torch.empty(grouped.shape[:group_dim] + grouped.shape[group_dim + 1 :],
-                                                     dtype=labels.dtype, device=device)
+    maxima = (
+        None
+        if groups is None
+        else torch.empty(grouped.shape[:group_dim] + grouped.shape[group_dim + 1 :], dtype=labels.dtype, device=device)
+    )
     pieces = tuning.row_pieces(num_rows, num_cols * (labels.element_size() + 4), device)
-    buffer = torch.empty(pieces[0].stop - pieces[0].start if pieces else 0, num_cols, dtype=torch.float32, device=device)
+    buffer = torch.empty(
+        pieces[0].stop - pieces[0].start if pieces else 0, num_cols, dtype=torch.float32, device=device
+    )
     for rows in pieces:
         _count_relevant(labels[rows], relevance, buffer, count_dtype, out=counts[rows])
         if maxima is not None:
@@ -281,16 +289,18 @@ def gain_flags(gain_function: GainFunction, *gain_tensors: Optional[torch.Tensor
         # a built-in gain grows with the label, and the ideal gains hold each user's largest
         used = [gain_tensors[-1]]
     name = getattr(gain_function, "__name__", "custom") if callable(gain_function) else repr(gain_function)
-    finite = torch.isfinite(used[0]).all() if len(used) == 1 else torch.stack([torch.isfinite(g).all() for g in used]).all()
+    finite = (
+        torch.isfinite(used[0]).all() if len(used) == 1 else torch.stack([torch.isfinite(g).all() for g in used]).all()
+    )
     flags = {
         f"y gives an infinite or NaN gain under gain_function={name} (2**y overflows float64 for "
         "y >= 1024, and an infinite label has an infinite gain); rescale the labels or use "
         "another gain_function": ~finite
     }
     if callable(gain_function):
-        flags[f"gain_function={name} returned a negative gain for a relevant label; gains must be >= 0"] = (
-            torch.stack([(g < 0).any() for g in used]).any()
-        )
+        flags[f"gain_function={name} returned a negative gain for a relevant label; gains must be >= 0"] = torch.stack(
+            [(g < 0).any() for g in used]
+        ).any()
     return flags
 
 

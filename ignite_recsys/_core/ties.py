@@ -89,8 +89,12 @@ def _first_success_probability(slot, size, successes):
     n, x, r = size, slot, successes.clamp(min=1)
     rest = (n - x).clamp(min=0)
     log_p = (
-        torch.lgamma(rest + 1) - torch.lgamma(r) - torch.lgamma((rest - r + 1).clamp(min=1) + 1)
-        - torch.lgamma(n + 1) + torch.lgamma(r + 1) + torch.lgamma(n - r + 1)
+        torch.lgamma(rest + 1)
+        - torch.lgamma(r)
+        - torch.lgamma((rest - r + 1).clamp(min=1) + 1)
+        - torch.lgamma(n + 1)
+        + torch.lgamma(r + 1)
+        + torch.lgamma(n - r + 1)
     )
     return torch.where(possible, torch.exp(log_p), torch.zeros_like(log_p))
 
@@ -130,8 +134,10 @@ def last_group_totals(scores, labels, boundary, relevance, gain_functions=(), th
         tied = tied.to(torch.float64)
         label_values = _rows(labels, piece).to(torch.float64)
         relevant = relevance.indicator(label_values)
-        piece_totals = totals[:, piece] if isinstance(piece, slice) else torch.empty(
-            totals.shape[0], len(piece), dtype=torch.float64, device=scores.device
+        piece_totals = (
+            totals[:, piece]
+            if isinstance(piece, slice)
+            else torch.empty(totals.shape[0], len(piece), dtype=torch.float64, device=scores.device)
         )
         torch.sum(tied, 1, out=piece_totals[0])
         torch.sum(tied * relevant, 1, out=piece_totals[1])

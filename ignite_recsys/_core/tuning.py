@@ -120,8 +120,9 @@ def piece_rows(num_rows: int, row_bytes: int, device: torch.device) -> int:
     return -(-num_rows // pieces)
 
 
-def row_pieces(num_rows: int, row_bytes: int, device: torch.device, *, budget_bytes: Optional[int] = None,
-               at_least: int = 1) -> list:
+def row_pieces(
+    num_rows: int, row_bytes: int, device: torch.device, *, budget_bytes: Optional[int] = None, at_least: int = 1
+) -> list:
     """The row slices of a pass over ``num_rows`` rows that reads and makes ``row_bytes`` bytes
     per row. CPU: :func:`piece_rows` rows per piece, and at least ``at_least`` (e.g. one row per
     thread for a sort, which torch runs row-parallel). Accelerators: every row at once, or, with

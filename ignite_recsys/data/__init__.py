@@ -5,5 +5,11 @@ parquet/CSV tables (:mod:`ignite_recsys.data.files`, which needs ``pip install "
 from .files import FileFormatError, read_interactions, read_trec_qrels
 from .interactions import DuplicateInteractionError, IdMap, Interactions
 
-__all__ = ["Interactions", "IdMap", "DuplicateInteractionError", "FileFormatError", "read_interactions",
-           "read_trec_qrels"]
+__all__ = [
+    "Interactions",
+    "IdMap",
+    "DuplicateInteractionError",
+    "FileFormatError",
+    "read_interactions",
+    "read_trec_qrels",
+]

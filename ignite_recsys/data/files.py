@@ -47,7 +47,7 @@ class FileFormatError(ValueError):
 
 
 def file_format(path: Any, format: Optional[str] = None) -> str:
-    """"trec", "parquet", "csv" or "tsv": ``format`` if given, else from the file name."""
+    """ "trec", "parquet", "csv" or "tsv": ``format`` if given, else from the file name."""
     if format is not None:
         if format not in ("trec", "parquet", "csv", "tsv"):
             raise ValueError(f"format must be one of 'trec', 'parquet', 'csv', 'tsv' or None, got {format!r}")
@@ -79,8 +79,9 @@ def _separator(path: Any, fields: Sequence[str]) -> str:
     return "\t" if b"\t" in first else " "
 
 
-def trec_chunks(path: Any, fields: Sequence[str], keep: Sequence[str], block_size: int = CHUNK_BYTES
-                ) -> Iterator[tuple]:
+def trec_chunks(
+    path: Any, fields: Sequence[str], keep: Sequence[str], block_size: int = CHUNK_BYTES
+) -> Iterator[tuple]:
     """(first line number, {field: pyarrow string array}) of each chunk of a TREC file."""
     pa = require("pyarrow", "reading TREC files")
     csv = require("pyarrow.csv", "reading TREC files")
@@ -96,11 +97,19 @@ def trec_chunks(path: Any, fields: Sequence[str], keep: Sequence[str], block_siz
         reader = csv.open_csv(
             pa.input_stream(os.fspath(path), compression="detect"),
             read_options=csv.ReadOptions(column_names=list(fields), block_size=block_size, use_threads=True),
-            parse_options=csv.ParseOptions(delimiter=separator, quote_char=False, escape_char=False,
-                                           ignore_empty_lines=False, invalid_row_handler=invalid_row),
-            convert_options=csv.ConvertOptions(include_columns=list(keep),
-                                               column_types={name: pa.string() for name in keep},
-                                               strings_can_be_null=False, quoted_strings_can_be_null=False),
+            parse_options=csv.ParseOptions(
+                delimiter=separator,
+                quote_char=False,
+                escape_char=False,
+                ignore_empty_lines=False,
+                invalid_row_handler=invalid_row,
+            ),
+            convert_options=csv.ConvertOptions(
+                include_columns=list(keep),
+                column_types={name: pa.string() for name in keep},
+                strings_can_be_null=False,
+                quoted_strings_can_be_null=False,
+            ),
         )
     except pa.ArrowInvalid as error:
         if "Empty CSV file" in str(error):  # no line at all: no rows
@@ -113,17 +122,19 @@ def trec_chunks(path: Any, fields: Sequence[str], keep: Sequence[str], block_siz
             row = malformed[0]
             number = row.number if row.number is not None else _line_of(path, row.text)
             raise FileFormatError(
-                path, number, None,
+                path,
+                number,
+                None,
                 f"expected {len(fields)} fields ({' '.join(fields)}) separated by {shown}, got "
                 f"{row.actual_columns}: {row.text[:120]!r}",
             )
         if batch.num_rows:
             columns = {name: batch.column(name) for name in keep}
-            empty = np.flatnonzero(np.logical_or.reduce(
-                [_lengths(columns[name]) == 0 for name in keep]))
+            empty = np.flatnonzero(np.logical_or.reduce([_lengths(columns[name]) == 0 for name in keep]))
             if len(empty):
-                raise FileFormatError(path, line + int(empty[0]), None,
-                                      f"a blank line or an empty field (expected {' '.join(fields)})")
+                raise FileFormatError(
+                    path, line + int(empty[0]), None, f"a blank line or an empty field (expected {' '.join(fields)})"
+                )
             yield line, columns
         line += batch.num_rows
 
@@ -171,8 +182,9 @@ def _batches(reader: Any, path: Any) -> Iterator[Any]:
         yield batch
 
 
-def parse_numbers(path: Any, array: Any, first_line: int, column: Any, what: str, integer: bool = False,
-                  unit: str = "line") -> np.ndarray:
+def parse_numbers(
+    path: Any, array: Any, first_line: int, column: Any, what: str, integer: bool = False, unit: str = "line"
+) -> np.ndarray:
     """float64 (or int64) numpy values of a string column; a FileFormatError naming the line and
     column of the first value that is not a number (NaN refused)."""
     pa = require("pyarrow", "reading files")
@@ -186,8 +198,9 @@ def parse_numbers(path: Any, array: Any, first_line: int, column: Any, what: str
                 int(text) if integer else float(text)
             except (TypeError, ValueError):
                 kind = "an integer" if integer else "a number"
-                raise FileFormatError(path, first_line + row, column, f"{what} must be {kind}, got {text!r}",
-                                      unit) from None
+                raise FileFormatError(
+                    path, first_line + row, column, f"{what} must be {kind}, got {text!r}", unit
+                ) from None
         raise FileFormatError(path, first_line, column, f"{what} cannot be read as numbers", unit)
     if not integer and np.isnan(values).any():
         row = int(np.argmax(np.isnan(values)))
@@ -196,8 +209,14 @@ def parse_numbers(path: Any, array: Any, first_line: int, column: Any, what: str
 
 
 # --- interaction tables ----------------------------------------------------------------------
-def read_trec_qrels(path: Any, *, user_map: Optional[IdMap] = None, item_map: Optional[IdMap] = None,
-                    duplicates: str = "error", num_items: Optional[int] = None) -> Interactions:
+def read_trec_qrels(
+    path: Any,
+    *,
+    user_map: Optional[IdMap] = None,
+    item_map: Optional[IdMap] = None,
+    duplicates: str = "error",
+    num_items: Optional[int] = None,
+) -> Interactions:
     """A TREC qrels file (``qid iteration docid rel``, one judgment a line) as an
     :class:`~ignite_recsys.Interactions` table: the queries are the users, the documents the items
     (string ids, mapped to dense ids: ``user_map``, ``item_map``), ``rel`` the grades (integers, as
@@ -217,12 +236,17 @@ def read_trec_qrels(path: Any, *, user_map: Optional[IdMap] = None, item_map: Op
         users_column, items_column = pa.concat_arrays(users), pa.concat_arrays(items)
         values = np.concatenate(grades)
     try:
-        return Interactions(users_column, items_column, values, num_items, user_map=user_map, item_map=item_map,
-                            duplicates=duplicates)
+        return Interactions(
+            users_column, items_column, values, num_items, user_map=user_map, item_map=item_map, duplicates=duplicates
+        )
     except DuplicateInteractionError as error:
         lines = [row + 1 for row in error.rows]
-        raise FileFormatError(path, lines[-1], 3, f"(qid, docid) judged more than once, at lines {lines[:5]}; "
-                              "pass duplicates='max' or 'sum' to merge them") from None
+        raise FileFormatError(
+            path,
+            lines[-1],
+            3,
+            f"(qid, docid) judged more than once, at lines {lines[:5]}; pass duplicates='max' or 'sum' to merge them",
+        ) from None
 
 
 def table_columns(path: Any, format: str, wanted: dict, what: str) -> dict:
@@ -238,8 +262,13 @@ def table_columns(path: Any, format: str, wanted: dict, what: str) -> dict:
         elif usual:
             found = [name for name in usual if name in names]
             if not found:
-                raise FileFormatError(path, None, None, f"{what} needs a {role} column (one of {list(usual)}, or "
-                                      f"name it with {role}=...); its columns are {names}")
+                raise FileFormatError(
+                    path,
+                    None,
+                    None,
+                    f"{what} needs a {role} column (one of {list(usual)}, or "
+                    f"name it with {role}=...); its columns are {names}",
+                )
             chosen[role] = found[0]
     return chosen
 
@@ -282,19 +311,24 @@ def table_chunks(path: Any, format: str, names: Sequence[str]) -> Iterator[tuple
     reader = csv.open_csv(
         pa.input_stream(os.fspath(path), compression="detect"),
         read_options=csv.ReadOptions(block_size=CHUNK_BYTES),
-        parse_options=csv.ParseOptions(delimiter="\t" if format == "tsv" else ",", invalid_row_handler=invalid_row,
-                                       ignore_empty_lines=False),
-        convert_options=csv.ConvertOptions(include_columns=list(names),
-                                           column_types={name: pa.string() for name in names},
-                                           strings_can_be_null=False),
+        parse_options=csv.ParseOptions(
+            delimiter="\t" if format == "tsv" else ",", invalid_row_handler=invalid_row, ignore_empty_lines=False
+        ),
+        convert_options=csv.ConvertOptions(
+            include_columns=list(names), column_types={name: pa.string() for name in names}, strings_can_be_null=False
+        ),
     )
     line = 2  # the header is line 1
     for batch in _batches(reader, path):
         if malformed:
             row = malformed[0]
             number = row.number if row.number is not None else _line_of(path, row.text)
-            raise FileFormatError(path, number, None, f"expected {row.expected_columns} fields, got "
-                                  f"{row.actual_columns}: {row.text[:120]!r}")
+            raise FileFormatError(
+                path,
+                number,
+                None,
+                f"expected {row.expected_columns} fields, got {row.actual_columns}: {row.text[:120]!r}",
+            )
         if batch.num_rows:
             yield line, {name: _no_nulls(path, batch.column(name), line, name, "line") for name in names}
         line += batch.num_rows
@@ -307,10 +341,18 @@ def _no_nulls(path: Any, array: Any, first: int, name: str, unit: str) -> Any:
     return array
 
 
-def read_interactions(path: Any, *, user: Optional[str] = None, item: Optional[str] = None,
-                      value: Optional[str] = None, format: Optional[str] = None,
-                      user_map: Optional[IdMap] = None, item_map: Optional[IdMap] = None,
-                      duplicates: str = "error", num_items: Optional[int] = None) -> Interactions:
+def read_interactions(
+    path: Any,
+    *,
+    user: Optional[str] = None,
+    item: Optional[str] = None,
+    value: Optional[str] = None,
+    format: Optional[str] = None,
+    user_map: Optional[IdMap] = None,
+    item_map: Optional[IdMap] = None,
+    duplicates: str = "error",
+    num_items: Optional[int] = None,
+) -> Interactions:
     """An :class:`~ignite_recsys.Interactions` table from a file: a TREC qrels file (see
     :func:`read_trec_qrels`), or a parquet or CSV/TSV table (header line) whose ``user`` and
     ``item`` columns hold the ids and ``value`` (optional) the grades. Without names, the usual
@@ -318,14 +360,14 @@ def read_interactions(path: Any, *, user: Optional[str] = None, item: Optional[s
     and (values, when present) ``value``/``rating``/``relevance``/``rel``/``grade``/``label``."""
     kind = file_format(path, format)
     if kind == "trec":
-        return read_trec_qrels(path, user_map=user_map, item_map=item_map, duplicates=duplicates,
-                               num_items=num_items)
+        return read_trec_qrels(path, user_map=user_map, item_map=item_map, duplicates=duplicates, num_items=num_items)
     pa = require("pyarrow", "reading tables")
     names = table_schema_names(path, kind)
     if value is None:
         value = next((name for name in VALUE_COLUMNS if name in names), None)
-    chosen = table_columns(path, kind, {"user": (user, USER_COLUMNS), "item": (item, ITEM_COLUMNS),
-                                        "value": (value, ())}, "the table")
+    chosen = table_columns(
+        path, kind, {"user": (user, USER_COLUMNS), "item": (item, ITEM_COLUMNS), "value": (value, ())}, "the table"
+    )
     roles = ["user", "item"] + (["value"] if "value" in chosen else [])
     parts: dict = {role: [] for role in roles}
     unit = "row" if kind == "parquet" else "line"
@@ -344,13 +386,19 @@ def read_interactions(path: Any, *, user: Optional[str] = None, item: Optional[s
     items = pa.concat_arrays(parts["item"])
     values = np.concatenate(parts["value"]) if "value" in parts else None
     try:
-        return Interactions(users, items, values, num_items, user_map=user_map, item_map=item_map,
-                            duplicates=duplicates)
+        return Interactions(
+            users, items, values, num_items, user_map=user_map, item_map=item_map, duplicates=duplicates
+        )
     except DuplicateInteractionError as error:
         offset = 1 if kind == "parquet" else 2
         lines = [row + offset for row in error.rows]
-        raise FileFormatError(path, lines[-1], None, f"(user, item) given more than once, at {unit}s {lines[:5]}; "
-                              "pass duplicates='max' or 'sum' to merge them", unit) from None
+        raise FileFormatError(
+            path,
+            lines[-1],
+            None,
+            f"(user, item) given more than once, at {unit}s {lines[:5]}; pass duplicates='max' or 'sum' to merge them",
+            unit,
+        ) from None
 
 
 def _is_text(array: Any) -> bool:
@@ -360,7 +408,7 @@ def _is_text(array: Any) -> bool:
 
 
 def id_kind_of(array: Any) -> str:
-    """"int" for an integer column or a text column whose values all read as integers, else "str"."""
+    """ "int" for an integer column or a text column whose values all read as integers, else "str"."""
     pa = require("pyarrow", "reading files")
     if not _is_text(array):
         return "int"
@@ -382,11 +430,11 @@ def ids_of(path: Any, array: Any, first: int, name: Any, kind: str, unit: str = 
         values = array.to_numpy(zero_copy_only=False)
         bad = np.flatnonzero(values != np.round(values))
         row = int(bad[0]) if len(bad) else 0
-        raise FileFormatError(path, first + row, name, f"ids must be integers or strings, got {array.type} "
-                              f"(e.g. {values[row]!r})", unit)
+        raise FileFormatError(
+            path, first + row, name, f"ids must be integers or strings, got {array.type} (e.g. {values[row]!r})", unit
+        )
     if _is_text(array):
-        values = parse_numbers(path, array, first, name, "id", integer=True,
-                               unit=unit)
+        values = parse_numbers(path, array, first, name, "id", integer=True, unit=unit)
     elif pa.types.is_integer(base):
         values = array.to_numpy(zero_copy_only=False)
     else:
@@ -408,5 +456,14 @@ def numbers_of(path: Any, array: Any, first: int, name: Any, what: str, unit: st
     return values
 
 
-__all__ = ["FileFormatError", "read_trec_qrels", "read_interactions", "file_format", "trec_chunks",
-           "table_chunks", "table_columns", "parse_numbers", "column"]
+__all__ = [
+    "FileFormatError",
+    "read_trec_qrels",
+    "read_interactions",
+    "file_format",
+    "trec_chunks",
+    "table_chunks",
+    "table_columns",
+    "parse_numbers",
+    "column",
+]

@@ -52,7 +52,7 @@ def column(name: str, values: Any) -> Any:
 
 
 def id_kind(name: str, values: Any) -> str:
-    """"int" or "str" for an id column; a TypeError naming ``name`` otherwise."""
+    """ "int" or "str" for an id column; a TypeError naming ``name`` otherwise."""
     if _is_arrow(values):
         import pyarrow as pa
 
@@ -267,13 +267,15 @@ class Interactions:
         for name, given in (("user_map", user_map), ("item_map", item_map)):
             if given is not None and not isinstance(given, IdMap):
                 raise TypeError(f"{name} must be an IdMap or None, got {type(given).__name__}")
-        if num_items is not None and (isinstance(num_items, bool) or not isinstance(num_items, (int, np.integer))
-                                      or num_items < 1):
+        if num_items is not None and (
+            isinstance(num_items, bool) or not isinstance(num_items, (int, np.integer)) or num_items < 1
+        ):
             raise ValueError(f"num_items must be a positive int or None, got {num_items!r}")
         user_column, item_column = column("users", users), column("items", items)
         if len(user_column) != len(item_column):
-            raise ValueError(f"users and items must have one entry per interaction, got {len(user_column)} and "
-                             f"{len(item_column)}")
+            raise ValueError(
+                f"users and items must have one entry per interaction, got {len(user_column)} and {len(item_column)}"
+            )
         self.user_map, user_codes = self._codes("users", user_column, user_map)
         self.item_map, item_codes = self._codes("items", item_column, item_map)
         if values is not None:
@@ -283,8 +285,9 @@ class Interactions:
                 raise TypeError(f"values must be numbers (the grades), got dtype {values.dtype}")
             values = values.astype(np.float64)
             if len(values) != len(user_codes):
-                raise ValueError(f"values must have one entry per interaction, got {len(values)} for "
-                                 f"{len(user_codes)} interactions")
+                raise ValueError(
+                    f"values must have one entry per interaction, got {len(values)} for {len(user_codes)} interactions"
+                )
             if np.isnan(values).any():
                 raise ValueError(f"values must not be NaN, got NaN at row {int(np.argmax(np.isnan(values)))}")
         if len(item_codes) and max(user_codes.max(), item_codes.max()) < 1 << 31:
@@ -318,8 +321,11 @@ class Interactions:
         self._explicit_num_items = None if num_items is None else int(num_items)
         if num_items is not None and len(item_codes) and item_codes.max() >= num_items:
             raise ValueError(f"items must be below num_items={num_items}, got item id {int(item_codes.max())}")
-        starts = np.flatnonzero(np.concatenate([[True], user_codes[1:] != user_codes[:-1]])) if len(user_codes) \
+        starts = (
+            np.flatnonzero(np.concatenate([[True], user_codes[1:] != user_codes[:-1]]))
+            if len(user_codes)
             else np.zeros(0, dtype=np.int64)
+        )
         self._users = torch.from_numpy(user_codes[starts].astype(np.int64))
         self._offsets = torch.from_numpy(np.append(starts, len(user_codes)).astype(np.int64))
         self._items = torch.from_numpy(item_codes.astype(np.int64))
@@ -365,8 +371,9 @@ class Interactions:
         (['ann', 'bob'], ['x', 'y', 'z'], 3)
         """
         columns = frame_columns(frame, [user, item] + ([value] if value is not None else []), "frame")
-        return cls(columns[user], columns[item], columns.get(value) if value is not None else None, num_items,
-                   **options)
+        return cls(
+            columns[user], columns[item], columns.get(value) if value is not None else None, num_items, **options
+        )
 
     # --- what it holds -----------------------------------------------------------------------
     @property
@@ -393,8 +400,10 @@ class Interactions:
         return len(self._items)
 
     def __repr__(self) -> str:
-        return (f"Interactions({len(self)} rows, {len(self._users)} users, num_items={self.num_items}"
-                f"{', graded' if self.has_values else ''})")
+        return (
+            f"Interactions({len(self)} rows, {len(self._users)} users, num_items={self.num_items}"
+            f"{', graded' if self.has_values else ''})"
+        )
 
     def original_users(self, users: Any) -> Any:
         """The original ids of dense user ids (a tensor of them back when the users are not mapped)."""
@@ -416,8 +425,10 @@ class Interactions:
         """(row pointers (batch + 1,), flat row indices, lengths), int64 numpy, of ``users`` (dense ids)."""
         if isinstance(users, torch.Tensor):
             if users.ndim != 1 or users.dtype not in (torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8):
-                raise TypeError(f"users must be a 1-D integer tensor of dense user ids, got {users.dtype} of shape "
-                                f"{tuple(users.shape)}")
+                raise TypeError(
+                    f"users must be a 1-D integer tensor of dense user ids, got {users.dtype} of shape "
+                    f"{tuple(users.shape)}"
+                )
             users = users.detach().cpu().numpy()
         users = np.asarray(users)
         if users.ndim != 1 or (users.size and users.dtype.kind not in "iu"):
@@ -440,8 +451,14 @@ class Interactions:
         """The number of interactions of each of ``users`` (int64)."""
         return torch.from_numpy(self._rows(users)[2])
 
-    def csr(self, users: Any, *, grades: bool = True, num_items: Optional[int] = None,
-            device: Union[str, torch.device, None] = None) -> torch.Tensor:
+    def csr(
+        self,
+        users: Any,
+        *,
+        grades: bool = True,
+        num_items: Optional[int] = None,
+        device: Union[str, torch.device, None] = None,
+    ) -> torch.Tensor:
         """The interactions of ``users`` (dense ids, any order, repeats allowed; a user without
         interactions gets an empty row) as a sparse CSR ``(len(users), num_items)`` float64 tensor
         whose stored values are the grades (``grades=False``: 1 for each, as an exclusion wants)."""
@@ -449,24 +466,35 @@ class Interactions:
         width = self.num_items if num_items is None else int(num_items)
         if self._max_item >= width:
             raise ValueError(f"num_items={width} is too small for item id {self._max_item} of these interactions")
-        values = torch.from_numpy(self._values.numpy()[flat]) if grades and self._values is not None \
+        values = (
+            torch.from_numpy(self._values.numpy()[flat])
+            if grades and self._values is not None
             else torch.ones(len(flat), dtype=torch.float64)
+        )
         pointers, items = torch.from_numpy(pointers), torch.from_numpy(self._items.numpy()[flat])
         with warnings.catch_warnings():  # PyTorch's one-time notice that sparse CSR support is in beta
             warnings.filterwarnings("ignore", "Sparse CSR tensor support is in beta", UserWarning)
-            matrix = torch.sparse_csr_tensor(pointers, items, values, size=(len(pointers) - 1, width),
-                                             check_invariants=False)
+            matrix = torch.sparse_csr_tensor(
+                pointers, items, values, size=(len(pointers) - 1, width), check_invariants=False
+            )
         return matrix.to(device) if device is not None else matrix
 
-    def item_ids(self, users: Any, *, grades: bool = True, width: Optional[int] = None,
-                 device: Union[str, torch.device, None] = None) -> ItemIds:
+    def item_ids(
+        self,
+        users: Any,
+        *,
+        grades: bool = True,
+        width: Optional[int] = None,
+        device: Union[str, torch.device, None] = None,
+    ) -> ItemIds:
         """The interactions of ``users`` as :class:`~ignite_recsys.ItemIds`: each row a user's items
         ascending, padded with ``-1`` to the longest row (or ``width``), with the grades."""
         pointers, flat, lengths = self._rows(users)
         longest = int(lengths.max()) if len(lengths) else 0
         width = max(longest, 1) if width is None else max(int(width), longest, 1)
-        cells = np.repeat(np.arange(len(lengths), dtype=np.int64) * width - pointers[:-1], lengths) + \
-            np.arange(len(flat), dtype=np.int64)  # row * width + position in the row
+        cells = np.repeat(np.arange(len(lengths), dtype=np.int64) * width - pointers[:-1], lengths) + np.arange(
+            len(flat), dtype=np.int64
+        )  # row * width + position in the row
         ids = np.full(len(lengths) * width, -1, dtype=np.int64)
         ids[cells] = self._items.numpy()[flat]
         values = np.zeros(len(lengths) * width)
@@ -500,8 +528,10 @@ def frame_columns(frame: Any, names: Sequence[str], what: str) -> dict:
         available = [str(name) for name in frame.columns]
         get = frame.__getitem__
     else:
-        raise TypeError(f"{what} must be a pandas or polars DataFrame, a pyarrow Table or a dict of columns, "
-                        f"got {type(frame).__name__}")
+        raise TypeError(
+            f"{what} must be a pandas or polars DataFrame, a pyarrow Table or a dict of columns, "
+            f"got {type(frame).__name__}"
+        )
     missing = [name for name in names if name not in available]
     if missing:
         raise ValueError(f"{what} has no column {missing[0]!r}; its columns are {available}")

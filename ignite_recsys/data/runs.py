@@ -48,8 +48,14 @@ class Chunks:
         self.typed = typed  # ids from typed (non-text) columns: tie order by value
 
 
-def run_file_chunks(path: Any, format: Optional[str] = None, *, user: Optional[str] = None,
-                    item: Optional[str] = None, score: Optional[str] = None) -> Chunks:
+def run_file_chunks(
+    path: Any,
+    format: Optional[str] = None,
+    *,
+    user: Optional[str] = None,
+    item: Optional[str] = None,
+    score: Optional[str] = None,
+) -> Chunks:
     """The chunks of a TREC run file or a parquet/CSV run table (user, item, score columns)."""
     kind = file_format(path, format)
     if kind == "trec":
@@ -58,17 +64,29 @@ def run_file_chunks(path: Any, format: Optional[str] = None, *, user: Optional[s
             for line, columns in trec_chunks(path, TREC_RUN_FIELDS, ("qid", "docid", "score"))
         )
         return Chunks(chunks, os.fspath(path), "line", {"user": "1 (qid)", "item": "3 (docid)", "score": "5 (score)"})
-    chosen = table_columns(path, kind, {"user": (user, USER_COLUMNS), "item": (item, ITEM_COLUMNS),
-                                        "score": (score, SCORE_COLUMNS)}, "the run table")
+    chosen = table_columns(
+        path,
+        kind,
+        {"user": (user, USER_COLUMNS), "item": (item, ITEM_COLUMNS), "score": (score, SCORE_COLUMNS)},
+        "the run table",
+    )
     names = [chosen["user"], chosen["item"], chosen["score"]]
-    chunks = ((first, columns[names[0]], columns[names[1]], columns[names[2]])
-              for first, columns in table_chunks(path, kind, names))
-    return Chunks(chunks, os.fspath(path), "row" if kind == "parquet" else "line",
-                  {"user": names[0], "item": names[1], "score": names[2]}, typed=kind == "parquet")
+    chunks = (
+        (first, columns[names[0]], columns[names[1]], columns[names[2]])
+        for first, columns in table_chunks(path, kind, names)
+    )
+    return Chunks(
+        chunks,
+        os.fspath(path),
+        "row" if kind == "parquet" else "line",
+        {"user": names[0], "item": names[1], "score": names[2]},
+        typed=kind == "parquet",
+    )
 
 
-def run_frame_chunks(frame: Any, user: str = "user", item: str = "item", score: str = "score",
-                     rows_per_chunk: int = 1 << 20) -> Chunks:
+def run_frame_chunks(
+    frame: Any, user: str = "user", item: str = "item", score: str = "score", rows_per_chunk: int = 1 << 20
+) -> Chunks:
     """The chunks of an in-memory run table (pandas/polars DataFrame, pyarrow Table, dict of
     columns). Its rows need not be grouped by user: they are put in user order first (stable)."""
     pa = require("pyarrow", "evaluating a run table")
@@ -120,8 +138,15 @@ class RunStream:
     run ranked, ``rows`` counts the rows read and ``rows_outside`` those of users not in the test
     table (not evaluated)."""
 
-    def __init__(self, chunks: Chunks, test: Interactions, *, ties: str = "docid", keep: Optional[np.ndarray] = None,
-                 unknown_base: Optional[int] = None):
+    def __init__(
+        self,
+        chunks: Chunks,
+        test: Interactions,
+        *,
+        ties: str = "docid",
+        keep: Optional[np.ndarray] = None,
+        unknown_base: Optional[int] = None,
+    ):
         if ties not in RUN_TIES:
             raise ValueError(f"run_ties must be one of {list(RUN_TIES)}, got {ties!r}")
         self.chunks, self.test, self.ties = chunks, test, ties
@@ -133,8 +158,9 @@ class RunStream:
         self._kinds: dict = {}
 
     def _error(self, line: int, role: Optional[str], message: str) -> FileFormatError:
-        return FileFormatError(self.chunks.source, line, self.chunks.labels.get(role) if role else None, message,
-                               self.chunks.unit)
+        return FileFormatError(
+            self.chunks.source, line, self.chunks.labels.get(role) if role else None, message, self.chunks.unit
+        )
 
     def __iter__(self) -> Iterator[tuple]:
         pa = require("pyarrow", "reading a run")
@@ -144,8 +170,9 @@ class RunStream:
             rows = chunk[4] if len(chunk) > 4 else None
             lines = np.arange(first, first + len(users)) if rows is None else rows
             if carry is not None:
-                users, items, scores = (pa.concat_arrays([old, new])
-                                        for old, new in zip(carry[:3], (users, items, scores)))
+                users, items, scores = (
+                    pa.concat_arrays([old, new]) for old, new in zip(carry[:3], (users, items, scores))
+                )
                 lines = np.concatenate([carry[3], lines])
             carry = None
             tail = _last_user_start(users)
@@ -173,19 +200,25 @@ class RunStream:
         segment_users = user_index[starts]
         if len(np.unique(segment_users)) != len(segment_users):
             again = _first_repeat(segment_users)
-            raise self._error(int(lines[starts[again]]), "user",
-                              f"the rows of user {_show(user_codes.dictionary[int(segment_users[again])])} are not "
-                              "contiguous: they start again here after other users' rows; group each user's rows "
-                              "(e.g. `sort -s -k1,1` on a TREC run)")
+            raise self._error(
+                int(lines[starts[again]]),
+                "user",
+                f"the rows of user {_show(user_codes.dictionary[int(segment_users[again])])} are not "
+                "contiguous: they start again here after other users' rows; group each user's rows "
+                "(e.g. `sort -s -k1,1` on a TREC run)",
+            )
         segment_positions = position_of[segment_users]
         known = segment_positions >= 0
         repeated = known & self.seen[np.where(known, segment_positions, 0)]
         if repeated.any():
             again = int(np.argmax(repeated))
-            raise self._error(int(lines[starts[again]]), "user",
-                              f"the rows of user {_show(user_codes.dictionary[int(segment_users[again])])} are not "
-                              "contiguous: they start again here after other users' rows; group each user's rows "
-                              "(e.g. `sort -s -k1,1` on a TREC run)")
+            raise self._error(
+                int(lines[starts[again]]),
+                "user",
+                f"the rows of user {_show(user_codes.dictionary[int(segment_users[again])])} are not "
+                "contiguous: they start again here after other users' rows; group each user's rows "
+                "(e.g. `sort -s -k1,1` on a TREC run)",
+            )
         self.seen[segment_positions[known]] = True
         score_values = self._scores(scores, lines)
         item_codes = self._items(items, lines)
@@ -211,8 +244,7 @@ class RunStream:
             at = int(np.argmax(keys[by_item][1:] == keys[by_item][:-1]))
             earlier, later = sorted((int(kept_lines[by_item[at]]), int(kept_lines[by_item[at + 1]])))
             item = _show(items[int(rows[by_item[at]])])
-            raise self._error(later, "item", f"the user ranks item {item} "
-                              f"twice (also at {self.chunks.unit} {earlier})")
+            raise self._error(later, "item", f"the user ranks item {item} twice (also at {self.chunks.unit} {earlier})")
         same_user = segment[1:] == segment[:-1]
         descending = score_values[1:] <= score_values[:-1]
         tied = same_user & (score_values[1:] == score_values[:-1])
@@ -250,8 +282,9 @@ class RunStream:
     def _int_ids(self, dictionary: Any, index: np.ndarray, lines: np.ndarray, role: str) -> np.ndarray:
         """int64 ids of a dictionary of ids (text parsed); errors point at the first row using a bad entry."""
         try:
-            return ids_of(self.chunks.source, dictionary, 0, self.chunks.labels[role], "int", self.chunks.unit) \
-                .to_numpy(zero_copy_only=False)
+            return ids_of(
+                self.chunks.source, dictionary, 0, self.chunks.labels[role], "int", self.chunks.unit
+            ).to_numpy(zero_copy_only=False)
         except FileFormatError as error:
             bad = error.line  # the dictionary entry
             row = int(np.argmax(index == bad))
@@ -273,8 +306,9 @@ class RunStream:
         test = self.test
         if test.item_map is None:
             try:
-                return ids_of(self.chunks.source, items, 0, self.chunks.labels["item"], "int", self.chunks.unit) \
-                    .to_numpy(zero_copy_only=False)
+                return ids_of(
+                    self.chunks.source, items, 0, self.chunks.labels["item"], "int", self.chunks.unit
+                ).to_numpy(zero_copy_only=False)
             except FileFormatError as error:
                 message = str(error).split(": ", 1)[1]
                 raise self._error(int(lines[error.line]), "item", message) from None

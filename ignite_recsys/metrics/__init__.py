@@ -14,15 +14,40 @@ from .score_based import AUC, GAUC, MAE, RMSE, LogLoss
 
 __all__ = [
     # ranking quality at cut-offs, one class per registry entry, and many at once
-    *_ranking_names, "RankingMetrics", "RecallAtFixedPrecision",
+    *_ranking_names,
+    "RankingMetrics",
+    "RecallAtFixedPrecision",
     # beyond accuracy
-    "ItemCoverage", "GiniIndex", "ShannonEntropy", "AveragePopularity", "TailPercentage", "Novelty",
-    "IntraListDiversity", "Serendipity", "EPC", "EFD", "MeanInvUserFreq", "Miscalibration", "APLT", "ACLT",
-    "PopREO", "PopRSP", "ExposureGini", "MeanPopRank", "ItemGroupExposure",
+    "ItemCoverage",
+    "GiniIndex",
+    "ShannonEntropy",
+    "AveragePopularity",
+    "TailPercentage",
+    "Novelty",
+    "IntraListDiversity",
+    "Serendipity",
+    "EPC",
+    "EFD",
+    "MeanInvUserFreq",
+    "Miscalibration",
+    "APLT",
+    "ACLT",
+    "PopREO",
+    "PopRSP",
+    "ExposureGini",
+    "MeanPopRank",
+    "ItemGroupExposure",
     # score-based
-    "GAUC", "AUC", "LogLoss", "MAE", "RMSE",
+    "GAUC",
+    "AUC",
+    "LogLoss",
+    "MAE",
+    "RMSE",
     # two models on the same users
-    "Paired", "RankBiasedOverlap", "Intersection",
+    "Paired",
+    "RankBiasedOverlap",
+    "Intersection",
     # Engine logging, diagnostics
-    "scalar_metric_names", "BoundaryTieWarning",
+    "scalar_metric_names",
+    "BoundaryTieWarning",
 ]

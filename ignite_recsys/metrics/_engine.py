@@ -73,7 +73,9 @@ def scalar_metric_names(engine) -> list[str]:
     """
     names: dict = {}
     for metric, name in _attached_metrics(engine):
-        keys = (metric._scalar_keys(name) or [name]) + metric._group_keys(name) if isinstance(metric, EngineIO) else [name]
+        keys = (
+            (metric._scalar_keys(name) or [name]) + metric._group_keys(name) if isinstance(metric, EngineIO) else [name]
+        )
         names.update(dict.fromkeys(keys))
     return list(names)
 

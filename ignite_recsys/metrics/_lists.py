@@ -219,8 +219,9 @@ def history_mask(batch: RankingInput) -> Optional[torch.Tensor]:
     marks = torch.zeros(batch.num_users + 1, batch.num_items, dtype=torch.int32, device=table.keys.device)
     items = (table.keys & _ITEM_MASK).clamp(max=batch.num_items - 1)
     # accumulated: a key held twice (an uncoalesced sparse exclusion) marks its item whatever the order
-    marks.index_put_((table.users.clamp(max=batch.num_users), items), (table.values != 0).to(torch.int32),
-                     accumulate=True)
+    marks.index_put_(
+        (table.users.clamp(max=batch.num_users), items), (table.values != 0).to(torch.int32), accumulate=True
+    )
     return marks[: batch.num_users] > 0
 
 

@@ -81,8 +81,16 @@ def ranking_request(entries, options, top_k, relevance_threshold, ties) -> Optio
     )
 
 
-def evaluate_entries(batch: RankingInput, entries, options, top_k, request, relevance_threshold, ties,
-                     hints: Optional[RankingHints] = None) -> tuple:
+def evaluate_entries(
+    batch: RankingInput,
+    entries,
+    options,
+    top_k,
+    request,
+    relevance_threshold,
+    ties,
+    hints: Optional[RankingHints] = None,
+) -> tuple:
     """The per-user values of ``entries`` on one batch from one ranking step: (a (batch,
     len(top_k)) column block per cut-off entry, then a (batch, 1) column per entry without
     cut-off; whether each user has a relevant item (batch,) bool; the value checks; the boundary
@@ -177,7 +185,11 @@ class RankingMetricBase(UserMean):
         self._entries = tuple(entries)
         self._options = {entry.name: dict(options.get(entry.name, {})) for entry in self._entries}
         for entry in self._entries:
-            refused = entry.refuses_average_ties(self._options[entry.name], self._option_keyword) if ties == "average" else None
+            refused = (
+                entry.refuses_average_ties(self._options[entry.name], self._option_keyword)
+                if ties == "average"
+                else None
+            )
             if refused:
                 raise ValueError(
                     f"{type(self).__name__}: ties='average' is not available with {refused} for {entry.name!r} "
@@ -221,14 +233,24 @@ class RankingMetricBase(UserMean):
             weight = torch.ones(has_relevant.shape, dtype=torch.float64, device=has_relevant.device)
         extra = {}
         if self.top_k is not None:
-            extra["_boundary_ties"] = weight @ ties if ties is not None else torch.zeros(
-                len(self.top_k), dtype=torch.float64, device=weight.device
+            extra["_boundary_ties"] = (
+                weight @ ties
+                if ties is not None
+                else torch.zeros(len(self.top_k), dtype=torch.float64, device=weight.device)
             )
         return UserRows(torch.cat(columns, 1), weight, invalid, extra, batch.groups, batch.users)
 
     def _evaluate(self, batch: RankingInput) -> tuple:
-        return evaluate_entries(batch, self._entries, self._options, self.top_k, self._request,
-                                self.relevance_threshold, self.ties, self._hints)
+        return evaluate_entries(
+            batch,
+            self._entries,
+            self._options,
+            self.top_k,
+            self._request,
+            self.relevance_threshold,
+            self.ties,
+            self._hints,
+        )
 
     # Tie diagnosis -----------------------------------------------------------------------------
     def boundary_tie_share(self) -> list:
@@ -261,16 +283,18 @@ def option_parameters(entries: Sequence[RankingEntry], attribute: str = "name", 
         for option in entry.options:
             keyword = getattr(option, attribute)
             if keyword not in skip:
-                parameters.setdefault(keyword, inspect.Parameter(keyword, inspect.Parameter.KEYWORD_ONLY,
-                                                                 default=option.default))
+                parameters.setdefault(
+                    keyword, inspect.Parameter(keyword, inspect.Parameter.KEYWORD_ONLY, default=option.default)
+                )
     return list(parameters.values())
 
 
 def with_parameters(function: Callable, extra: list) -> inspect.Signature:
     """``function``'s signature without ``self`` and its ``**`` parameter, with ``extra``
     keyword-only parameters inserted before the last keyword-only ones."""
-    parameters = [p for name, p in inspect.signature(function).parameters.items()
-                  if name != "self" and p.kind != p.VAR_KEYWORD]
+    parameters = [
+        p for name, p in inspect.signature(function).parameters.items() if name != "self" and p.kind != p.VAR_KEYWORD
+    ]
     return inspect.Signature(parameters + extra)
 
 
@@ -318,9 +342,19 @@ class CutoffMetric(CutoffResults, RankingMetricBase):
             setattr(self, option.name, options.get(option.name, option.default))
         chosen = {option.name: getattr(self, option.name) for option in self.entry.options}
         super().__init__(
-            (self.entry,), {self.entry.name: chosen}, ignore_zero_hits, relevance_threshold, output_transform, device, skip_unrolling,
-            ties=ties, per_user=per_user, num_groups=num_groups, num_items=num_items,
-            skip_users_without_relevant=skip_users_without_relevant, num_threads=num_threads,
+            (self.entry,),
+            {self.entry.name: chosen},
+            ignore_zero_hits,
+            relevance_threshold,
+            output_transform,
+            device,
+            skip_unrolling,
+            ties=ties,
+            per_user=per_user,
+            num_groups=num_groups,
+            num_items=num_items,
+            skip_users_without_relevant=skip_users_without_relevant,
+            num_threads=num_threads,
         )
 
     def _num_values(self) -> int:

@@ -174,7 +174,11 @@ class UserMean(StreamingMean):
         rows = _gathered_rows(rows)
         if 1 not in kinds:
             return rows, None
-        ids = torch.cat(self._per_user_ids) if self._per_user_ids else torch.zeros(0, dtype=torch.int64, device=rows.device)
+        ids = (
+            torch.cat(self._per_user_ids)
+            if self._per_user_ids
+            else torch.zeros(0, dtype=torch.int64, device=rows.device)
+        )
         ids, order = torch.sort(_gathered_rows(ids.unsqueeze(1))[:, 0], stable=True)
         repeated = ids[1:][ids[1:] == ids[:-1]].unique()
         if repeated.numel():

@@ -100,8 +100,11 @@ class CatalogCounts(CutoffResults, StatefulMetric):
         self._buckets_by_depth: dict = {}
         # 0 items until the first batch fixes the catalog size; a saved state of any size loads
         # when num_items is not given
-        self.add_state("_counts", lambda: (len(self.top_k), self.num_items or 0),
-                       load_shape=lambda: (len(self.top_k), self.num_items))
+        self.add_state(
+            "_counts",
+            lambda: (len(self.top_k), self.num_items or 0),
+            load_shape=lambda: (len(self.top_k), self.num_items),
+        )
         super().__init__(output_transform, device=device, skip_unrolling=skip_unrolling)
 
     def _parse(self, output):
@@ -411,7 +414,9 @@ class TailPercentage(ItemValueMean):
     ):
         self.tail_ratio = tail_ratio
         self.unseen_items_are_tail = unseen_items_are_tail
-        super().__init__(top_k, item_popularity, output_transform, device, skip_unrolling, per_user=per_user, num_groups=num_groups)
+        super().__init__(
+            top_k, item_popularity, output_transform, device, skip_unrolling, per_user=per_user, num_groups=num_groups
+        )
 
     def _values_of_items(self, popularity):
         seen = popularity > 0
@@ -486,7 +491,9 @@ class Novelty(ItemValueMean):
         num_groups: Optional[int] = None,
     ):
         self.unseen_items = unseen_items
-        super().__init__(top_k, item_popularity, output_transform, device, skip_unrolling, per_user=per_user, num_groups=num_groups)
+        super().__init__(
+            top_k, item_popularity, output_transform, device, skip_unrolling, per_user=per_user, num_groups=num_groups
+        )
 
     def _values_of_items(self, popularity):
         seen = popularity > 0
@@ -495,7 +502,7 @@ class Novelty(ItemValueMean):
         if self.unseen_items == "error" and not bool(seen.all()):
             raise ValueError(
                 "item_popularity must be positive for Novelty (an item with count 0 has infinite "
-                "self-information); pass unseen_items=\"rarest_seen\" or add a pseudo-count, e.g. "
+                'self-information); pass unseen_items="rarest_seen" or add a pseudo-count, e.g. '
                 "item_popularity + 1"
             )
         rarest = popularity[seen].min()

@@ -128,8 +128,11 @@ class Miscalibration(ListMean):
             lambda name, value, arguments: check_item_categories(name, value),
             (torch.zeros(3), torch.tensor([[-1.0]]), [[-1]], [[0.5]], [], "01", None, _NOT_ACCEPTED),
         ),
-        "num_categories": V.Custom("a positive int at least the number of categories of item_categories, or None",
-                                   check_num_categories, (0, 1.5, "2", 1, _NOT_ACCEPTED)),
+        "num_categories": V.Custom(
+            "a positive int at least the number of categories of item_categories, or None",
+            check_num_categories,
+            (0, 1.5, "2", 1, _NOT_ACCEPTED),
+        ),
         "alpha": V.Interval(float, 0, 1, low_included=False, high_included=False),
         "rank_weight": RANK_WEIGHT,
     }
@@ -160,8 +163,9 @@ class Miscalibration(ListMean):
         weights = rank_weight_values("rank_weight", rank_weight, self.top_k[-1])
         if weights is None:
             weights = torch.ones(self.top_k[-1], dtype=torch.float64)
-        self._copies = DeviceCopies(categories=torch.where(totals > 0, matrix / totals.clamp(min=1e-300), 0.0),
-                                    weights=weights)
+        self._copies = DeviceCopies(
+            categories=torch.where(totals > 0, matrix / totals.clamp(min=1e-300), 0.0), weights=weights
+        )
         super().__init__(output_transform, device, skip_unrolling, per_user=per_user, num_groups=num_groups)
 
     def _catalog_size(self) -> int:

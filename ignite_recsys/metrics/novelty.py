@@ -139,8 +139,18 @@ class EPC(_ExpectedNovelty):
         num_groups: Optional[int] = None,
     ):
         self.num_users = num_users
-        super().__init__(top_k, item_popularity, relevance_threshold, rank_weight, ignore_zero_hits, output_transform,
-                         device, skip_unrolling, per_user=per_user, num_groups=num_groups)
+        super().__init__(
+            top_k,
+            item_popularity,
+            relevance_threshold,
+            rank_weight,
+            ignore_zero_hits,
+            output_transform,
+            device,
+            skip_unrolling,
+            per_user=per_user,
+            num_groups=num_groups,
+        )
 
     def _novelty(self, popularity: torch.Tensor) -> torch.Tensor:
         return 1.0 - popularity / self.num_users
@@ -214,8 +224,9 @@ class MeanInvUserFreq(ItemValueMean):
         num_groups: Optional[int] = None,
     ):
         self.num_users = num_users
-        super().__init__(top_k, item_popularity, output_transform, device, skip_unrolling, per_user=per_user,
-                         num_groups=num_groups)
+        super().__init__(
+            top_k, item_popularity, output_transform, device, skip_unrolling, per_user=per_user, num_groups=num_groups
+        )
 
     def _values_of_items(self, popularity: torch.Tensor) -> torch.Tensor:
         return torch.log2(self.num_users / popularity.clamp(min=1.0))

@@ -96,11 +96,14 @@ class _TwoLists(CutoffResults, UserMean):
         a, b = batches
         for model, batch in (("a", a), ("b", b)):
             if self.num_items is not None and batch.num_items != self.num_items:
-                raise ValueError(f"{name}: y_pred_{model} must have num_items={self.num_items} columns (given), got "
-                                 f"{batch.num_items}")
+                raise ValueError(
+                    f"{name}: y_pred_{model} must have num_items={self.num_items} columns (given), got "
+                    f"{batch.num_items}"
+                )
         if a.num_items is not None and b.num_items is not None and a.num_items != b.num_items:
-            raise ValueError(f"{name}: y_pred_a and y_pred_b must rank the same catalog, got {a.num_items} and "
-                             f"{b.num_items} items")
+            raise ValueError(
+                f"{name}: y_pred_a and y_pred_b must rank the same catalog, got {a.num_items} and {b.num_items} items"
+            )
         return a, b
 
     def _inputs_device(self, inputs: tuple) -> torch.device:

@@ -83,22 +83,34 @@ class Paired(StatefulMetric):
     optional_output_keys = ("exclude",)
 
     _parameter_constraints = {
-        "metric": V.Custom("a metric that averages over users, built without per_user and num_groups",
-                           lambda name, value, arguments: _check_paired_metric(value)),
-        "level": V.Custom("a confidence level strictly between 0 and 1",
-                          lambda name, value, arguments: V.check_level(value), ("0.9", 0.0, 1.0, 1.5, None)),
+        "metric": V.Custom(
+            "a metric that averages over users, built without per_user and num_groups",
+            lambda name, value, arguments: _check_paired_metric(value),
+        ),
+        "level": V.Custom(
+            "a confidence level strictly between 0 and 1",
+            lambda name, value, arguments: V.check_level(value),
+            ("0.9", 0.0, 1.0, 1.5, None),
+        ),
     }
 
-    def __init__(self, metric: Any, level: float = 0.95, output_transform: Any = _identity, device: Any = None,
-                 skip_unrolling: bool = False):
+    def __init__(
+        self,
+        metric: Any,
+        level: float = 0.95,
+        output_transform: Any = _identity,
+        device: Any = None,
+        skip_unrolling: bool = False,
+    ):
         self.metric = metric
         self.level = level
         size = metric._num_values()
         self.add_state("_count", ())
         for key in ("_sum_a", "_sum_b", "_sum_d", "_sum_d2"):
             self.add_state(key, (size,))
-        super().__init__(output_transform, device=metric._device if device is None else device,
-                         skip_unrolling=skip_unrolling)
+        super().__init__(
+            output_transform, device=metric._device if device is None else device, skip_unrolling=skip_unrolling
+        )
 
     def _model_rows(self, model: str, y_pred: Any, rest: tuple):
         name = type(self.metric).__name__
@@ -122,7 +134,9 @@ class Paired(StatefulMetric):
                 f"or 4 entries, got a sequence of length {len(output)}"
             )
         if any(isinstance(entry, (UserGroups, UserIds)) for entry in output):
-            raise TypeError("Paired.update takes no UserGroups or UserIds (it keeps neither groups nor per-user values)")
+            raise TypeError(
+                "Paired.update takes no UserGroups or UserIds (it keeps neither groups nor per-user values)"
+            )
         rest = tuple(output[2:])
         a, batch = self._model_rows("a", output[0], rest)
         b, _ = self._model_rows("b", output[1], rest)

@@ -91,8 +91,9 @@ class APLT(ItemValueMean):
         num_groups: Optional[int] = None,
     ):
         self.pop_ratio = pop_ratio
-        super().__init__(top_k, item_popularity, output_transform, device, skip_unrolling, per_user=per_user,
-                         num_groups=num_groups)
+        super().__init__(
+            top_k, item_popularity, output_transform, device, skip_unrolling, per_user=per_user, num_groups=num_groups
+        )
 
     def _values_of_items(self, popularity: torch.Tensor) -> torch.Tensor:
         return (~elliot_short_head(popularity, self.pop_ratio)).to(torch.float64)
@@ -403,12 +404,23 @@ class ItemGroupExposure(CatalogCounts):
     """
 
     _parameter_constraints = {
-        "item_groups": V.Custom("a non-empty 1-D tensor of integer group ids >= 0, one per item",
-                                lambda name, value, arguments: _check_item_groups(name, value),
-                                (torch.tensor([0.5]), torch.tensor([-1]), torch.zeros(2, 2, dtype=torch.int64),
-                                 [0, 1], None, _NOT_ACCEPTED)),
-        "num_item_groups": V.Custom("a positive int above every id of item_groups, or None",
-                                    _check_num_item_groups, (0, 1.5, "2", 1, _NOT_ACCEPTED)),
+        "item_groups": V.Custom(
+            "a non-empty 1-D tensor of integer group ids >= 0, one per item",
+            lambda name, value, arguments: _check_item_groups(name, value),
+            (
+                torch.tensor([0.5]),
+                torch.tensor([-1]),
+                torch.zeros(2, 2, dtype=torch.int64),
+                [0, 1],
+                None,
+                _NOT_ACCEPTED,
+            ),
+        ),
+        "num_item_groups": V.Custom(
+            "a positive int above every id of item_groups, or None",
+            _check_num_item_groups,
+            (0, 1.5, "2", 1, _NOT_ACCEPTED),
+        ),
         "rank_weight": RANK_WEIGHT,
     }
 
@@ -443,4 +455,3 @@ class ItemGroupExposure(CatalogCounts):
 
     def _scalar_items(self, name: str, result: Any) -> list:
         return list(zip(self._scalar_keys(name), [share for shares in result for share in shares]))
-

@@ -28,8 +28,10 @@ class _IgniteDropIn(CutoffMetric):
 
     def _empty_message(self) -> str:
         # ignite's text first, then why no user was counted
-        return super()._empty_message().replace(
-            "must have at least one counted user", "must have at least one example (a counted user)", 1
+        return (
+            super()
+            ._empty_message()
+            .replace("must have at least one counted user", "must have at least one example (a counted user)", 1)
         )
 
     def load_state_dict(self, state_dict: Mapping) -> None:
@@ -144,9 +146,20 @@ class NDCG(_IgniteDropIn):
         **options: Any,
     ):
         super().__init__(
-            top_k, ignore_zero_hits, relevance_threshold, output_transform, device, skip_unrolling,
-            ties=ties, per_user=per_user, num_groups=num_groups, num_items=num_items,
-            skip_users_without_relevant=skip_users_without_relevant, num_threads=num_threads, gain_function=gain_function, **options,
+            top_k,
+            ignore_zero_hits,
+            relevance_threshold,
+            output_transform,
+            device,
+            skip_unrolling,
+            ties=ties,
+            per_user=per_user,
+            num_groups=num_groups,
+            num_items=num_items,
+            skip_users_without_relevant=skip_users_without_relevant,
+            num_threads=num_threads,
+            gain_function=gain_function,
+            **options,
         )
 
 
@@ -194,9 +207,18 @@ class HitRate(_IgniteDropIn):
         num_threads: Optional[int] = None,
     ):
         super().__init__(
-            top_k, ignore_zero_hits, relevance_threshold, output_transform, device, skip_unrolling,
-            ties=ties, per_user=per_user, num_groups=num_groups, num_items=num_items,
-            skip_users_without_relevant=skip_users_without_relevant, num_threads=num_threads,
+            top_k,
+            ignore_zero_hits,
+            relevance_threshold,
+            output_transform,
+            device,
+            skip_unrolling,
+            ties=ties,
+            per_user=per_user,
+            num_groups=num_groups,
+            num_items=num_items,
+            skip_users_without_relevant=skip_users_without_relevant,
+            num_threads=num_threads,
         )
 
 
@@ -492,9 +514,19 @@ class RPrecision(RankingMetricBase):
         num_threads: Optional[int] = None,
     ):
         super().__init__(
-            (self.entry,), {}, ignore_zero_hits, relevance_threshold, output_transform, device, skip_unrolling,
-            ties=ties, per_user=per_user, num_groups=num_groups, num_items=num_items,
-            skip_users_without_relevant=skip_users_without_relevant, num_threads=num_threads,
+            (self.entry,),
+            {},
+            ignore_zero_hits,
+            relevance_threshold,
+            output_transform,
+            device,
+            skip_unrolling,
+            ties=ties,
+            per_user=per_user,
+            num_groups=num_groups,
+            num_items=num_items,
+            skip_users_without_relevant=skip_users_without_relevant,
+            num_threads=num_threads,
         )
 
     def _result(self, means):

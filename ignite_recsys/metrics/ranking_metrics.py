@@ -71,8 +71,11 @@ class RankingMetrics(RankingMetricBase):
     _option_keyword = "argument"
     _parameter_constraints = {
         "top_k": V.TOP_K,
-        "metrics": V.Custom("a sequence of distinct metric names, or None for the default metrics", _check_metrics,
-                            ("ndcg", [], ["ndcg", "ndcg"], ["no such metric"], 3)),
+        "metrics": V.Custom(
+            "a sequence of distinct metric names, or None for the default metrics",
+            _check_metrics,
+            ("ndcg", [], ["ndcg", "ndcg"], ["no such metric"], 3),
+        ),
         # gain_function, map_normalization, recall_normalization, ...: the registry's options
         **{argument: option.checked_by for argument, option in ranking_metrics_options().items()},
     }
@@ -104,15 +107,25 @@ class RankingMetrics(RankingMetricBase):
         for argument, option in ranking_metrics_options().items():
             setattr(self, argument, arguments.get(argument, option.default))
         entries = [REGISTRY[name] for name in self.metrics or ()]  # checked: the names
-        options = {entry.name: {option.name: getattr(self, option.argument) for option in entry.options}
-                   for entry in entries}
+        options = {
+            entry.name: {option.name: getattr(self, option.argument) for option in entry.options} for entry in entries
+        }
         self._names = [f"{entry.name}@{k}" for entry in entries if entry.has_cutoff for k in self.top_k]
         self._names += [entry.name for entry in entries if not entry.has_cutoff]
         super().__init__(
             [entry for entry in entries if entry.has_cutoff] + [entry for entry in entries if not entry.has_cutoff],
-            options, ignore_zero_hits, relevance_threshold, output_transform, device, skip_unrolling,
-            ties=ties, per_user=per_user, num_groups=num_groups, num_items=num_items,
-            skip_users_without_relevant=skip_users_without_relevant, num_threads=num_threads,
+            options,
+            ignore_zero_hits,
+            relevance_threshold,
+            output_transform,
+            device,
+            skip_unrolling,
+            ties=ties,
+            per_user=per_user,
+            num_groups=num_groups,
+            num_items=num_items,
+            skip_users_without_relevant=skip_users_without_relevant,
+            num_threads=num_threads,
         )
 
     def _num_values(self) -> int:
@@ -177,9 +190,16 @@ class RecallAtFixedPrecision(RankingMetrics):
         self.min_precision = min_precision
         self.adaptive_k = adaptive_k
         super().__init__(
-            list(range(1, max_k + 1)), ["precision", "recall"], ignore_zero_hits, relevance_threshold,
-            output_transform=output_transform, device=device, skip_unrolling=skip_unrolling, ties=ties,
-            num_items=num_items, precision_normalization="min_k_items" if adaptive_k else "k",
+            list(range(1, max_k + 1)),
+            ["precision", "recall"],
+            ignore_zero_hits,
+            relevance_threshold,
+            output_transform=output_transform,
+            device=device,
+            skip_unrolling=skip_unrolling,
+            ties=ties,
+            num_items=num_items,
+            precision_normalization="min_k_items" if adaptive_k else "k",
         )
 
     def curves(self) -> dict:

@@ -152,7 +152,9 @@ class AUC(StatefulMetric):
         everything = torch.ones((), dtype=torch.bool, device=y_pred.device)
         nan_score = torch.zeros((), dtype=torch.bool, device=y_pred.device)
         bad_target = torch.zeros_like(nan_score)
-        for scores, targets, observed in tuning.entry_pieces(inputs, tuning.CHECK_BYTES_PER_ENTRY):  # the checks first: state untouched on error
+        for scores, targets, observed in tuning.entry_pieces(
+            inputs, tuning.CHECK_BYTES_PER_ENTRY
+        ):  # the checks first: state untouched on error
             observed = everything if observed is None else observed
             nan_score |= (scores.isnan() & observed).any()
             if y.dtype.is_floating_point:
@@ -314,8 +316,10 @@ class LogLoss(PointwiseMean):
     0.4149
     """
 
-    _parameter_constraints = {"eps": V.Interval(float, 0, 0.5, low_included=False, high_included=False),
-                              "from_logits": V.BOOLEAN}
+    _parameter_constraints = {
+        "eps": V.Interval(float, 0, 0.5, low_included=False, high_included=False),
+        "from_logits": V.BOOLEAN,
+    }
 
     def __init__(
         self,

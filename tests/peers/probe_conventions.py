@@ -115,8 +115,14 @@ def probe_torchmetrics():
     # all candidates relevant: no non-relevant candidate
     m = RetrievalFallOut(top_k=2)
     m.update(torch.tensor([2.0, 1.0]), torch.tensor([True, True]), torch.tensor([0, 0]))
-    show("torchmetrics", "RetrievalFallOut, no non-relevant candidate", {"allrel": m.compute(),
-         "functional": retrieval_fall_out(torch.tensor([2.0, 1.0]), torch.tensor([True, True]), top_k=2)})
+    show(
+        "torchmetrics",
+        "RetrievalFallOut, no non-relevant candidate",
+        {
+            "allrel": m.compute(),
+            "functional": retrieval_fall_out(torch.tensor([2.0, 1.0]), torch.tensor([True, True]), top_k=2),
+        },
+    )
 
 
 def probe_rectools():
@@ -127,25 +133,33 @@ def probe_rectools():
     from rectools.metrics.distances import PairwiseHammingDistanceCalculator
 
     users = list(CASES)
-    reco = pd.DataFrame([(u, i, r) for u, (ranked, _, _) in CASES.items() for r, i in enumerate(ranked, 1)],
-                        columns=[Columns.User, Columns.Item, Columns.Rank])
-    test = pd.DataFrame([(u, i) for u, (_, labels, _) in CASES.items() for i, g in labels.items() if g >= 1],
-                        columns=[Columns.User, Columns.Item])
+    reco = pd.DataFrame(
+        [(u, i, r) for u, (ranked, _, _) in CASES.items() for r, i in enumerate(ranked, 1)],
+        columns=[Columns.User, Columns.Item, Columns.Rank],
+    )
+    test = pd.DataFrame(
+        [(u, i) for u, (_, labels, _) in CASES.items() for i, g in labels.items() if g >= 1],
+        columns=[Columns.User, Columns.Item],
+    )
     test[Columns.Weight], test[Columns.Datetime] = 1.0, pd.Timestamp("2024-01-01")
-    prev = pd.DataFrame([(t, i) for t, items in enumerate(TRAIN) for i in items],
-                        columns=[Columns.User, Columns.Item])
+    prev = pd.DataFrame([(t, i) for t, items in enumerate(TRAIN) for i in items], columns=[Columns.User, Columns.Item])
     prev[Columns.Weight], prev[Columns.Datetime] = 1.0, pd.Timestamp("2024-01-01")
     feats = pd.DataFrame(np.eye(N_ITEMS)[:, :3])
-    ref_reco = pd.DataFrame([(u, i, r) for u in users for r, i in enumerate([2, 0, 7], 1)],
-                            columns=[Columns.User, Columns.Item, Columns.Rank])
+    ref_reco = pd.DataFrame(
+        [(u, i, r) for u in users for r, i in enumerate([2, 0, 7], 1)],
+        columns=[Columns.User, Columns.Item, Columns.Rank],
+    )
     for name, make in [
         ("NDCG(divide_by_achievable=False)", lambda k: NDCG(k=k).calc_per_user(reco, test)),
         ("NDCG(divide_by_achievable=True)", lambda k: NDCG(k=k, divide_by_achievable=True).calc_per_user(reco, test)),
         ("MAP(divide_by_k=True)", lambda k: MAP(k=k, divide_by_k=True).calc_per_user(reco, test)),
         ("Intersection (ref list [2, 0, 7])", lambda k: Intersection(k=k).calc_per_user(reco, ref_reco)),
-        ("IntraListDiversity (Hamming, 3 features)",
-         lambda k: IntraListDiversity(k=k, distance_calculator=PairwiseHammingDistanceCalculator(feats))
-         .calc_per_user(reco)),
+        (
+            "IntraListDiversity (Hamming, 3 features)",
+            lambda k: IntraListDiversity(
+                k=k, distance_calculator=PairwiseHammingDistanceCalculator(feats)
+            ).calc_per_user(reco),
+        ),
         ("Serendipity", lambda k: Serendipity(k=k).calc_per_user(reco, test, prev, np.arange(N_ITEMS))),
         ("MeanInvUserFreq", lambda k: MeanInvUserFreq(k=k).calc_per_user(reco, prev)),
     ]:
@@ -170,8 +184,9 @@ def probe_lenskit():
         rel = {i: g for i, g in labels.items() if g >= 1}
         return ItemList(item_ids=np.asarray(list(rel), dtype=np.int64), rating=np.asarray(list(rel.values()), float))
 
-    ds = from_interactions_df(pd.DataFrame([(t, i) for t, items in enumerate(TRAIN)
-                                            for i in items], columns=["user_id", "item_id"]))
+    ds = from_interactions_df(
+        pd.DataFrame([(t, i) for t, items in enumerate(TRAIN) for i in items], columns=["user_id", "item_id"])
+    )
     for name, metric in [
         ("NDCG(k) default LogRankWeight()", lambda k: NDCG(k)),
         ("NDCG(k, gain='rating')", lambda k: NDCG(k, gain="rating")),
@@ -180,11 +195,15 @@ def probe_lenskit():
         ("RBP(k, patience=0.5, normalize=True)", lambda k: RBP(k, patience=0.5, normalize=True)),
         ("MeanPopRank(k)", lambda k: MeanPopRank(ds, n=k)),
     ]:
-        out = {c: _try(lambda m, r, t: m.measure_list(r, t), metric(k), recs(ranked), test_list(labels))
-               for c, (ranked, labels, k) in CASES.items()}
+        out = {
+            c: _try(lambda m, r, t: m.measure_list(r, t), metric(k), recs(ranked), test_list(labels))
+            for c, (ranked, labels, k) in CASES.items()
+        }
         show("lenskit", name, out)
-    out = {c: rank_biased_overlap(recs(ranked), recs([2, 0, 7]), GeometricRankWeight(0.5), n=k)
-           for c, (ranked, _, k) in CASES.items()}
+    out = {
+        c: rank_biased_overlap(recs(ranked), recs([2, 0, 7]), GeometricRankWeight(0.5), n=k)
+        for c, (ranked, _, k) in CASES.items()
+    }
     show("lenskit", "rank_biased_overlap(list, [2, 0, 7], p=.5, n=k)", out)
 
 
@@ -226,13 +245,13 @@ def probe_reference():
     rows = {
         "dcg linear / log2": lambda r, y, k: ref.dcg(r, y, k, gain="linear"),
         "ndcg linear / log2": lambda r, y, k: ref.ndcg(r, y, k, gain="linear"),
-        "ndcg binary / log2_clip, empty=nan": lambda r, y, k: ref.ndcg(r, y, k, gain="binary", discount="log2_clip",
-                                                                       empty=math.nan),
+        "ndcg binary / log2_clip, empty=nan": lambda r, y, k: ref.ndcg(
+            r, y, k, gain="binary", discount="log2_clip", empty=math.nan
+        ),
         "ndcg binary / ideal=k_relevant": lambda r, y, k: ref.ndcg(r, y, k, gain="binary", ideal="k_relevant"),
         "rbp p=.5 graded (ranx)": lambda r, y, k: ref.rbp(r, y, 0.5, graded=True),
         "rbp p=.5 binary at k": lambda r, y, k: ref.rbp(r, y, 0.5, k, graded=False),
-        "rbp p=.5 binary at k, achievable": lambda r, y, k: ref.rbp(r, y, 0.5, k, graded=False,
-                                                                    normalize="achievable"),
+        "rbp p=.5 binary at k, achievable": lambda r, y, k: ref.rbp(r, y, 0.5, k, graded=False, normalize="achievable"),
         "bpref trec_eval": lambda r, y, k: ref.bpref(r, y),
         "bpref ranx": lambda r, y, k: ref.bpref(r, y, convention="ranx"),
         "err max_grade=4": lambda r, y, k: ref.err(r, y, k),
@@ -251,8 +270,14 @@ def probe_reference():
 if __name__ == "__main__":
     warnings.filterwarnings("ignore")
     probe_reference()
-    for module, probe in [("ranx", probe_ranx), ("pytrec_eval", probe_trec), ("ir_measures", probe_ir_measures),
-                          ("torchmetrics", probe_torchmetrics), ("rectools", probe_rectools),
-                          ("lenskit", probe_lenskit), ("recpack", probe_recpack)]:
+    for module, probe in [
+        ("ranx", probe_ranx),
+        ("pytrec_eval", probe_trec),
+        ("ir_measures", probe_ir_measures),
+        ("torchmetrics", probe_torchmetrics),
+        ("rectools", probe_rectools),
+        ("lenskit", probe_lenskit),
+        ("recpack", probe_recpack),
+    ]:
         if importlib.util.find_spec(module) is not None:
             probe()

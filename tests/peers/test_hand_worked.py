@@ -116,8 +116,11 @@ def test_miuf_is_self_information_minus_log_interactions_per_user():
     n_pairs, n_users = len(pairs), len({u for u, _ in pairs})
     for u in peer_cases.make_users(seed=23):
         self_info = np.mean([-math.log2(counts[i] / n_pairs) for i in u["ranked"][:5]])
-        agree("miuf identity", ref.mean_inverse_user_frequency(u["ranked"], 5, counts, n_users),
-              self_info - math.log2(n_pairs / n_users))
+        agree(
+            "miuf identity",
+            ref.mean_inverse_user_frequency(u["ranked"], 5, counts, n_users),
+            self_info - math.log2(n_pairs / n_users),
+        )
 
 
 @pytest.mark.parametrize("k", [1, 3, 25])

@@ -69,8 +69,11 @@ def test_ndcg_and_dcg(k, weight, graded):
         want = ref.ndcg(u["ranked"], u["labels"], k, gain=gain, discount=discount, empty=np.nan)
         empty += bool(np.isnan(want))
         agree(f"lenskit NDCG({weight}, gain={field})", ndcg.measure_list(_recs(u["ranked"]), test), want)
-        agree(f"lenskit DCG({weight}, gain={field})", dcg.measure_list(_recs(u["ranked"]), test),
-              ref.dcg(u["ranked"], u["labels"], k, gain=gain, discount=discount))
+        agree(
+            f"lenskit DCG({weight}, gain={field})",
+            dcg.measure_list(_recs(u["ranked"]), test),
+            ref.dcg(u["ranked"], u["labels"], k, gain=gain, discount=discount),
+        )
     assert empty > 0  # users without a relevant item: NaN in LensKit
 
 
@@ -84,8 +87,9 @@ def test_rbp(k, patience, normalize):
         if len(test) == 0:
             assert np.isnan(metric.measure_list(_recs(u["ranked"]), test))
             continue
-        want = ref.rbp(u["ranked"], u["labels"], patience, k, graded=False,
-                       normalize="achievable" if normalize else "series")
+        want = ref.rbp(
+            u["ranked"], u["labels"], patience, k, graded=False, normalize="achievable" if normalize else "series"
+        )
         agree(f"lenskit RBP(normalize={normalize})", metric.measure_list(_recs(u["ranked"]), test), want)
 
 
@@ -103,8 +107,11 @@ def test_gini(k):
     lists = [u["ranked"] for u in USERS]
     for metric, discount, name in [
         (ExposureGini(k, items=peer_cases.N_ITEMS), ("geometric", 0.85), "ExposureGini()"),
-        (ExposureGini(k, items=peer_cases.N_ITEMS, weight=LogRankWeight(offset=1)), "log2",
-         "ExposureGini(LogRankWeight(offset=1))"),
+        (
+            ExposureGini(k, items=peer_cases.N_ITEMS, weight=LogRankWeight(offset=1)),
+            "log2",
+            "ExposureGini(LogRankWeight(offset=1))",
+        ),
         (ListGini(k, items=peer_cases.N_ITEMS), None, "ListGini"),
     ]:
         got = metric.global_aggregate([metric.compute_list_data(_recs(items), None) for items in lists])
@@ -118,6 +125,9 @@ def test_mean_pop_rank(k):
     metric = MeanPopRank(ds, n=k)
     counts = peer_cases.user_counts(TRAIN)
     for u in USERS:
-        agree("lenskit MeanPopRank", metric.measure_list(_recs(u["ranked"]), _test(u)),
-              ref.mean_pop_rank(u["ranked"], k, counts))
+        agree(
+            "lenskit MeanPopRank",
+            metric.measure_list(_recs(u["ranked"]), _test(u)),
+            ref.mean_pop_rank(u["ranked"], k, counts),
+        )
     assert np.isnan(metric.measure_list(_recs([]), _test(USERS[0])))

@@ -67,9 +67,12 @@ def _check_per_user(name, got, want_of, users):
 def test_ndcg(k, achievable):
     got = NDCG(k=k, divide_by_achievable=achievable).calc_per_user(RECO, TEST)
     ideal = "achievable" if achievable else "k_relevant"
-    _check_per_user(f"rectools NDCG(divide_by_achievable={achievable})", got,
-                    lambda n: ref.ndcg(USERS[n]["ranked"], USERS[n]["labels"], k, gain="binary", ideal=ideal),
-                    WITH_RELEVANT)
+    _check_per_user(
+        f"rectools NDCG(divide_by_achievable={achievable})",
+        got,
+        lambda n: ref.ndcg(USERS[n]["ranked"], USERS[n]["labels"], k, gain="binary", ideal=ideal),
+        WITH_RELEVANT,
+    )
 
 
 @pytest.mark.parametrize("k", peer_cases.CUTOFFS)
@@ -77,9 +80,12 @@ def test_ndcg(k, achievable):
 def test_map(k, divide_by_k):
     got = MAP(k=k, divide_by_k=divide_by_k).calc_per_user(RECO, TEST)
     den = "k" if divide_by_k else "relevant"
-    _check_per_user(f"rectools MAP(divide_by_k={divide_by_k})", got,
-                    lambda n: ref.average_precision(USERS[n]["ranked"], USERS[n]["labels"], k, denominator=den),
-                    WITH_RELEVANT)
+    _check_per_user(
+        f"rectools MAP(divide_by_k={divide_by_k})",
+        got,
+        lambda n: ref.average_precision(USERS[n]["ranked"], USERS[n]["labels"], k, denominator=den),
+        WITH_RELEVANT,
+    )
 
 
 @pytest.mark.parametrize("k,ref_k", [(1, None), (3, None), (5, 2), (10, None), (25, 7)])
@@ -87,9 +93,12 @@ def test_intersection(k, ref_k):
     other = _reco([u["other"] for u in USERS[::2]])  # half of the users have no reference list
     other[Columns.User] *= 2
     got = Intersection(k=k, ref_k=ref_k).calc_per_user(RECO, other)
-    _check_per_user("rectools Intersection", got,
-                    lambda n: ref.intersection(USERS[n]["ranked"], USERS[n]["other"] if n % 2 == 0 else [], k, ref_k),
-                    list(range(len(USERS))))
+    _check_per_user(
+        "rectools Intersection",
+        got,
+        lambda n: ref.intersection(USERS[n]["ranked"], USERS[n]["other"] if n % 2 == 0 else [], k, ref_k),
+        list(range(len(USERS))),
+    )
 
 
 class _Cosine(PairwiseDistanceCalculator):
@@ -106,9 +115,12 @@ def test_intra_list_diversity(k, distance):
     calc = _Cosine(DENSE) if distance == "cosine" else PairwiseHammingDistanceCalculator(pd.DataFrame(BINARY))
     features = DENSE if distance == "cosine" else BINARY
     got = IntraListDiversity(k=k, distance_calculator=calc).calc_per_user(RECO)
-    _check_per_user(f"rectools IntraListDiversity ({distance})", got,
-                    lambda n: ref.intra_list_diversity(USERS[n]["ranked"], k, features, distance=distance),
-                    list(range(len(USERS))))
+    _check_per_user(
+        f"rectools IntraListDiversity ({distance})",
+        got,
+        lambda n: ref.intra_list_diversity(USERS[n]["ranked"], k, features, distance=distance),
+        list(range(len(USERS))),
+    )
 
 
 @pytest.mark.parametrize("k", peer_cases.CUTOFFS)
@@ -116,9 +128,12 @@ def test_serendipity(k):
     catalog = np.arange(peer_cases.N_ITEMS)
     got = Serendipity(k=k).calc_per_user(RECO, TEST, PREV, catalog)
     counts = peer_cases.user_counts(TRAIN)  # distinct pairs: interactions = distinct users
-    _check_per_user("rectools Serendipity", got,
-                    lambda n: ref.serendipity(USERS[n]["ranked"], USERS[n]["labels"], k, counts, peer_cases.N_ITEMS),
-                    list(range(len(USERS))))
+    _check_per_user(
+        "rectools Serendipity",
+        got,
+        lambda n: ref.serendipity(USERS[n]["ranked"], USERS[n]["labels"], k, counts, peer_cases.N_ITEMS),
+        list(range(len(USERS))),
+    )
 
 
 @pytest.mark.parametrize("k", peer_cases.CUTOFFS)
@@ -126,6 +141,9 @@ def test_mean_inv_user_freq(k):
     got = MeanInvUserFreq(k=k).calc_per_user(RECO, PREV)
     counts = peer_cases.user_counts(TRAIN)
     n_users = len({u for u, _ in TRAIN})
-    _check_per_user("rectools MeanInvUserFreq", got,
-                    lambda n: ref.mean_inverse_user_frequency(USERS[n]["ranked"], k, counts, n_users),
-                    list(range(len(USERS))))
+    _check_per_user(
+        "rectools MeanInvUserFreq",
+        got,
+        lambda n: ref.mean_inverse_user_frequency(USERS[n]["ranked"], k, counts, n_users),
+        list(range(len(USERS))),
+    )

@@ -78,8 +78,10 @@ class _Cosine(PairwiseDistanceCalculator):
 def test_intra_list_diversity(distance):
     features = DENSE if distance == "cosine" else BINARY
     calculator = _Cosine(DENSE) if distance == "cosine" else PairwiseHammingDistanceCalculator(pd.DataFrame(BINARY))
-    ours = lib.per_user(R.IntraListDiversity(list(peer_cases.CUTOFFS), torch.as_tensor(features), distance=distance,
-                                             per_user=True), (LISTS, LABELS))
+    ours = lib.per_user(
+        R.IntraListDiversity(list(peer_cases.CUTOFFS), torch.as_tensor(features), distance=distance, per_user=True),
+        (LISTS, LABELS),
+    )
     for j, k in enumerate(peer_cases.CUTOFFS):
         got = IntraListDiversity(k=k, distance_calculator=calculator).calc_per_user(RECO)
         _compare(f"ignite_recsys IntraListDiversity ({distance}) vs rectools", got, ours[:, j])
@@ -95,8 +97,9 @@ def test_serendipity():
 def test_mean_inv_user_freq():
     ours = lib.per_user(R.MeanInvUserFreq(list(peer_cases.CUTOFFS), COUNTS, N_USERS, per_user=True), (LISTS, LABELS))
     for j, k in enumerate(peer_cases.CUTOFFS):
-        _compare("ignite_recsys MeanInvUserFreq vs rectools", MeanInvUserFreq(k=k).calc_per_user(RECO, PREV),
-                 ours[:, j])
+        _compare(
+            "ignite_recsys MeanInvUserFreq vs rectools", MeanInvUserFreq(k=k).calc_per_user(RECO, PREV), ours[:, j]
+        )
 
 
 @pytest.mark.parametrize("ref_k", [None, 2, 7])

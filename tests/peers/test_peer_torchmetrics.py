@@ -80,8 +80,9 @@ def test_precision_recall_curve(max_k, adaptive_k):
         if not target[sel].any():
             continue  # the functional form returns zeros: checked through the class below
         p, r, _ = tmf.retrieval_precision_recall_curve(preds[sel], target[sel], max_k=max_k, adaptive_k=adaptive_k)
-        want_p, want_r = ref.precision_recall_curve(candidates, labels, max_k, n_candidates=len(candidates),
-                                                    adaptive_k=adaptive_k)
+        want_p, want_r = ref.precision_recall_curve(
+            candidates, labels, max_k, n_candidates=len(candidates), adaptive_k=adaptive_k
+        )
         for a, b in zip(p.tolist() + r.tolist(), want_p.tolist() + want_r.tolist()):
             agree("torchmetrics retrieval_precision_recall_curve", a, b, TOL)
 

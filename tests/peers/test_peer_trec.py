@@ -50,8 +50,9 @@ def test_ir_measures_bpref_providers():
 
 @pytest.mark.parametrize("k", peer_cases.CUTOFFS)
 def test_ir_measures_err_gdeval(k):
-    """gdeval.pl prints 5 decimals (rounding error up to 5e-6), hence the 1e-5 tolerance. It fixes the maximum grade at 4 and prints no row
-    for a topic without a positive judgement; ir-measures reports 0 for it."""
+    """gdeval.pl prints 5 decimals (rounding error up to 5e-6), hence the 1e-5 tolerance. It fixes
+    the maximum grade at 4 and prints no row for a topic without a positive judgement; ir-measures
+    reports 0 for it."""
     ir_measures = pytest.importorskip("ir_measures")
     if not ir_measures.gdeval.is_available():
         pytest.skip("gdeval needs perl")

@@ -17,7 +17,17 @@ from .groups import LOW_MASK, holds_nan, ordered_int32, stable_topk
 from .values import ValueGroups, strided_candidates, strided_groups, top_values, value_group_size, value_groups
 
 __all__ = [
-    "LOW_MASK", "holds_nan", "listed_bound", "ordered_int32", "stable_topk", "stable_topk_excluding",
-    "stable_topk_excluding_listed", "strided_candidates", "strided_groups", "top_values", "value_group_size",
-    "value_groups", "ValueGroups",
+    "LOW_MASK",
+    "holds_nan",
+    "listed_bound",
+    "ordered_int32",
+    "stable_topk",
+    "stable_topk_excluding",
+    "stable_topk_excluding_listed",
+    "strided_candidates",
+    "strided_groups",
+    "top_values",
+    "value_group_size",
+    "value_groups",
+    "ValueGroups",
 ]

@@ -48,8 +48,18 @@ import torch
 
 from .. import tuning
 from .groups import (
-    LOW_MASK, group_maxima, group_sizes, holds_nan, index_low_bits, ordered_int32, packed_keys, rows_of_groups, runs,
-    runs_at, stable_topk, with_tail,
+    LOW_MASK,
+    group_maxima,
+    group_sizes,
+    holds_nan,
+    index_low_bits,
+    ordered_int32,
+    packed_keys,
+    rows_of_groups,
+    runs,
+    runs_at,
+    stable_topk,
+    with_tail,
 )
 
 _INT32_MIN = -(1 << 31)
@@ -58,9 +68,7 @@ _INT64_MIN = -(1 << 63)
 _ALL_TRUE_WORD = 0x01010101
 
 
-def stable_topk_excluding(
-    scores: torch.Tensor, k: int, excluded: torch.Tensor, detect_nan: bool = False, entries=None
-):
+def stable_topk_excluding(scores: torch.Tensor, k: int, excluded: torch.Tensor, detect_nan: bool = False, entries=None):
     """Items (batch, k) int64 of each row's ``k`` best candidates (items where ``excluded`` is
     False), ordered by score descending then index ascending; ``-1`` past the row's number of
     candidates. With ``detect_nan``, also a (batch,) bool: the row holds a NaN score among its
@@ -71,7 +79,9 @@ def stable_topk_excluding(
     then the plain ones, recomputed with the mask only for the groups that hold a listed entry,
     instead of a masked pass over every score (``_group_maxima_at_entries``)."""
     if scores.ndim != 2 or not scores.is_floating_point():
-        raise TypeError(f"scores must be a 2-D floating-point tensor, got shape {tuple(scores.shape)} and {scores.dtype}")
+        raise TypeError(
+            f"scores must be a 2-D floating-point tensor, got shape {tuple(scores.shape)} and {scores.dtype}"
+        )
     if excluded.dtype != torch.bool or excluded.shape != scores.shape:
         raise TypeError(
             f"excluded must be a bool tensor of the scores' shape {tuple(scores.shape)}, got "
@@ -280,8 +290,10 @@ def stable_topk_excluding_listed(scores: torch.Tensor, k: int, excluded_rows: to
     if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= num_cols:
         raise ValueError(f"k must be an int in [1, num_items={num_cols}], got {k!r}")
     if excluded_rows.ndim != 2 or excluded_rows.shape[0] != num_rows or excluded_rows.dtype != torch.int64:
-        raise TypeError(f"excluded_rows must be int64 of shape ({num_rows}, E), got {excluded_rows.dtype} of shape "
-                        f"{tuple(excluded_rows.shape)}")
+        raise TypeError(
+            f"excluded_rows must be int64 of shape ({num_rows}, E), got {excluded_rows.dtype} of shape "
+            f"{tuple(excluded_rows.shape)}"
+        )
     x = scores.contiguous()
     bound = excluded_rows.shape[1]
     if bound and tuning.cpu_tuned(x.device) and _groups_hold_listed(x, k, bound):
