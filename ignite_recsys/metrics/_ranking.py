@@ -290,8 +290,8 @@ def option_parameters(entries: Sequence[RankingEntry], attribute: str = "name", 
 
 
 def with_parameters(function: Callable, extra: list) -> inspect.Signature:
-    """``function``'s signature without ``self`` and its ``**`` parameter, with ``extra``
-    keyword-only parameters inserted before the last keyword-only ones."""
+    """``function``'s signature without ``self`` and its ``**`` parameter, followed by the ``extra``
+    keyword-only parameters."""
     parameters = [
         p for name, p in inspect.signature(function).parameters.items() if name != "self" and p.kind != p.VAR_KEYWORD
     ]

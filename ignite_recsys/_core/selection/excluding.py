@@ -365,9 +365,8 @@ def _listed_in_groups(x: torch.Tensor, k: int, excluded_rows: torch.Tensor):
     # stage 1: the groups by their best candidate
     group_keys = _candidate_group_keys(x, maxima, group_of_entry, listed, offset, distinct, group)
     groups = _packed_best(group_keys, index_low_bits(num_groups, device), k)
-    # each stage's temporaries are let go as soon as it is done: held to the end, they made the
-    # heap grow past glibc's trim threshold and be returned to the OS after every call (thousands
-    # of page faults per call to touch it again)
+    # each stage's temporaries are let go as soon as it is done, which keeps the heap small enough
+    # that the allocator does not hand memory back to the OS (and fault it in again) on every call
     del maxima, group_keys
     # stage 2: positions of the excluded items in the copy of the chosen groups (spare: the end)
     copy_width = k * group
