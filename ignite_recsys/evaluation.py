@@ -19,7 +19,7 @@ import numpy as np
 import torch
 
 from . import _validation as V
-from ._registry import ALL_METRICS, CUTOFF_METRICS
+from ._registry import ALL_METRICS, CUTOFF_METRICS, ranking_metrics_options
 from .data._optional import require
 from .data.files import read_interactions
 from .data.interactions import Interactions
@@ -28,14 +28,14 @@ from .inputs import RankedItems, UserIds
 from .metrics import RankingMetrics
 from .stats import paired_test
 
+# RankingMetrics' arguments that evaluate() passes on: the relevance rule, ties, the users counted,
+# and every convention of the registry (gain_function, map_normalization, discount, ...)
 CONVENTIONS = (
-    "gain_function",
     "relevance_threshold",
     "ties",
-    "map_normalization",
-    "recall_normalization",
-    "precision_normalization",
     "ignore_zero_hits",
+    "skip_users_without_relevant",
+    *ranking_metrics_options(),
 )
 
 # Other names of the library's metrics, as ranx, trec_eval / ir-measures and papers write them
@@ -62,12 +62,12 @@ ALIASES = {
     "rprec": "r_precision",
     "r-precision": "r_precision",
     "rprecision": "r_precision",
+    "hits": "hits",  # a count per user, as ranx and RecPack
+    "fallout": "fall_out",
+    "fall_out": "fall_out",
 }
 # names that mean something else elsewhere, refused with the reason
-NOT_ALIASES = {
-    "hits": "ranx's 'hits' is the number of relevant items retrieved, not a rate; for the share of users with a "
-    "hit use 'hit_rate@k'",
-}
+NOT_ALIASES: dict = {}
 
 
 @dataclass(frozen=True)
