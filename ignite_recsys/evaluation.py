@@ -104,16 +104,18 @@ def parse_metrics(names: Union[str, Sequence[str]]) -> List[MetricName]:
         if match is None:
             raise ValueError(f"metrics must name a metric, got {original!r}")
         base, k = match.group(1), match.group(2)
-        if base not in ALIASES and k is not None and text in ALIASES:  # e.g. a name ending in _<digits>
+        if (
+            base not in ALIASES and base not in ALL_METRICS and k is not None and text in ALIASES
+        ):  # a name ending in _<digits>
             base, k = text, None
         if base in NOT_ALIASES:
             raise ValueError(f"metric {original!r}: {NOT_ALIASES[base]}")
-        if base not in ALIASES:
+        name = ALIASES.get(base, base if base in ALL_METRICS else None)  # an alias, or the registry's name
+        if name is None:
             raise ValueError(
                 f"unknown metric {original!r}: known names are {known} (with a cut-off, e.g. 'ndcg@10', "
                 "'P@10', 'ndcg_cut_10')"
             )
-        name = ALIASES[base]
         if name not in ALL_METRICS:
             raise ValueError(
                 f"metric {original!r} maps to {name!r}, which the library does not provide ({ALL_METRICS})"

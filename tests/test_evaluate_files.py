@@ -161,7 +161,12 @@ def test_metric_names_and_aliases():
         parse_metrics(["map"])
     # the registry's other metrics, and the count of hits as ranx and RecPack mean it
     assert [(m.name, m.k) for m in parse_metrics(["hits@10", "DCG@5", "fallout@3", "bpref@100", "err@20"])] == [
-        ("hits", 10), ("dcg", 5), ("fall_out", 3), ("bpref", 100), ("err", 20)]
+        ("hits", 10),
+        ("dcg", 5),
+        ("fall_out", 3),
+        ("bpref", 100),
+        ("err", 20),
+    ]
     with pytest.raises(ValueError, match="takes no cut-off"):
         parse_metrics(["r_precision@5"])
 
