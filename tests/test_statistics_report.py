@@ -192,4 +192,5 @@ def test_a_whole_row_from_a_metric_or_an_evaluation_result():
     row = R.Report({"C": plain})
     assert row.columns == ["ndcg@5", "ndcg@10"]
     assert [row._summary["C", c][0] for c in row.columns] == pytest.approx(plain.compute())
-    assert [row._summary["C", c][1:] for c in row.columns] == pytest.approx(plain.confidence_interval())
+    intervals = [bound for c in row.columns for bound in row._summary["C", c][1:]]
+    assert intervals == pytest.approx([bound for pair in plain.confidence_interval() for bound in pair])
