@@ -38,7 +38,8 @@ for spec in "${GROUPS_SPEC[@]}"; do
   echo "== $name: venv $((t1 - t0)) s; $("$venv/bin/python" -m pip freeze | grep -iE '^(numpy|pandas|scipy|torch|pytorch.ignite|ranx|torchmetrics|pytrec.eval.terrier|ir.measures|rectools|lenskit|recpack)==' | tr '\n' ' ')"
   args=()
   for f in $files; do args+=("tests/peers/$f"); done
-  "$venv/bin/python" -m pytest --noconftest -p no:cacheprovider -c /dev/null --rootdir tests/peers -q "${args[@]}" \
+  "$venv/bin/python" -m pytest --noconftest -p no:cacheprovider -c /dev/null --rootdir tests/peers -q \
+    -W "ignore:unsafe cast from uint64 to int64" "${args[@]}" \
     || status=1
   echo "== $name: tests $(( $(date +%s) - t1 )) s"
 done
