@@ -180,22 +180,22 @@ def rank_input(batch: RankingInput, request: RankingRequest, hints: Optional[Ran
             top_labels = _compact(at_ids[:-1].view(ids.shape), column, 0.0)[:, :depth]
             if top_labels.shape[1] < depth:  # empty positions
                 top_labels = torch.nn.functional.pad(top_labels, (0, depth - top_labels.shape[1]))
-    top_relevant = relevance.indicator(top_labels)
-    top_gains = [gains(top_labels, top_relevant, g, relevance_threshold) for g in gain_functions]
-
     if ties == "stable" or batch.scores is None:  # a ranked id list has no ties
-        hit, gain_list, hit_times_hits_so_far, first_hit = stable_positions(top_relevant, top_gains)
+        top_scores = None
     else:
         nan = torch.full((), float("nan"), dtype=batch.scores.dtype, device=order.device)
         top_scores = torch.where(listed, batch.scores.gather(1, order.clamp(min=0)), nan)
-        continues = tie_continues(tie)
-        last_group = _candidate_group_totals(
-            batch, top_scores[:, -1:], relevance, gain_functions, relevance_threshold, rows_to_read(continues)
-        )
-        hit, gain_list, hit_times_hits_so_far, first_hit = tie_expectations(
-            top_scores, top_relevant, top_gains, last_group, continues
-        )
-    gain = gain_list[0] if gain_function is not None else None
+    positions = _positions(
+        top_labels,
+        relevance,
+        gain_functions,
+        relevance_threshold,
+        top_scores,
+        tie,
+        lambda boundary, rows: _candidate_group_totals(
+            batch, boundary, relevance, gain_functions, relevance_threshold, rows
+        ),
+    )
 
     ideal_gain = None
     if ideal:
@@ -219,23 +219,18 @@ def rank_input(batch: RankingInput, request: RankingRequest, hints: Optional[Ran
     invalid.update(
         invalid_flags(invalid.pop(_NAN_SCORES, torch.zeros((), dtype=torch.bool, device=order.device)), label_nan)
     )
-    gains_by_function = dict(zip(gain_functions, gain_list))
-    for g, values in gains_by_function.items():
-        invalid.update(gain_flags(g, values, ideal_gain if g == gain_function else None))
-    ranked = RankedBatch(
+    ranked = _ranked_batch(
         batch.num_items or 0,
         depth,
-        hit,
-        hit_times_hits_so_far,
-        first_hit,
+        positions,
         num_relevant,
         has_relevant,
-        gain,
+        gain_function,
+        gain_functions,
         ideal_gain,
         invalid,
         num_candidates,
         tie,
-        gains_by_function,
     )
     return _with_extras(ranked, batch, request, (order, top_labels, listed, column))
 
@@ -251,7 +246,7 @@ def _rank_dense(
     ideal: bool = False,
     count_relevant: bool = True,
     hints: Optional[RankingHints] = None,
-    gain_functions: tuple = (),
+    gain_functions: tuple,
 ) -> RankedBatch:
     """``rank_input`` for dense ``(scores, labels)``, every item a candidate: one selection over
     the scores and one pass over the labels."""
@@ -275,23 +270,17 @@ def _rank_dense(
         hints=hints,
     )
     top_labels = labels.gather(1, order).to(torch.float64)
-    top_relevant = relevance.indicator(top_labels)
-    if not gain_functions and gain_function is not None:
-        gain_functions = (gain_function,)
-    top_gains = [gains(top_labels, top_relevant, g, relevance_threshold) for g in gain_functions]
-
-    if ties == "stable":
-        hit, gain_list, hit_times_hits_so_far, first_hit = stable_positions(top_relevant, top_gains)
-    else:
-        top_scores = scores.gather(1, order)
-        continues = tie_continues(tie)
-        last_group = last_group_totals(
-            scores, labels, top_scores[:, -1:], relevance, gain_functions, relevance_threshold, rows_to_read(continues)
-        )
-        hit, gain_list, hit_times_hits_so_far, first_hit = tie_expectations(
-            top_scores, top_relevant, top_gains, last_group, continues
-        )
-    gain = gain_list[0] if gain_function is not None else None
+    positions = _positions(
+        top_labels,
+        relevance,
+        gain_functions,
+        relevance_threshold,
+        None if ties == "stable" else scores.gather(1, order),
+        tie,
+        lambda boundary, rows: last_group_totals(
+            scores, labels, boundary, relevance, gain_functions, relevance_threshold, rows
+        ),
+    )
 
     ideal_gain = None
     if ideal:
@@ -300,10 +289,56 @@ def _rank_dense(
         )
 
     invalid = invalid_flags(score_is_nan.any(), label_nan)
+    ranked = _ranked_batch(
+        num_items,
+        depth,
+        positions,
+        num_relevant,
+        has_relevant,
+        gain_function,
+        gain_functions,
+        ideal_gain,
+        invalid,
+        None,
+        tie,
+    )
+    return ranked, order, top_labels
+
+
+def _positions(top_labels, relevance, gain_functions, relevance_threshold, top_scores, tie, group_totals):
+    """Per position of the ranking: hit, the gains of each gain function, hit x hits so far and
+    first hit (``stable_positions``); with ``top_scores`` (``ties="average"``), their expectations
+    over the orderings of the tied group at the last position, whose totals
+    ``group_totals(boundary scores, rows to read)`` counts among the candidates."""
+    top_relevant = relevance.indicator(top_labels)
+    top_gains = [gains(top_labels, top_relevant, g, relevance_threshold) for g in gain_functions]
+    if top_scores is None:
+        return stable_positions(top_relevant, top_gains)
+    continues = tie_continues(tie)
+    last_group = group_totals(top_scores[:, -1:], rows_to_read(continues))
+    return tie_expectations(top_scores, top_relevant, top_gains, last_group, continues)
+
+
+def _ranked_batch(
+    num_items,
+    depth,
+    positions,
+    num_relevant,
+    has_relevant,
+    gain_function,
+    gain_functions,
+    ideal_gain,
+    invalid,
+    num_candidates,
+    tie,
+) -> RankedBatch:
+    """The ``RankedBatch`` of a ranking's ``positions``; each gain function's gain checks join
+    ``invalid``."""
+    hit, gain_list, hit_times_hits_so_far, first_hit = positions
     gains_by_function = dict(zip(gain_functions, gain_list))
     for g, values in gains_by_function.items():
         invalid.update(gain_flags(g, values, ideal_gain if g == gain_function else None))
-    ranked = RankedBatch(
+    return RankedBatch(
         num_items,
         depth,
         hit,
@@ -311,13 +346,13 @@ def _rank_dense(
         first_hit,
         num_relevant,
         has_relevant,
-        gain,
+        gain_list[0] if gain_function is not None else None,
         ideal_gain,
         invalid,
-        boundary_tie=tie,
-        gains=gains_by_function,
+        num_candidates,
+        tie,
+        gains_by_function,
     )
-    return ranked, order, top_labels
 
 
 def _with_extras(ranked: RankedBatch, batch: RankingInput, request: RankingRequest, ranking: tuple) -> RankedBatch:
