@@ -17,6 +17,7 @@ sys.path.insert(0, str(ROOT.parent))
 import ignite_recsys  # noqa: E402
 from ignite.metrics import Metric  # noqa: E402
 from ignite_recsys._registry import ENTRIES  # noqa: E402
+from ignite_recsys.metrics import FAMILIES  # noqa: E402
 
 project = "ignite_recsys"
 author = "the ignite_recsys developers"
@@ -46,33 +47,7 @@ html_css_files = ["custom.css"]  # code blocks, tables and formulas stay within 
 nitpicky = False
 
 GROUPS = {
-    # every ranking metric of the registry, then the class that computes several at once
-    "Ranking quality at cut-offs": [entry.class_name for entry in ENTRIES]
-    + ["RankingMetrics", "RecallAtFixedPrecision"],
-    "Beyond accuracy": [
-        "ItemCoverage",
-        "GiniIndex",
-        "ShannonEntropy",
-        "AveragePopularity",
-        "TailPercentage",
-        "Novelty",
-        "IntraListDiversity",
-        "Serendipity",
-        "EPC",
-        "EFD",
-        "MeanInvUserFreq",
-        "Miscalibration",
-        "APLT",
-        "ACLT",
-        "PopREO",
-        "PopRSP",
-        "ExposureGini",
-        "MeanPopRank",
-        "ItemGroupExposure",
-        "RankBiasedOverlap",
-        "Intersection",
-    ],
-    "Score-based": ["GAUC", "AUC", "LogLoss", "MAE", "RMSE"],
+    **FAMILIES,  # the metric classes, by family
     "Input forms and diagnostics": [
         "ItemIds",
         "RankedItems",

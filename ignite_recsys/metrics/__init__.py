@@ -12,41 +12,39 @@ from .ranking import __all__ as _ranking_names
 from .ranking_metrics import RankingMetrics, RecallAtFixedPrecision
 from .score_based import AUC, GAUC, MAE, RMSE, LogLoss
 
+# The metric classes by family: what the package exports, and the groups of the API reference
+FAMILIES = {
+    # one class per registry entry, and many at once
+    "Ranking quality at cut-offs": [*_ranking_names, "RankingMetrics", "RecallAtFixedPrecision"],
+    "Beyond accuracy": [
+        "ItemCoverage",
+        "GiniIndex",
+        "ShannonEntropy",
+        "AveragePopularity",
+        "TailPercentage",
+        "Novelty",
+        "IntraListDiversity",
+        "Serendipity",
+        "EPC",
+        "EFD",
+        "MeanInvUserFreq",
+        "Miscalibration",
+        "APLT",
+        "ACLT",
+        "PopREO",
+        "PopRSP",
+        "ExposureGini",
+        "MeanPopRank",
+        "ItemGroupExposure",
+        "RankBiasedOverlap",  # two ranked lists of the same users
+        "Intersection",
+    ],
+    "Score-based": ["GAUC", "AUC", "LogLoss", "MAE", "RMSE"],
+}
+
 __all__ = [
-    # ranking quality at cut-offs, one class per registry entry, and many at once
-    *_ranking_names,
-    "RankingMetrics",
-    "RecallAtFixedPrecision",
-    # beyond accuracy
-    "ItemCoverage",
-    "GiniIndex",
-    "ShannonEntropy",
-    "AveragePopularity",
-    "TailPercentage",
-    "Novelty",
-    "IntraListDiversity",
-    "Serendipity",
-    "EPC",
-    "EFD",
-    "MeanInvUserFreq",
-    "Miscalibration",
-    "APLT",
-    "ACLT",
-    "PopREO",
-    "PopRSP",
-    "ExposureGini",
-    "MeanPopRank",
-    "ItemGroupExposure",
-    # score-based
-    "GAUC",
-    "AUC",
-    "LogLoss",
-    "MAE",
-    "RMSE",
-    # two models on the same users
-    "Paired",
-    "RankBiasedOverlap",
-    "Intersection",
+    *(name for names in FAMILIES.values() for name in names),
+    "Paired",  # two models on the same users
     # Engine logging, diagnostics
     "scalar_metric_names",
     "BoundaryTieWarning",
