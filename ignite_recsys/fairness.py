@@ -76,39 +76,18 @@ def _gap(means: list, counts: list, variances: list, level: float) -> GroupGap:
     else:
         ratio = math.nan if means[high] == 0 else math.copysign(math.inf, means[high])
     n_high, n_low = counts[high], counts[low]
-    if n_high < 2 or n_low < 2:
-        return GroupGap(
-            high, low, means[high], means[low], gap, ratio, (math.nan, math.nan), math.nan, math.nan, (n_high, n_low)
-        )
-    a, b = variances[high] / n_high, variances[low] / n_low
-    se = math.sqrt(a + b)
-    if se == 0:
-        return GroupGap(
-            high,
-            low,
-            means[high],
-            means[low],
-            gap,
-            ratio,
-            (gap, gap),
-            1.0 if gap == 0 else 0.0,
-            math.nan,
-            (n_high, n_low),
-        )
-    df = (a + b) ** 2 / (a * a / (n_high - 1) + b * b / (n_low - 1))
-    half = t_quantile((1 + level) / 2, df) * se
-    return GroupGap(
-        high,
-        low,
-        means[high],
-        means[low],
-        gap,
-        ratio,
-        (gap - half, gap + half),
-        two_sided_p(gap / se, df),
-        df,
-        (n_high, n_low),
-    )
+    # Welch's interval and test: none below two users a group; a point and p = 1 or 0 without spread
+    interval, p_value, df = (math.nan, math.nan), math.nan, math.nan
+    if n_high >= 2 and n_low >= 2:
+        a, b = variances[high] / n_high, variances[low] / n_low
+        se = math.sqrt(a + b)
+        if se == 0:
+            interval, p_value = (gap, gap), 1.0 if gap == 0 else 0.0
+        else:
+            df = (a + b) ** 2 / (a * a / (n_high - 1) + b * b / (n_low - 1))
+            half = t_quantile((1 + level) / 2, df) * se
+            interval, p_value = (gap - half, gap + half), two_sided_p(gap / se, df)
+    return GroupGap(high, low, means[high], means[low], gap, ratio, interval, p_value, df, (n_high, n_low))
 
 
 def group_gap(metric: Any, level: float = 0.95) -> Any:

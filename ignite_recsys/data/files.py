@@ -119,15 +119,8 @@ def trec_chunks(
     shown = "a tab" if separator == "\t" else "one space"
     for batch in _batches(reader, path):
         if malformed:
-            row = malformed[0]
-            number = row.number if row.number is not None else _line_of(path, row.text)
-            raise FileFormatError(
-                path,
-                number,
-                None,
-                f"expected {len(fields)} fields ({' '.join(fields)}) separated by {shown}, got "
-                f"{row.actual_columns}: {row.text[:120]!r}",
-            )
+            expected = f"{len(fields)} fields ({' '.join(fields)}) separated by {shown}"
+            raise _malformed_row(path, malformed[0], expected)
         if batch.num_rows:
             columns = {name: batch.column(name) for name in keep}
             empty = np.flatnonzero(np.logical_or.reduce([_lengths(columns[name]) == 0 for name in keep]))
@@ -137,6 +130,12 @@ def trec_chunks(
                 )
             yield line, columns
         line += batch.num_rows
+
+
+def _malformed_row(path: Any, row: Any, expected: str) -> FileFormatError:
+    """The error for the first row Arrow's reader reported with the wrong number of fields."""
+    number = row.number if row.number is not None else _line_of(path, row.text)
+    return FileFormatError(path, number, None, f"expected {expected}, got {row.actual_columns}: {row.text[:120]!r}")
 
 
 def _line_of(path: Any, text: str) -> Optional[int]:
@@ -321,14 +320,7 @@ def table_chunks(path: Any, format: str, names: Sequence[str]) -> Iterator[tuple
     line = 2  # the header is line 1
     for batch in _batches(reader, path):
         if malformed:
-            row = malformed[0]
-            number = row.number if row.number is not None else _line_of(path, row.text)
-            raise FileFormatError(
-                path,
-                number,
-                None,
-                f"expected {row.expected_columns} fields, got {row.actual_columns}: {row.text[:120]!r}",
-            )
+            raise _malformed_row(path, malformed[0], f"{malformed[0].expected_columns} fields")
         if batch.num_rows:
             yield line, {name: _no_nulls(path, batch.column(name), line, name, "line") for name in names}
         line += batch.num_rows

@@ -157,6 +157,14 @@ class RunStream:
         self._test_users = test.users.numpy()
         self._kinds: dict = {}
 
+    def _not_contiguous(self, line: int, user: Any) -> FileFormatError:
+        return self._error(
+            line,
+            "user",
+            f"the rows of user {_show(user)} are not contiguous: they start again here after other "
+            "users' rows; group each user's rows (e.g. `sort -s -k1,1` on a TREC run)",
+        )
+
     def _error(self, line: int, role: Optional[str], message: str) -> FileFormatError:
         return FileFormatError(
             self.chunks.source, line, self.chunks.labels.get(role) if role else None, message, self.chunks.unit
@@ -200,25 +208,13 @@ class RunStream:
         segment_users = user_index[starts]
         if len(np.unique(segment_users)) != len(segment_users):
             again = _first_repeat(segment_users)
-            raise self._error(
-                int(lines[starts[again]]),
-                "user",
-                f"the rows of user {_show(user_codes.dictionary[int(segment_users[again])])} are not "
-                "contiguous: they start again here after other users' rows; group each user's rows "
-                "(e.g. `sort -s -k1,1` on a TREC run)",
-            )
+            raise self._not_contiguous(int(lines[starts[again]]), user_codes.dictionary[int(segment_users[again])])
         segment_positions = position_of[segment_users]
         known = segment_positions >= 0
         repeated = known & self.seen[np.where(known, segment_positions, 0)]
         if repeated.any():
             again = int(np.argmax(repeated))
-            raise self._error(
-                int(lines[starts[again]]),
-                "user",
-                f"the rows of user {_show(user_codes.dictionary[int(segment_users[again])])} are not "
-                "contiguous: they start again here after other users' rows; group each user's rows "
-                "(e.g. `sort -s -k1,1` on a TREC run)",
-            )
+            raise self._not_contiguous(int(lines[starts[again]]), user_codes.dictionary[int(segment_users[again])])
         self.seen[segment_positions[known]] = True
         score_values = self._scores(scores, lines)
         item_codes = self._items(items, lines)
