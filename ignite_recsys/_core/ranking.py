@@ -106,6 +106,11 @@ class RankingRequest:
     relevant_candidates: bool = False  # |R| among the candidates (fall-out's denominator)
 
     @property
+    def counts_relevant(self) -> bool:
+        """Whether |R| itself is needed: asked for, or for fall-out's or bpref's counts."""
+        return self.count_relevant or self.relevant_candidates or self.judged is not None
+
+    @property
     def gain_functions(self) -> tuple:
         """Every gain function asked for, the request's own first."""
         own = () if self.gain_function is None else (self.gain_function,)
@@ -116,7 +121,7 @@ def rank_input(batch: RankingInput, request: RankingRequest, hints: Optional[Ran
     """The shared ranking step for any input form (see the module docstring). ``hints``: the
     calling metric's ``RankingHints`` (speed only)."""
     depth, relevance_threshold, ties = request.depth, request.relevance_threshold, request.ties
-    gain_function, ideal, count_relevant = request.gain_function, request.ideal, request.count_relevant
+    gain_function, ideal = request.gain_function, request.ideal
     gain_functions = request.gain_functions
     if batch.is_dense:
         ranked, order, top_labels = _rank_dense(
@@ -127,7 +132,7 @@ def rank_input(batch: RankingInput, request: RankingRequest, hints: Optional[Ran
             ties=ties,
             gain_function=gain_function,
             ideal=ideal,
-            count_relevant=count_relevant or request.relevant_candidates or request.judged == "all",
+            count_relevant=request.counts_relevant,
             hints=hints,
             gain_functions=gain_functions,
         )
@@ -155,11 +160,15 @@ def rank_input(batch: RankingInput, request: RankingRequest, hints: Optional[Ran
     if batch.labels is not None:
         labels = batch.labels.contiguous()
         # the ideal ranking's first selection step is taken in the same pass over the labels
-        label_groups = pass_groups(
-            labels, depth, select=ideal and ideal_needs_selection(labels, gain_function), count=True
-        )
+        selects_labels = ideal and ideal_needs_selection(labels, gain_function)
+        count = request.counts_relevant or (ideal and not selects_labels)  # the binary ideal counts
         num_relevant, has_relevant, label_nan, label_maxima, label_candidates = relevance_pass(
-            labels, relevance, groups=label_groups, depth=depth, hints=hints
+            labels,
+            relevance,
+            count=count,
+            groups=pass_groups(labels, depth, selects_labels, count),
+            depth=depth,
+            hints=hints,
         )
         # ids outside the catalog are refused by a value check; clamped here so that the gather is safe
         safe = order.clamp(min=0, max=labels.shape[1] - 1)
@@ -201,7 +210,7 @@ def rank_input(batch: RankingInput, request: RankingRequest, hints: Optional[Ran
     if ideal:
         if batch.labels is not None:
             ideal_gain = ideal_gains(
-                batch.labels.contiguous(),
+                labels,
                 num_relevant,
                 depth,
                 relevance,
@@ -389,8 +398,8 @@ def _judged_nonrelevant(batch, relevance, judged, num_relevant, order, top_label
         if listed is not None:
             at_positions = at_positions * listed
         labels = batch.labels
-        if nonnegative:
-            count = ((~relevance.mask(labels)) & (labels >= 0)).sum(1, dtype=torch.float64)
+        if nonnegative:  # relevant labels are >= the threshold > 0: the judged labels less |R|
+            count = count_true(labels >= 0).to(torch.float64) - num_relevant
         else:
             count = labels.shape[1] - num_relevant
         return at_positions, count
@@ -427,7 +436,7 @@ def _relevant_candidates(batch, relevance, num_relevant, column) -> torch.Tensor
         return num_relevant
     mask = batch.excluded  # (batch, num_items) bool
     if batch.labels is not None:
-        return num_relevant - (relevance.indicator(batch.labels) * mask).sum(1)
+        return num_relevant - count_true(relevance.mask(batch.labels) & mask).to(torch.float64)
     table = batch.targets
     users = table.users.clamp(max=mask.shape[0] - 1)
     items = (table.keys & ((1 << 32) - 1)).clamp(max=mask.shape[1] - 1)
@@ -517,17 +526,22 @@ def _compact(values: torch.Tensor, column: torch.Tensor, fill) -> torch.Tensor:
 def _candidate_group_totals(batch: RankingInput, boundary, relevance, gain_functions, threshold, rows=None):
     """Over each user's candidates, those scored ``boundary`` (batch, 1): their number, how many
     are relevant and their total gain under each of ``gain_functions`` (``ties="average"`` with
-    dense scores). Dense labels: over ``rows`` only (``ties.rows_to_read``; None: every row), 0
-    elsewhere."""
+    dense scores): over ``rows`` only (``ties.rows_to_read``; None: every row), 0 elsewhere."""
     scores, excluded = batch.scores, batch.excluded
     if batch.labels is not None:
         return last_group_totals(scores, batch.labels, boundary, relevance, gain_functions, threshold, rows, excluded)
-    candidate = torch.ones_like(scores, dtype=torch.bool) if excluded is None else ~excluded
-    count = ((scores == boundary) & candidate).sum(1, dtype=torch.float64)
+    count = torch.zeros(scores.shape[0], dtype=torch.float64, device=scores.device)
+    read = slice(None) if rows is None else rows  # the other rows' totals are not read
+    tied = scores[read] == boundary[read]
+    if excluded is not None:
+        tied &= ~excluded[read]
+    count[read] = count_true(tied).to(torch.float64)
     table = batch.targets
     items = (table.keys & ((1 << 32) - 1)).clamp(max=scores.shape[1] - 1)
     users = table.users.clamp(max=scores.shape[0] - 1)
-    tied = (scores[users, items] == boundary[users, 0]) & candidate[users, items] & (table.users < scores.shape[0])
+    tied = (scores[users, items] == boundary[users, 0]) & (table.users < scores.shape[0])
+    if excluded is not None:
+        tied &= ~excluded[users, items]
     values = table.values.to(torch.float64)
     relevant = relevance.indicator(values)
     gain_totals = [table.per_user_sum(tied * gains(values, relevant, g, threshold)) for g in gain_functions]
