@@ -18,7 +18,7 @@ import torch
 from .. import _validation as V
 from .._core.adapters import RankingInput
 from .._core.item_sets import ITEM_BITS
-from .._core.relevance import Relevance, any_nan
+from .._core.relevance import Relevance, any_nan, count_true
 from .._core.tuning import device_constant
 from ._engine import CutoffResults
 from ._users import UserMean, UserRows
@@ -205,16 +205,15 @@ def history_sums(batch: RankingInput, matrix: torch.Tensor) -> tuple:
         return sums[:num_users], table.per_user_sum(weight)
     mask = batch.excluded
     if mask is not None:
-        history = mask.to(torch.float64)
-        return history @ matrix, history.sum(1)
+        return mask.to(torch.float64) @ matrix, count_true(mask).to(torch.float64)
     zeros = torch.zeros(num_users, matrix.shape[1], dtype=torch.float64, device=matrix.device)
     return zeros, torch.zeros(num_users, dtype=torch.float64, device=matrix.device)
 
 
 def history_mask(batch: RankingInput) -> Optional[torch.Tensor]:
     """(batch, num_items) bool, True at each user's history items (None without an exclusion)."""
-    if batch.excluded_list is None:
-        return batch.excluded
+    if batch.excluded_list is None or batch.scores is not None:
+        return batch.excluded  # as given, or (with scores) the list made dense once for the update
     table = batch.excluded_table
     marks = torch.zeros(batch.num_users + 1, batch.num_items, dtype=torch.int32, device=table.keys.device)
     items = (table.keys & _ITEM_MASK).clamp(max=batch.num_items - 1)
