@@ -38,13 +38,10 @@ from .. import _validation as V
 from .._core.adapters import RankingInput, parse_ranking_input
 from .._core.input_checks import check_id_range
 from .._core.ranking import ranked_candidates
-from .._core.selection import stable_topk
 from .._core.tuning import device_constant
 from ._engine import CutoffResults
 from ._state import StatefulMetric, _identity, raise_for_invalid_updates, screen
 from ._users import UserMean, UserRows
-
-_NAN_SCORES = "y_pred contains NaN scores (+inf and -inf are allowed)"
 
 
 def _parse_lists(output, num_items: Optional[int], metric: str, user_tags: bool = False) -> RankingInput:
@@ -65,11 +62,7 @@ def _parse_lists(output, num_items: Optional[int], metric: str, user_tags: bool 
 def _top_items(batch: RankingInput, top_k: list):
     """Item ids (batch, min(max k, number of items listed)) in ranked order, -1 past a user's
     candidates, and the invalid-flag dict."""
-    if batch.scores is not None and not batch.has_exclusion:
-        order, has_nan = stable_topk(batch.scores.contiguous(), top_k[-1], detect_nan=True)
-        invalid = {_NAN_SCORES: has_nan.any()}
-    else:
-        order, _, invalid = ranked_candidates(batch, top_k[-1])
+    order, _, invalid = ranked_candidates(batch, top_k[-1])
     invalid.update(batch.invalid)
     return order, invalid
 
