@@ -8,7 +8,8 @@ from ignite.exceptions import NotComputableError
 
 import ignite_recsys as R
 from conftest import CUTOFF_CLASSES, random_batch, run_metric
-from references import metric_means
+import harness as H
+from references import candidate_metric_means, candidate_rankings, metric_means
 
 TOP_K = [1, 2, 5, 10, 30]  # 30 > num_items in most cases below
 
@@ -68,6 +69,31 @@ def test_every_metric_matches_enumerated_tie_average(rng, graded):
             np.testing.assert_allclose(got, expected[name], atol=1e-10, err_msg=name)
         got = run_metric(R.RPrecision(ignore_zero_hits=ignore_zero_hits, ties="average"), [(scores, relevance)])
         assert got == pytest.approx(expected["r_precision"], abs=1e-10)
+
+
+@pytest.mark.parametrize("target", ["dense", "coo", "csr", "ids"])
+@pytest.mark.parametrize("exclude", ["none", "dense", "ids"])
+def test_tie_average_reads_the_tied_group_past_the_last_cut_off(rng, target, exclude):
+    """ties='average' where the tied group at the last cut-off goes on past it (its size and
+    relevant items are counted over the whole row), in every target and exclusion form, equals the
+    mean over every ordering of the tied candidates."""
+    scores, relevance = random_batch(rng, 24, 7, graded=True, ties=True, relevant_share=0.4, zero_users=1)
+    excluded = rng.random((24, 7)) < 0.2
+    top_k = [1, 3]
+    sets = [set(np.nonzero(row)[0].tolist()) for row in excluded] if exclude != "none" else None
+    candidates = [
+        sorted((float(s) for i, s in enumerate(row) if sets is None or i not in sets[u]), reverse=True)
+        for u, row in enumerate(scores.numpy())
+    ]
+    assert sum(len(c) > 3 and c[2] == c[3] for c in candidates) >= 3  # the case under test
+    expected = candidate_metric_means(
+        candidate_rankings(scores.numpy(), sets, ties="average"), relevance.numpy(), top_k
+    )
+    targets, exclusion = H.target_form(relevance.numpy(), target), H.exclude_form(excluded, exclude)
+    batch = (scores, targets) if exclusion is None else (scores, targets, exclusion)
+    for name, cls in CUTOFF_CLASSES.items():
+        got = run_metric(cls(top_k, ties="average"), [batch])
+        np.testing.assert_allclose(got, expected[name], atol=1e-10, err_msg=name)
 
 
 @pytest.mark.parametrize(
