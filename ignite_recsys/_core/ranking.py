@@ -530,12 +530,7 @@ def _candidate_group_totals(batch: RankingInput, boundary, relevance, gain_funct
     scores, excluded = batch.scores, batch.excluded
     if batch.labels is not None:
         return last_group_totals(scores, batch.labels, boundary, relevance, gain_functions, threshold, rows, excluded)
-    count = torch.zeros(scores.shape[0], dtype=torch.float64, device=scores.device)
-    read = slice(None) if rows is None else rows  # the other rows' totals are not read
-    tied = scores[read] == boundary[read]
-    if excluded is not None:
-        tied &= ~excluded[read]
-    count[read] = count_true(tied).to(torch.float64)
+    count = last_group_totals(scores, None, boundary, relevance, (), threshold, rows, excluded)[0]
     table = batch.targets
     items = (table.keys & ((1 << 32) - 1)).clamp(max=scores.shape[1] - 1)
     users = table.users.clamp(max=scores.shape[0] - 1)

@@ -115,7 +115,7 @@ def rows_to_read(continues: torch.Tensor) -> Optional[torch.Tensor]:
 def last_group_totals(scores, labels, boundary, relevance, gain_functions=(), threshold=None, rows=None, excluded=None):
     """Over the whole row, the candidates whose score equals ``boundary`` (batch, 1): their
     number, how many are relevant and their total gain under each of ``gain_functions`` (a
-    list); over ``rows`` only (1-D int64,
+    list; without ``labels`` (None) only the number); over ``rows`` only (1-D int64,
     ``rows_to_read``; None: every row), 0 in the others. ``excluded`` (batch, num_items) bool:
     items that are no candidates. A few pieces of rows at a time (``tuning.row_pieces``, float64
     temporaries of ``tuning.TIE_PASS_BYTES_PER_ENTRY``); chosen rows are copied a piece at a time."""
@@ -132,17 +132,18 @@ def last_group_totals(scores, labels, boundary, relevance, gain_functions=(), th
         if excluded is not None:
             tied &= ~_rows(excluded, piece)
         tied = tied.to(torch.float64)
-        label_values = _rows(labels, piece).to(torch.float64)
-        relevant = relevance.indicator(label_values)
         piece_totals = (
             totals[:, piece]
             if isinstance(piece, slice)
             else torch.empty(totals.shape[0], len(piece), dtype=torch.float64, device=scores.device)
         )
         torch.sum(tied, 1, out=piece_totals[0])
-        torch.sum(tied * relevant, 1, out=piece_totals[1])
-        for row, gain_function in enumerate(gain_functions, start=2):
-            torch.sum(tied * gains(label_values, relevant, gain_function, threshold), 1, out=piece_totals[row])
+        if labels is not None:
+            label_values = _rows(labels, piece).to(torch.float64)
+            relevant = relevance.indicator(label_values)
+            torch.sum(tied * relevant, 1, out=piece_totals[1])
+            for row, gain_function in enumerate(gain_functions, start=2):
+                torch.sum(tied * gains(label_values, relevant, gain_function, threshold), 1, out=piece_totals[row])
         if not isinstance(piece, slice):
             totals.index_copy_(1, piece, piece_totals)
     return totals[0], totals[1], list(totals[2:])
