@@ -1,6 +1,6 @@
-"""Per-user quantities that need every item ranked, not only the top k: R-Precision's hits
-within the first |R| items and the per-user ROC AUC. Each sorts its rows, a chunk of rows at a
-time within one (batch, num_items) float32 of temporaries, without host synchronisation."""
+"""Per-user quantities that need more than the top k ranked: R-Precision's hits within the first
+|R| items and the per-user ROC AUC. Each ranks its rows a chunk of rows at a time within one
+(batch, num_items) float32 of temporaries, without host synchronisation on accelerators."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import torch
 
 from . import tuning
 from .relevance import Relevance, any_nan, indicator, invalid_flags, relevance_pass
+from .selection import stable_topk
 from .ties import last_group_totals
 
 
@@ -24,19 +25,37 @@ def _sort_pieces(y_pred: torch.Tensor) -> list:
     )
 
 
+def own_depth(num_relevant: torch.Tensor, width: int) -> int:
+    """How many positions R-Precision ranks: on CPU the batch's largest |R| (a host read, which
+    waits for nothing there; at least 1, at most ``width``); on accelerators all ``width`` (no
+    synchronisation)."""
+    if not tuning.cpu_tuned(num_relevant.device) or num_relevant.numel() == 0:
+        return width
+    return max(1, min(width, int(num_relevant.max())))
+
+
 def hits_at_own_depth(y_pred: torch.Tensor, y: torch.Tensor, relevance_threshold: float, ties: str):
     """For R-Precision: (hits among the top |R| items, |R|) per user, both float64 (batch,).
 
-    |R| differs per user and is unbounded by any cut-off, so this sorts the full rows
-    (O(num_items log num_items)), a chunk of rows at a time (the sort's values and int64 indices
-    stay within one (batch, num_items) float32); no host synchronisation."""
+    |R| differs per user and is unbounded by any cut-off: the rows are ranked to the batch's
+    largest |R| (``own_depth``; the top k by ``stable_topk``, or a full sort where every position
+    is needed), a chunk of rows at a time (the ranking's values and int64 indices stay within one
+    (batch, num_items) float32); no host synchronisation on accelerators."""
     num_rows, num_cols = y_pred.shape
     relevance = Relevance.of(relevance_threshold, y.dtype)
     num_relevant = relevance_pass(y, relevance)[0]
+    depth = own_depth(num_relevant, num_cols)
     hits = torch.empty_like(num_relevant)
-    for rows in _sort_pieces(y_pred):
+    # the top |R| of the whole batch at once (small); a full sort, or the tied group's pass over the
+    # whole row, a chunk of rows at a time
+    pieces = [slice(None)] if depth < num_cols and ties == "stable" else _sort_pieces(y_pred)
+    for rows in pieces:
         scores, labels, relevant_count = y_pred[rows].contiguous(), y[rows], num_relevant[rows]
-        sorted_scores, order = torch.sort(scores, dim=1, descending=True, stable=True)
+        if depth < num_cols:  # the same order as the stable sort: value descending, then item index
+            order = stable_topk(scores, depth)
+            sorted_scores = scores.gather(1, order)
+        else:
+            sorted_scores, order = torch.sort(scores, dim=1, descending=True, stable=True)
         cut = (relevant_count.to(torch.int64) - 1).clamp(min=0).unsqueeze(1)
         relevant_in_order = relevance.indicator(labels.gather(1, order))
         del order

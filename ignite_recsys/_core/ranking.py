@@ -20,8 +20,9 @@ from typing import Optional
 import torch
 
 from .._validation import GainFunction
+from . import tuning
 from .adapters import RankingInput
-from .full_rows import hits_at_own_depth
+from .full_rows import hits_at_own_depth, own_depth
 from .relevance import (
     RankingHints,
     Relevance,
@@ -552,7 +553,19 @@ def hits_within_own_depth(batch: RankingInput, relevance_threshold: Optional[flo
         invalid.update(batch.invalid)
         return hits, num_relevant, invalid
     width = batch.num_items if batch.scores is not None else batch.ranked_ids.shape[1]
+    if tuning.cpu_tuned(batch.device):  # ranked to the batch's largest |R| only (a host read)
+        width = own_depth(_relevant_count(batch, relevance_threshold), width)
     ranked = rank_input(batch, RankingRequest(width, relevance_threshold, ties))
     cut = (ranked.num_relevant.to(torch.int64) - 1).clamp(min=0, max=ranked.depth - 1).unsqueeze(1)
     hits = ranked.hit.cumsum(1).gather(1, cut).squeeze(1)
     return torch.where(ranked.num_relevant > 0, hits, 0.0), ranked.num_relevant, ranked.invalid
+
+
+def _relevant_count(batch: RankingInput, relevance_threshold: Optional[float]) -> torch.Tensor:
+    """(batch,) |R| of each user, as ``rank_input`` counts it."""
+    if batch.labels is not None:
+        return relevance_pass(batch.labels, Relevance.of(relevance_threshold, batch.labels.dtype))[0]
+    values = batch.targets.values
+    return batch.targets.per_user_sum(
+        Relevance.of(relevance_threshold, values.dtype).indicator(values.to(torch.float64))
+    )
