@@ -485,8 +485,9 @@ class RPrecision(RankingMetricBase):
     .. math:: \mathrm{RPrec} = \frac{|\hat R_{|R|}(u) \cap R(u)|}{|R(u)|}
 
     trec_eval ``Rprec``, ranx ``r-precision``, torchmetrics ``RetrievalRPrecision``. It has no
-    cut-off and ``compute()`` returns a float. As \|R\| is unbounded, each update sorts the full
-    rows (O(num_items log num_items)) instead of a top-k selection.
+    cut-off and ``compute()`` returns a float. As \|R\| is unbounded by any cut-off, an update on a
+    CPU ranks the batch to its largest \|R\| (a top-k selection with k = that number); on a GPU,
+    where reading that number would wait for the device, it sorts the full rows.
 
     >>> import torch
     >>> from ignite_recsys import RPrecision
