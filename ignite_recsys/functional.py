@@ -1,4 +1,4 @@
-"""The ranking metrics as functions of tensors: per-user values of one batch, in one call.
+"""The per-user metrics as functions of tensors: per-user values of one batch, in one call.
 
 One function per ranking metric of the registry (``ndcg``, ``hit_rate``, ``recall``,
 ``precision``, ``map``, ``mrr``, ``f1``, ``r_precision``, ...) and :func:`ranking_metrics` for
@@ -14,6 +14,14 @@ Value checks (NaN scores, ids outside the catalog) raise a ValueError here, on a
 function returns its values, so it reads the checks on the host; the classes defer them on
 accelerators).
 
+The metrics of the top-k lists that have per-user values (``average_popularity``,
+``tail_percentage``, ``novelty``, ``intra_list_diversity``, ``serendipity``, ``epc``, ``efd``,
+``mean_inv_user_freq``, ``miscalibration``, ``aplt``, ``aclt``, ``mean_pop_rank``,
+``rank_biased_overlap``, ``intersection``) have a function each too, named after the class in
+snake_case: the update's inputs, then the constructor's arguments (those without a default
+positional, the others keyword-only), returning the (batch, len(top_k)) values that the class's
+``per_user()`` keeps (NaN: a user not counted).
+
 >>> import torch
 >>> from ignite_recsys import functional as F
 >>> scores = torch.tensor([[4.0, 3.0, 2.0, 1.0], [1.0, 2.0, 3.0, 4.0]])
@@ -26,11 +34,15 @@ tensor([[0.5000],
         [0.0000]], dtype=torch.float64)
 >>> {name: values.tolist() for name, values in F.ranking_metrics(scores, relevance, 2, ["mrr", "hit_rate"]).items()}
 {'mrr@2': [0.0, nan], 'hit_rate@2': [0.0, nan]}
+>>> F.average_popularity(scores, relevance, [1, 2], torch.tensor([10.0, 6.0, 2.0, 0.0]))
+tensor([[10.,  8.],
+        [ 0.,  1.]], dtype=torch.float64)
 """
 
 from __future__ import annotations
 
 import inspect
+import re
 from typing import Any, Optional, Sequence, Union
 
 import torch
@@ -39,7 +51,9 @@ from . import _validation as V
 from ._core.adapters import parse_ranking_input
 from ._core.input_checks import raise_if_invalid
 from ._registry import ALL_METRICS, DEFAULT_METRICS, REGISTRY, RankingEntry, ranking_metrics_options
+from . import metrics
 from .metrics._ranking import _skip_users, evaluate_entries, ranking_request
+from .metrics._users import UserMean
 
 _COMMON = {
     "relevance_threshold": V.positive_real(optional=True),
@@ -223,4 +237,58 @@ def _function_of(entry: RankingEntry):
 for _entry in REGISTRY.values():
     globals()[_entry.name] = _function_of(_entry)
 
-__all__ = [*REGISTRY, "ranking_metrics"]
+
+# --- The metrics of the top-k lists ----------------------------------------------------------------
+# the beyond-accuracy classes that keep per-user values (the others are global: coverage, Gini, ...)
+LIST_METRICS = tuple(
+    metric_class
+    for metric_class in (getattr(metrics, name) for name in metrics.FAMILIES["Beyond accuracy"])
+    if "per_user" in inspect.signature(metric_class).parameters
+)
+_MACHINERY = ("output_transform", "device", "skip_unrolling", "per_user", "num_groups")  # not a metric's choice
+
+
+def function_name(metric_class: type) -> str:
+    """The snake_case name of a class: ``MeanInvUserFreq`` -> ``mean_inv_user_freq``, ``EPC`` -> ``epc``."""
+    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", "_", metric_class.__name__).lower()
+
+
+def _function_of_class(metric_class: "type[UserMean]"):
+    """The function of a per-user list metric: its ``_parse`` and ``_user_rows`` (what ``update``
+    sums) on one batch, with the constructor's checks."""
+    empty = inspect.Parameter.empty
+    positional, keyword = inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY
+    constructor = [p for p in inspect.signature(metric_class).parameters.values() if p.name not in _MACHINERY]
+    required, optional = list(metric_class.required_output_keys or ()), list(metric_class.optional_output_keys)
+    parameters = [inspect.Parameter(name, positional) for name in required]
+    parameters += [inspect.Parameter(p.name, positional) for p in constructor if p.default is empty]
+    parameters += [inspect.Parameter(name, positional, default=None) for name in optional]
+    parameters += [inspect.Parameter(p.name, keyword, default=p.default) for p in constructor if p.default is not empty]
+    signature = inspect.Signature(parameters)
+
+    def metric_values(*args: Any, **kwargs: Any) -> torch.Tensor:
+        arguments = signature.bind(*args, **kwargs).arguments
+        metric = metric_class(**{p.name: arguments[p.name] for p in constructor if p.name in arguments})
+        inputs = [arguments[name] for name in required] + [arguments.get(name) for name in optional]
+        while len(inputs) > len(required) and inputs[-1] is None:
+            inputs.pop()
+        rows = metric._user_rows(metric._parse(tuple(inputs)))
+        raise_if_invalid(rows.invalid)
+        return torch.where(rows.weight.unsqueeze(1) > 0, rows.values, torch.nan)
+
+    name = function_name(metric_class)
+    metric_values.__signature__ = signature  # type: ignore[attr-defined]
+    metric_values.__name__ = metric_values.__qualname__ = name
+    metric_values.__module__ = __name__
+    metric_values.__doc__ = (
+        f"Per-user values of :class:`~ignite_recsys.{metric_class.__name__}` (its formula, conventions and "
+        "defaults): (batch, len(top_k)) float64, columns in ascending k; NaN for a user not counted.\n\n"
+        f"    Inputs as its ``update(({', '.join(required + optional)}))``; then its constructor's arguments.\n"
+    )
+    return metric_values
+
+
+for _class in LIST_METRICS:
+    globals()[function_name(_class)] = _function_of_class(_class)
+
+__all__ = [*REGISTRY, "ranking_metrics", *(function_name(metric_class) for metric_class in LIST_METRICS)]
