@@ -280,8 +280,14 @@ def option_values(option) -> tuple:
         values = option.values
     elif isinstance(option.default, bool):
         values = (option.default, not option.default)
-    else:
+    elif option.name in OTHER_VALUES:
         values = (option.default, OTHER_VALUES[option.name])
+    else:
+        raise LookupError(
+            f"add a reference for {option.name!r}: the harness tries a second value of every numeric option, "
+            f"and has none for this one; add it to harness.OTHER_VALUES and make references.user_values "
+            f"compute the metric under it (keyword {_reference_keyword(option)!r})"
+        )
     return tuple(dict.fromkeys((option.default,) + tuple(values)))
 
 

@@ -147,3 +147,15 @@ def test_combined_values_equal_the_class_and_the_function(rng, name):
             scores, relevance, [1, 4, 12], [name], relevance_threshold=single.relevance_threshold, **kwargs
         )
         np.testing.assert_array_equal(np.stack([functional[f"{name}@{k}"] for k in (1, 4, 12)], 1), per_user.numpy())
+
+
+def test_the_harness_names_a_missing_reference_value():
+    """A new numeric option without a second test value: the harness says what to add."""
+    import dataclasses
+
+    import harness
+
+    option = next(option for entry in REGISTRY.values() for option in entry.options if option.name == "persistence")
+    new = dataclasses.replace(option, name="half_life", argument="half_life")
+    with pytest.raises(LookupError, match="add a reference for 'half_life'.*OTHER_VALUES"):
+        harness.option_values(new)
