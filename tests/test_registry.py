@@ -159,3 +159,12 @@ def test_the_harness_names_a_missing_reference_value():
     new = dataclasses.replace(option, name="half_life", argument="half_life")
     with pytest.raises(LookupError, match="add a reference for 'half_life'.*OTHER_VALUES"):
         harness.option_values(new)
+
+
+def test_the_ranking_metrics_docstring_names_every_registry_metric():
+    doc = R.RankingMetrics.__doc__
+    for entry in REGISTRY.values():
+        assert f":class:`{entry.class_name}`" in doc and f"``{entry.name!r}``" in doc, entry.name
+    for argument in ranking_metrics_options():
+        assert f"\n        {argument}: " in doc, argument
+    assert "<" + "names>" not in doc and "<" + "conventions>" not in doc

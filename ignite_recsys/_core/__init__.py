@@ -12,10 +12,11 @@
    - :mod:`.relevance`, which labels are relevant, their gains and the ideal gains;
    - :mod:`.ties`, the tie policy (``"stable"`` or ``"average"``);
    - :mod:`.full_rows`, the quantities that rank every item (R-Precision, per-user AUC).
-3. Per-user formula values: :mod:`ignite_recsys.functional`, named by the metric registry
-   :mod:`ignite_recsys._registry`.
-4. Reductions into the metric's state (means, sums of squares, per-user values, groups):
-   :mod:`ignite_recsys.metrics._base`.
+3. Per-user formula values: :mod:`.formulas`, one per entry of the metric registry
+   :mod:`ignite_recsys._registry` (public as :mod:`ignite_recsys.functional`).
+4. Reductions into the metric's state: :mod:`ignite_recsys.metrics._state` (declared states, the
+   update template) and :mod:`ignite_recsys.metrics._users` (means, sums of squares, per-user
+   values, groups).
 
 :mod:`.tuning` decides how passes are cut into pieces on each device.
 """

@@ -2,7 +2,7 @@
 :class:`RankedBatch`, the per-position quantities of each user's top ``depth`` candidates
 (relevance indicator, gain, and what MAP / MRR / HitRate need) plus the per-user relevant count
 and the ideal gains. Every ranking metric reduces from it (per-user formulas in
-:mod:`ignite_recsys.functional`, reductions in :mod:`ignite_recsys.metrics._base`).
+:mod:`.formulas`, reductions in :mod:`ignite_recsys.metrics._users`).
 
 Only candidates are ranked: with ``exclude`` an excluded item takes no position, and positions
 past a user's candidates are empty (no hit, no gain; Precision still divides by k). The relevant

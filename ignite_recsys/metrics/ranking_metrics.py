@@ -29,11 +29,10 @@ def _check_metrics(name: str, metrics: Any, arguments: Any) -> list:
 class RankingMetrics(RankingMetricBase):
     r"""Any subset of the ranking metrics at every cut-off, from a single shared ranking step.
 
-    Each value equals that of the individual class (:class:`NDCG`, :class:`HitRate`,
-    :class:`Recall`, :class:`Precision`, :class:`MAP`, :class:`MRR`, :class:`F1`,
-    :class:`RPrecision`) with the same arguments. ``compute()`` returns a dict
-    ``{"ndcg@10": float, ...}`` (``"r_precision"`` has no cut-off). The names, formulas and
-    normalization choices come from one registry of the ranking metrics, shared with the classes.
+    Each value equals that of the individual class (<classes>) with the same arguments.
+    ``compute()`` returns a dict ``{"ndcg@10": float, ...}`` (``"r_precision"`` has no cut-off).
+    The names, formulas and convention arguments come from one registry of the ranking metrics,
+    shared with the classes.
 
     Attached to an Engine as ``name``, it writes that dict under ``name`` and each value as its
     own scalar under ``"<name>/ndcg@10"``, ``"<name>/r_precision"``. The attach name is always
@@ -44,19 +43,8 @@ class RankingMetrics(RankingMetricBase):
 
     Args:
         top_k: an int or a sequence of distinct positive ints.
-        metrics: names among ``"ndcg", "hit_rate", "recall", "precision", "map", "mrr", "f1",
-            "r_precision"``; ``None`` means every cut-off metric (all but ``"r_precision"``,
-            which sorts full rows and is only computed when named).
-        gain_function: NDCG's gain, as in :class:`NDCG`.
-        map_normalization: the divisor of AP@k for ``"map"``, as ``MAP(normalization=)``: one of
-            ``"min_k_relevant"`` (min(k, \|R\|); default), ``"relevant"`` (\|R\|), ``"hits"`` (the
-            number of relevant items in the top k).
-        recall_normalization: the divisor of Recall@k for ``"recall"``, as
-            ``Recall(normalization=)``: one of ``"relevant"`` (\|R\|; default),
-            ``"min_k_relevant"`` (min(k, \|R\|)).
-        precision_normalization: the divisor of P@k for ``"precision"``, as
-            ``Precision(normalization=)``: one of ``"k"`` (default), ``"min_k_items"``
-            (min(k, num_items)).
+        metrics: names among <names>; ``None``: the default set, <defaults>.
+        <conventions>
         ignore_zero_hits, relevance_threshold, ties, output_transform, device, skip_unrolling:
             as in the individual metrics.
 
@@ -136,6 +124,32 @@ class RankingMetrics(RankingMetricBase):
 
     def _value_labels(self):
         return [f"/{key}" for key in self._names]
+
+
+def _listed(names) -> str:
+    return ", ".join(f"``{name!r}``" for name in names)
+
+
+def _conventions_text() -> str:
+    lines = []
+    for argument, option in ranking_metrics_options().items():
+        users = [entry.class_name for entry in REGISTRY.values() if option in entry.options]
+        choices = f", one of {_listed(option.values)}" if option.choices else ""
+        lines.append(
+            f"{argument}: ``{option.name}=`` of {', '.join(f':class:`{name}`' for name in users)}{choices} "
+            f"(default {option.default!r})."
+        )
+    return "\n        ".join(lines)
+
+
+# The docstring's enumerations, from the registry
+RankingMetrics.__doc__ = (
+    (RankingMetrics.__doc__ or "")
+    .replace("<classes>", ", ".join(f":class:`{entry.class_name}`" for entry in REGISTRY.values()))
+    .replace("<names>", _listed(ALL_METRICS))
+    .replace("<defaults>", _listed(DEFAULT_METRICS))
+    .replace("<conventions>", _conventions_text())
+)
 
 
 RankingMetrics.__signature__ = with_parameters(  # type: ignore[attr-defined]
