@@ -315,14 +315,18 @@ def table_schema_names(path: Any, format: str) -> list:
             raise FileFormatError(path, None, None, f"is not a readable parquet file: {error}") from None
     pa = require("pyarrow", "reading CSV files")
     with pa.input_stream(os.fspath(path), compression="detect") as stream:
-        header = stream.read(1 << 16).split(b"\n", 1)[0].decode("utf-8", "replace").rstrip("\r")
+        head = stream.read(1 << 16)
+    head = head[3:] if head.startswith(b"\xef\xbb\xbf") else head  # a UTF-8 byte-order mark (Excel's "CSV UTF-8")
+    header = head.split(b"\n", 1)[0].decode("utf-8", "replace").rstrip("\r")
     if not header:
         raise FileFormatError(path, 1, None, "is empty: a CSV table needs a header line naming its columns")
     return header.split("\t" if format == "tsv" else ",")
 
 
-def table_chunks(path: Any, format: str, names: Sequence[str]) -> Iterator[tuple]:
-    """(first line or row number, {name: pyarrow array}) of each chunk of a parquet or CSV table."""
+def table_chunks(path: Any, format: str, names: Sequence[str], ids: Sequence[str] = ()) -> Iterator[tuple]:
+    """(first line or row number, {name: pyarrow array}) of each chunk of a parquet or CSV table;
+    a missing value (a null, or an empty field of a CSV id column ``ids``) raises a FileFormatError
+    naming its line (row) and column."""
     pa = require("pyarrow", "reading tables")
     _check_exists(path)
     if format == "parquet":
@@ -334,6 +338,7 @@ def table_chunks(path: Any, format: str, names: Sequence[str]) -> Iterator[tuple
             row += batch.num_rows
         return
     csv = require("pyarrow.csv", "reading CSV files")
+    pc = require("pyarrow.compute", "reading CSV files")
     malformed: list = []
 
     def invalid_row(row):
@@ -355,14 +360,19 @@ def table_chunks(path: Any, format: str, names: Sequence[str]) -> Iterator[tuple
         if malformed:
             raise _malformed_row(path, malformed[0], f"{malformed[0].expected_columns} fields")
         if batch.num_rows:
-            yield line, {name: _no_nulls(path, batch.column(name), line, name, "line") for name in names}
+            columns = {name: _no_nulls(path, batch.column(name), line, name, "line") for name in names}
+            for name in ids:
+                empty = np.flatnonzero(pc.equal(pc.binary_length(columns[name]), 0).to_numpy(zero_copy_only=False))
+                if len(empty):
+                    raise FileFormatError(path, line + int(empty[0]), name, "a missing value (an empty id)")
+            yield line, columns
         line += batch.num_rows
 
 
 def _no_nulls(path: Any, array: Any, first: int, name: str, unit: str) -> Any:
     if array.null_count:
         row = int(np.argmax(array.is_null().to_numpy(zero_copy_only=False)))
-        raise FileFormatError(path, first + row, name, "missing value", unit)
+        raise FileFormatError(path, first + row, name, "a missing value (null)", unit)
     return array
 
 
@@ -397,7 +407,13 @@ def read_interactions(
     parts: dict = {role: [] for role in roles}
     unit = "row" if kind == "parquet" else "line"
     kinds: dict = {}
-    for first, columns in table_chunks(path, kind, [chosen[role] for role in roles]):
+    # ids read as the kind of a map given (integers as text for a map of text ids, as a run's are)
+    maps = {"user": user_map, "item": item_map}
+    for role, given in maps.items():
+        if given is not None and given.kind is not None:
+            kinds[role] = given.kind
+    ids = [chosen["user"], chosen["item"]]
+    for first, columns in table_chunks(path, kind, [chosen[role] for role in roles], ids=ids):
         for role in roles:
             array = columns[chosen[role]]
             if role == "value":

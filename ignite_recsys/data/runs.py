@@ -79,7 +79,7 @@ def run_file_chunks(
     names = [chosen["user"], chosen["item"], chosen["score"]]
     chunks = (
         (first, columns[names[0]], columns[names[1]], columns[names[2]])
-        for first, columns in table_chunks(path, kind, names)
+        for first, columns in table_chunks(path, kind, names, ids=names[:2])
     )
     return Chunks(
         chunks,
@@ -156,11 +156,12 @@ def _arrow(values: Any, name: str) -> Any:
     else:
         if hasattr(values, "detach"):
             values = values.detach().cpu().numpy()
-        if module.startswith("pandas"):
+        from_pandas = module.startswith("pandas")  # pandas' missing values: None and NaN
+        if from_pandas:
             values = values.to_numpy()
         values = np.asarray(values) if not isinstance(values, np.ndarray) else values
         try:
-            array = pa.array(values, from_pandas=values.dtype == object)
+            array = pa.array(values, from_pandas=from_pandas or values.dtype == object)
         except (pa.ArrowInvalid, pa.ArrowTypeError) as error:
             raise TypeError(f"run column {name!r} must hold ids or numbers of one type, got {error}") from None
     if array.null_count:
