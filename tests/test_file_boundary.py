@@ -118,6 +118,16 @@ def test_an_empty_run_and_a_run_without_test_users_warn_and_say_so(tmp_path):
         assert _evaluate(tmp_path / "good", tmp_path / "q").info["warnings"] == []
 
 
+def test_a_csv_table_whose_every_row_is_malformed_is_an_error_naming_the_line(tmp_path):
+    (tmp_path / "q").write_text(QRELS)
+    (tmp_path / "r.csv").write_text("user,item,score\nq1,d1,0.5,9\nq2,d1,0.5,9\n")
+    with pytest.raises(FileFormatError, match="r.csv, line 2: expected 3 fields, got 4"):
+        R.evaluate(tmp_path / "r.csv", tmp_path / "q", ["P@1"], progress=False)
+    (tmp_path / "t.csv").write_text("user,item\nq1,d1,x\n")
+    with pytest.raises(FileFormatError, match="t.csv, line 2: expected 2 fields, got 3"):
+        R.evaluate(tmp_path / "r.csv", tmp_path / "t.csv", ["P@1"], progress=False)
+
+
 def test_an_empty_qrels_is_an_error_naming_the_file(tmp_path):
     (tmp_path / "q").write_text("")
     (tmp_path / "r").write_text("q1 Q0 d1 1 0.9 t\n")

@@ -30,6 +30,7 @@ USER_COLUMNS = ("user", "user_id", "userid", "qid", "query_id", "query")
 ITEM_COLUMNS = ("item", "item_id", "itemid", "docid", "doc_id", "doc")
 VALUE_COLUMNS = ("value", "rating", "relevance", "rel", "grade", "label")
 SCORE_COLUMNS = ("score", "prediction", "rating")
+CANONICAL_INTEGER = r"^-?(0|[1-9][0-9]*)$"  # text read as an integer id (a negative one is then refused)
 CHUNK_BYTES = 16 << 20  # bytes of text per chunk of a TREC or CSV file
 CHUNK_ROWS = 1 << 20  # rows per chunk of a parquet file
 
@@ -367,6 +368,8 @@ def table_chunks(path: Any, format: str, names: Sequence[str], ids: Sequence[str
                     raise FileFormatError(path, line + int(empty[0]), name, "a missing value (an empty id)")
             yield line, columns
         line += batch.num_rows
+    if malformed:  # the rows after the last batch, or every row, refused
+        raise _malformed_row(path, malformed[0], f"{malformed[0].expected_columns} fields")
 
 
 def _no_nulls(path: Any, array: Any, first: int, name: str, unit: str) -> Any:
@@ -449,15 +452,12 @@ def _is_text(array: Any) -> bool:
 
 
 def id_kind_of(array: Any) -> str:
-    """ "int" for an integer column or a text column whose values all read as integers, else "str"."""
-    pa = require("pyarrow", "reading files")
+    """ "int" for an integer column or a text column whose values all read as integers written
+    the one way (``7``, not ``07`` or ``+7``: two spellings would be one id), else "str"."""
+    pc = require("pyarrow.compute", "reading files")
     if not _is_text(array):
         return "int"
-    try:
-        array.cast(pa.int64())
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-        return "str"
-    return "int"
+    return "int" if pc.all(pc.match_substring_regex(array, CANONICAL_INTEGER)).as_py() is not False else "str"
 
 
 def ids_of(path: Any, array: Any, first: int, name: Any, kind: str, unit: str = "line") -> Any:

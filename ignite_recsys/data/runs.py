@@ -22,6 +22,7 @@ import numpy as np
 
 from ._optional import require
 from .files import (
+    CANONICAL_INTEGER,
     ITEM_COLUMNS,
     SCORE_COLUMNS,
     TREC_RUN_FIELDS,
@@ -376,7 +377,7 @@ def _as_kind(dictionary: Any, kind: Optional[str]) -> Any:
     if kind == "str" and not is_text:
         return dictionary.cast(pa.string())
     if kind == "int" and is_text:
-        integer = pc.match_substring_regex(dictionary, r"^[+-]?[0-9]+$")
+        integer = pc.match_substring_regex(dictionary, CANONICAL_INTEGER)
         safe = pc.if_else(integer, dictionary, "-1")
         return safe.cast(pa.int64())
     return dictionary
