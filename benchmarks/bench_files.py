@@ -1,22 +1,25 @@
-"""End to end, file to means: ignite_recsys.evaluate against ranx, pytrec_eval and ir-measures.
+"""Files to means: ``ignite_recsys.evaluate`` against pytrec_eval on TREC files, call time and peak memory.
 
-Generates a run of USERS x 100 rows and qrels of USERS x 20 rows (default 100k users: a
-10-million-row run, 2 million judgments) as TREC files and as parquet tables, then times each
-tool from the files to the mean of nDCG@10, Recall@20, P@10 and AP@100, each in its own process,
-and reads that process's peak memory (max RSS) with resource.getrusage(RUSAGE_CHILDREN) in a
-process that starts nothing else. Prints the medians over --repeats runs and the ratios against
-ignite_recsys (TREC files), and checks that every tool reports the same means.
+The files are not tuned to either reader: string ids (``u<n>``, ``doc<n>``), scores with 7
+decimals, users in random order of their ids, each user's 100 rows in rank order, 10 graded
+judgments per user (grades 0-2, about half of the judged items in the run). Metrics: nDCG@10,
+P@10, Recall@100 and AP@100 with trec_eval's conventions (linear gains, AP over |R|, users
+without a relevant item counted).
 
-- ignite_recsys: ``evaluate(run, qrels, metrics, gain_function="linear_rank",
-  map_normalization="relevant", ignore_zero_hits=False)`` on the TREC files and on parquet.
-- ranx: ``Qrels.from_file`` / ``Run.from_file`` (kind "trec"), then ``evaluate``; and
-  ``Qrels.from_parquet`` / ``Run.from_parquet``.
-- pytrec_eval: its own readers ``pytrec_eval.parse_qrel`` / ``parse_run``, then
-  ``RelevanceEvaluator.evaluate`` and the mean over queries.
-- ir-measures: ``read_trec_qrels`` / ``read_trec_run`` and ``calc_aggregate``.
+Each measurement runs in a fresh process, with the libraries imported before the clock starts:
 
-    python benchmarks/bench_files.py --users 100000 --repeats 3
-    python benchmarks/bench_files.py --users 2000 --repeats 1     # a quick check
+- ignite_recsys: ``evaluate(run, qrels, metrics, ...)`` from the file paths to the means;
+- pytrec_eval: ``parse_qrel`` and ``parse_run`` (its readers), ``RelevanceEvaluator(...).evaluate``
+  and the means over the queries.
+
+Peak memory is the call's: the process's peak resident set (VmHWM, reset through
+``/proc/self/clear_refs`` just before the call) less its resident set before the call. The two
+tools alternate, ``--repeats`` times each; medians are printed with the ratios, and the means of
+both tools are checked to agree.
+
+    python benchmarks/bench_files.py --rows 1000000 --repeats 5
+    python benchmarks/bench_files.py --rows 1000000 --rows 10000000 --repeats 3   # 10M rows: slow
+    python benchmarks/bench_files.py --rows 1000000 --profile      # where evaluate's time goes
 """
 
 from __future__ import annotations
@@ -24,207 +27,177 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import statistics
 import subprocess
 import sys
 import time
 
-PER_USER, JUDGED = 100, 20
-CATALOG = 200_003  # prime: user u ranks items (u * 7919 + j * 104729) % CATALOG, distinct for j < 100
-TOOLS = ("ignite_recsys", "ignite_recsys_parquet", "ranx", "ranx_parquet", "pytrec_eval", "ir_measures")
+PER_USER, JUDGED = 100, 10
+METRICS = ["ndcg@10", "P@10", "recall@100", "map@100"]
+TREC_NAMES = {"ndcg@10": "ndcg_cut_10", "precision@10": "P_10", "recall@100": "recall_100", "map@100": "map_cut_100"}
+# the children import the package of this checkout
+CHILD_ENV = {**os.environ, "PYTHONPATH": os.path.dirname(os.path.dirname(os.path.abspath(__file__)))}
+CONVENTIONS = dict(gain_function="linear_rank", map_normalization="relevant", ignore_zero_hits=False)
 
 
-def generate(folder: str, users: int) -> None:
-    """run.trec / run.parquet (users x 100 rows, distinct scores per user) and qrels.trec /
-    qrels.parquet (users x 20 judgments, grades 1-3, half of them in the run)."""
+def generate(folder: str, rows: int) -> tuple:
+    """run.trec (``rows`` rows) and qrels.trec in ``folder``; returns their paths."""
     import numpy as np
-    import pyarrow as pa
-    import pyarrow.parquet as pq
 
+    users = rows // PER_USER
+    run_path, qrels_path = os.path.join(folder, "run.trec"), os.path.join(folder, "qrels.trec")
+    if os.path.exists(run_path) and os.path.exists(qrels_path):
+        return run_path, qrels_path
     rng = np.random.default_rng(0)
-    step = 20_000
-    run_writer = qrels_writer = None
-    with open(os.path.join(folder, "run.trec"), "w") as run_file, open(os.path.join(folder, "qrels.trec"), "w") as qf:
-        for start in range(0, users, step):
-            u = np.arange(start, min(users, start + step))
-            j = np.arange(PER_USER)
-            items = (u[:, None] * 7919 + j[None, :] * 104729) % CATALOG
-            scores = rng.permuted(np.tile(np.arange(PER_USER), (len(u), 1)), axis=1) / PER_USER + 0.01
-            order = np.argsort(-scores, axis=1)  # the file lists each user's rows by rank
-            items, scores = np.take_along_axis(items, order, 1), np.take_along_axis(scores, order, 1)
-            qid = np.repeat(np.char.add("u", u.astype(str)), PER_USER)
-            doc = np.char.add("i", items.reshape(-1).astype(str))
-            rank = np.tile(np.arange(1, PER_USER + 1), len(u)).astype(str)
-            score = np.char.mod("%.2f", scores.reshape(-1))
-            lines = [
-                " ".join(row)
-                for row in zip(
-                    qid.tolist(), ["Q0"] * len(qid), doc.tolist(), rank.tolist(), score.tolist(), ["bench"] * len(qid)
-                )
-            ]
-            run_file.write("\n".join(lines) + "\n")
-            table = pa.table({"user": qid, "item": doc, "score": scores.reshape(-1)})
-            run_writer = run_writer or pq.ParquetWriter(os.path.join(folder, "run.parquet"), table.schema)
-            run_writer.write_table(table)
-            jq = np.arange(0, 2 * PER_USER, 2 * PER_USER // JUDGED)  # 0, 10, ..., 190: ten in the run
-            judged = (u[:, None] * 7919 + jq[None, :] * 104729) % CATALOG
-            grades = rng.integers(1, 4, judged.shape)
-            qqid = np.repeat(np.char.add("u", u.astype(str)), JUDGED)
-            qdoc = np.char.add("i", judged.reshape(-1).astype(str))
-            qf.write(
-                "\n".join(
-                    f"{a} 0 {b} {c}" for a, b, c in zip(qqid.tolist(), qdoc.tolist(), grades.reshape(-1).tolist())
-                )
-                + "\n"
+    order = rng.permutation(users)  # users in random order of their ids
+    catalog = max(1000, users * 5)
+    with open(run_path + ".part", "w") as run_file, open(qrels_path + ".part", "w") as qrels_file:
+        for start in range(0, users, 10_000):
+            block = order[start : start + 10_000]
+            items = rng.integers(0, catalog, (len(block), PER_USER * 2))
+            items = np.sort(items, axis=1)  # distinct items per user: drop repeats, keep 100
+            items = np.array([np.unique(row)[:PER_USER] for row in items])
+            items = rng.permuted(items, axis=1)
+            scores = -np.sort(-rng.random((len(block), PER_USER)) * 30, axis=1)  # each user's rows in rank order
+            qid = np.repeat(np.char.add("u", block.astype(str)), PER_USER)
+            doc = np.char.add("doc", items.reshape(-1).astype(str))
+            rank = np.tile(np.arange(1, PER_USER + 1).astype(str), len(block))
+            score = np.char.mod("%.7f", scores.reshape(-1))
+            run_file.write(
+                "".join(f"{q} Q0 {d} {r} {s} run\n" for q, d, r, s in zip(qid.tolist(), doc.tolist(), rank, score))
             )
-            qtable = pa.table({"user": qqid, "item": qdoc, "rel": grades.reshape(-1)})
-            qrels_writer = qrels_writer or pq.ParquetWriter(os.path.join(folder, "qrels.parquet"), qtable.schema)
-            qrels_writer.write_table(qtable)
-    run_writer.close()
-    qrels_writer.close()
+            judged = np.concatenate(
+                [items[:, : JUDGED // 2], catalog + items[:, JUDGED // 2 : JUDGED]],
+                1,  # half in the run, half not
+            )
+            grades = rng.integers(0, 3, judged.shape)
+            qqid = np.repeat(np.char.add("u", block.astype(str)), JUDGED)
+            qdoc = np.char.add("doc", judged.reshape(-1).astype(str))
+            qrels_file.write(
+                "".join(
+                    f"{q} 0 {d} {g}\n" for q, d, g in zip(qqid.tolist(), qdoc.tolist(), grades.reshape(-1).tolist())
+                )
+            )
+    os.replace(run_path + ".part", run_path)
+    os.replace(qrels_path + ".part", qrels_path)
+    return run_path, qrels_path
 
 
-def work(tool: str, folder: str) -> dict:
-    """File to means with one tool; returns the means and the seconds."""
-    trec_run, trec_qrels = os.path.join(folder, "run.trec"), os.path.join(folder, "qrels.trec")
-    parquet_run, parquet_qrels = os.path.join(folder, "run.parquet"), os.path.join(folder, "qrels.parquet")
-    start = time.perf_counter()
-    if tool.startswith("ignite_recsys"):
+def _resident() -> tuple:
+    """(VmRSS, VmHWM) of this process in MiB."""
+    fields = {}
+    with open("/proc/self/status") as status:
+        for line in status:
+            key, _, value = line.partition(":")
+            if key in ("VmRSS", "VmHWM"):
+                fields[key] = int(value.split()[0]) / 1024
+    return fields["VmRSS"], fields["VmHWM"]
+
+
+def work(tool: str, run: str, qrels: str, profile: bool = False) -> dict:
+    """File to means with one tool in this process; the call's seconds and peak memory (MiB)."""
+    if tool == "ignite_recsys":
         import ignite_recsys
+        import ignite_recsys.data.files  # noqa: F401  (pyarrow, imported as a user's script has it)
 
-        run, qrels = (parquet_run, parquet_qrels) if tool.endswith("parquet") else (trec_run, trec_qrels)
-        result = ignite_recsys.evaluate(
-            run,
-            qrels,
-            ["ndcg@10", "recall@20", "P@10", "map@100"],
-            progress=False,
-            gain_function="linear_rank",
-            map_normalization="relevant",
-            ignore_zero_hits=False,
-        )
-        means = result.means
-    elif tool.startswith("ranx"):
-        import ranx
+        def call() -> dict:
+            result = ignite_recsys.evaluate(run, qrels, METRICS, progress=False, **CONVENTIONS)
+            return dict(result.means)
 
-        if tool.endswith("parquet"):
-            qrels = ranx.Qrels.from_parquet(parquet_qrels, q_id_col="user", doc_id_col="item", score_col="rel")
-            run = ranx.Run.from_parquet(parquet_run, q_id_col="user", doc_id_col="item", score_col="score")
-        else:
-            qrels, run = ranx.Qrels.from_file(trec_qrels, kind="trec"), ranx.Run.from_file(trec_run, kind="trec")
-        values = ranx.evaluate(qrels, run, ["ndcg@10", "recall@20", "precision@10", "map@100"])
-        means = dict(zip(["ndcg@10", "recall@20", "precision@10", "map@100"], values.values()))
-    elif tool == "pytrec_eval":
+    else:
         import pytrec_eval
 
-        with open(trec_qrels) as handle:
-            qrels = pytrec_eval.parse_qrel(handle)
-        with open(trec_run) as handle:
-            run = pytrec_eval.parse_run(handle)
-        names = {"ndcg@10": "ndcg_cut_10", "recall@20": "recall_20", "precision@10": "P_10", "map@100": "map_cut_100"}
-        per_query = pytrec_eval.RelevanceEvaluator(qrels, {"ndcg_cut.10", "recall.20", "P.10", "map_cut.100"}).evaluate(
-            run
-        )
-        means = {key: statistics.fmean(values[name] for values in per_query.values()) for key, name in names.items()}
-    elif tool == "ir_measures":
-        import ir_measures
-        from ir_measures import AP, P, R, nDCG
+        def call() -> dict:
+            with open(qrels) as handle:
+                judged = pytrec_eval.parse_qrel(handle)
+            with open(run) as handle:
+                ranked = pytrec_eval.parse_run(handle)
+            measures = {"ndcg_cut.10", "P.10", "recall.100", "map_cut.100"}
+            per_query = pytrec_eval.RelevanceEvaluator(judged, measures).evaluate(ranked)
+            return {  # every judged user counts (trec_eval -c): the run ranks every judged user here
+                key: sum(values[name] for values in per_query.values()) / len(judged)
+                for key, name in TREC_NAMES.items()
+            }
 
-        measures = [nDCG @ 10, R @ 20, P @ 10, AP @ 100]
-        values = ir_measures.calc_aggregate(
-            measures, ir_measures.read_trec_qrels(trec_qrels), ir_measures.read_trec_run(trec_run)
-        )
-        means = dict(zip(["ndcg@10", "recall@20", "precision@10", "map@100"], (values[m] for m in measures)))
+    with open("/proc/self/clear_refs", "w") as clear:
+        clear.write("5")  # resets VmHWM to the current resident set
+    before, _ = _resident()
+    if profile:
+        import cProfile
+        import pstats
+
+        profiler = cProfile.Profile()
+        start = time.perf_counter()
+        profiler.enable()
+        means = call()
+        profiler.disable()
+        seconds = time.perf_counter() - start
+        pstats.Stats(profiler, stream=sys.stderr).sort_stats("cumulative").print_stats(35)
     else:
-        raise ValueError(f"unknown tool {tool!r}")
-    return {"seconds": time.perf_counter() - start, "means": {key: float(value) for key, value in means.items()}}
+        start = time.perf_counter()
+        means = call()
+        seconds = time.perf_counter() - start
+    _, peak = _resident()
+    return {"seconds": seconds, "peak_mib": peak - before, "means": means}
 
 
-def measure(tool: str, folder: str) -> dict:
-    """Runs ``work`` in a child process and adds that child's peak RSS (MiB)."""
+def measure(tool: str, run: str, qrels: str) -> dict:
     child = subprocess.run(
-        [sys.executable, __file__, "--work", tool, "--folder", folder], capture_output=True, text=True, check=False
+        [sys.executable, __file__, "--work", tool, "--run", run, "--qrels", qrels],
+        capture_output=True,
+        text=True,
+        env=CHILD_ENV,
     )
     if child.returncode != 0:
-        return {"error": child.stderr.strip().splitlines()[-1] if child.stderr else f"exit {child.returncode}"}
-    result = json.loads(child.stdout.strip().splitlines()[-1])
-    result["max_rss_mib"] = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024  # Linux: KiB
-    return result
-
-
-def versions() -> dict:
-    import importlib.metadata as metadata
-
-    found = {}
-    for package in ("ignite_recsys", "torch", "pyarrow", "numpy", "ranx", "pytrec-eval-terrier", "ir-measures"):
-        try:
-            found[package] = metadata.version(package)
-        except metadata.PackageNotFoundError:
-            found[package] = "not installed"
-    return found
+        raise RuntimeError(f"{tool} failed: {child.stderr[-2000:]}")
+    return json.loads(child.stdout.strip().splitlines()[-1])
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--users", type=int, default=100_000)
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--folder", default=None, help="where the files go (default: a folder under /tmp)")
-    parser.add_argument("--tools", default=",".join(TOOLS))
+    parser.add_argument("--rows", type=int, action="append", help="run rows (repeatable; default 1000000)")
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--folder", default="/tmp/ignite_recsys_bench_files")
+    parser.add_argument("--profile", action="store_true", help="cProfile evaluate() once per size, to stderr")
     parser.add_argument("--work", help=argparse.SUPPRESS)
-    parser.add_argument("--measure", help=argparse.SUPPRESS)
+    parser.add_argument("--run", help=argparse.SUPPRESS)
+    parser.add_argument("--qrels", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.work:  # the child: one tool, file to means
-        print(json.dumps(work(args.work, args.folder)))
+    if args.work:
+        print(json.dumps(work(args.work, args.run, args.qrels, profile=args.profile)))
         return
-    if args.measure:  # a process that starts only this one child: RUSAGE_CHILDREN is that child's
-        print(json.dumps(measure(args.measure, args.folder)))
-        return
-    folder = args.folder or f"/tmp/ignite_recsys_bench_files_{args.users}"
-    os.makedirs(folder, exist_ok=True)
-    if not os.path.exists(os.path.join(folder, "qrels.parquet")):
+    print(f"load: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} {os.getloadavg()[2]:.2f} on {os.cpu_count()} cores")
+    for rows in args.rows or [1_000_000]:
+        folder = os.path.join(args.folder, str(rows))
+        os.makedirs(folder, exist_ok=True)
         started = time.perf_counter()
-        generate(folder, args.users)
-        print(
-            f"generated {args.users * PER_USER:,} run rows and {args.users * JUDGED:,} judgments in "
-            f"{time.perf_counter() - started:.0f} s under {folder}",
-            flush=True,
-        )
-    print(json.dumps(versions()), flush=True)
-    runs: dict = {tool: [] for tool in args.tools.split(",")}
-    for repeat in range(args.repeats):
-        for tool in runs:
-            done = subprocess.run(
-                [sys.executable, __file__, "--measure", tool, "--folder", folder],
-                capture_output=True,
-                text=True,
-                check=False,
+        run, qrels = generate(folder, rows)
+        print(f"\n{rows:,} run rows, {rows // PER_USER * JUDGED:,} judgments ({time.perf_counter() - started:.0f} s)")
+        if args.profile:
+            subprocess.run(
+                [sys.executable, __file__, "--work", "ignite_recsys", "--run", run, "--qrels", qrels, "--profile"],
+                env=CHILD_ENV,
             )
-            result = (
-                json.loads(done.stdout.strip().splitlines()[-1])
-                if done.returncode == 0
-                else {"error": done.stderr.strip()[-300:]}
-            )
-            runs[tool].append(result)
-            print(f"run {repeat + 1} {tool}: {json.dumps(result)}", flush=True)
-    base = runs.get("ignite_recsys")
-    base_seconds = statistics.median(r["seconds"] for r in base) if base and "error" not in base[0] else None
-    base_memory = statistics.median(r["max_rss_mib"] for r in base) if base_seconds else None
-    print(f"\n{'tool':<24}{'seconds (median)':>18}{'x ours':>8}{'max RSS MiB':>13}{'x ours':>8}")
-    reference = None
-    for tool, results in runs.items():
-        if any("error" in result for result in results):
-            print(f"{tool:<24} failed: {results[0].get('error')}")
             continue
-        seconds = statistics.median(r["seconds"] for r in results)
-        memory = statistics.median(r["max_rss_mib"] for r in results)
-        ratio = f"{seconds / base_seconds:8.1f}" if base_seconds else ""
-        memory_ratio = f"{memory / base_memory:8.1f}" if base_memory else ""
-        print(f"{tool:<24}{seconds:18.2f}{ratio}{memory:13.0f}{memory_ratio}")
-        means = list(results[0]["means"].values())
-        reference = reference or means
-        if max(abs(a - b) for a, b in zip(means, reference)) > 1e-6:
-            print(f"  {tool}'s means differ from the first tool's: {results[0]['means']}")
-    print(f"\nmeans: {json.dumps(runs[next(iter(runs))][0].get('means'))}")
+        results: dict = {"ignite_recsys": [], "pytrec_eval": []}
+        for _ in range(args.repeats):
+            for tool in results:  # alternating, under the same load
+                results[tool].append(measure(tool, run, qrels))
+        ours, theirs = results["ignite_recsys"], results["pytrec_eval"]
+        for key in TREC_NAMES:
+            if abs(ours[0]["means"][key] - theirs[0]["means"][key]) > 1e-9:
+                print(f"  means differ: {key} {ours[0]['means'][key]} vs {theirs[0]['means'][key]}")
+        print(f"{'tool':<16}{'call s (median)':>16}{'peak MiB (median)':>19}   all call times")
+        for tool, values in results.items():
+            seconds = statistics.median(value["seconds"] for value in values)
+            peak = statistics.median(value["peak_mib"] for value in values)
+            every = " ".join(f"{value['seconds']:.2f}" for value in values)
+            print(f"{tool:<16}{seconds:16.2f}{peak:19.0f}   {every}")
+        speed = statistics.median(v["seconds"] for v in theirs) / statistics.median(v["seconds"] for v in ours)
+        memory = statistics.median(v["peak_mib"] for v in ours) / statistics.median(v["peak_mib"] for v in theirs)
+        print(f"ignite_recsys: {speed:.2f}x pytrec_eval's speed, {memory:.2f}x its peak memory")
+        print(f"means: {json.dumps(ours[0]['means'])}")
+    print(f"load after: {os.getloadavg()[0]:.2f}")
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 import os
 import re
+import warnings
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Sequence, Union
 
@@ -19,11 +20,12 @@ import numpy as np
 import torch
 
 from . import _validation as V
+from ._core.input_checks import InputWarning
 from ._registry import ALL_METRICS, CUTOFF_METRICS, ranking_metrics_options
 from .data._optional import require
 from .data.files import read_interactions
 from .data.interactions import Interactions
-from .data.runs import RunStream, run_file_chunks, run_frame_chunks
+from .data.runs import SCORE_PRECISIONS, RunStream, SplitUserError, grouped_chunks, run_file_chunks, run_frame_chunks
 from .inputs import RankedItems, UserIds
 from .metrics import RankingMetrics
 from .stats import paired_test
@@ -148,9 +150,12 @@ class EvaluationResult:
         level: the intervals' level.
         user_ids: with ``per_user=True``, the users of the per-user values in ascending dense id
             order: their original ids (strings when the test table maps them).
-        info: counts of what was read: ``test_users``, and for a run ``run_rows``,
-            ``run_rows_not_in_test`` (rows of users the test table does not hold: not evaluated),
-            ``test_users_not_in_run`` (evaluated with an empty list).
+        info: counts of what was read: ``test_users``, and for a run ``run_rows`` (rows read),
+            ``run_rows_not_in_test`` (rows of users the test table does not hold: skipped, not
+            evaluated), ``test_users_not_in_run`` (evaluated with an empty list),
+            ``run_grouped_in_memory`` (the users' rows were not contiguous) and ``warnings``
+            (a run without rows, or without a row of a test user). A row that cannot be read is
+            never dropped: it stops the evaluation with an error naming its file, line and column.
 
     ``result["ndcg@10"]`` is a mean (any accepted spelling of the name works, e.g. ``"nDCG@10"``).
     """
@@ -283,6 +288,7 @@ def evaluate(
     run_columns: Optional[Sequence[str]] = None,
     run_format: Optional[str] = None,
     num_threads: Optional[int] = None,
+    score_precision: str = "float64",
     **conventions: Any,
 ) -> EvaluationResult:
     r"""Evaluate a model's scores or a run on test interactions, in one call.
@@ -322,13 +328,19 @@ def evaluate(
             caller's setting, unchanged). A run file is read by a background thread while the
             metrics run; on a machine with few cores, ``torch.get_num_threads() - 1`` leaves that
             reader a core (the command line does so).
+        score_precision: how a run's scores are compared: ``"float64"`` (default: as read) or
+            ``"float32"`` (as trec_eval and pytrec_eval store them: scores equal in float32 tie,
+            and ``run_ties`` orders them).
         conventions: passed to :class:`~ignite_recsys.RankingMetrics`: ``gain_function``,
             ``relevance_threshold``, ``ties``, ``map_normalization``, ``recall_normalization``,
             ``precision_normalization``, ``ignore_zero_hits``.
 
     Test users that a run does not rank get an empty list: each counts 0 when it has a relevant
     item (as trec_eval ``-c`` and ranx after ``make_comparable``). A run's users that the test
-    table does not hold are not evaluated (``result.info`` counts their rows).
+    table does not hold are not evaluated (``result.info`` counts their rows). A run without rows,
+    or without a row of a test user, warns (:class:`~ignite_recsys.InputWarning`) and says so in
+    ``result.info["warnings"]``. A run whose users' rows are not contiguous is read whole and
+    grouped in memory (``result.info["run_grouped_in_memory"]``).
 
     >>> import torch
     >>> from ignite_recsys import Interactions, evaluate
@@ -348,6 +360,11 @@ def evaluate(
             f"RankingMetrics are {list(CONVENTIONS)}"
         )
     requested = parse_metrics(metrics)
+    if score_precision not in SCORE_PRECISIONS:
+        raise ValueError(
+            f"score_precision must be 'float64' or 'float32' (trec_eval's: scores equal in float32 tie), "
+            f"got {score_precision!r}"
+        )
     if isinstance(level, bool) or not isinstance(level, (int, float)) or not 0 < level < 1:
         raise ValueError(f"level must lie strictly between 0 and 1 (e.g. 0.95), got {level!r}")
     if batch_size is None:
@@ -408,6 +425,8 @@ def evaluate(
                 run_columns,
                 run_format,
                 cutoffs[-1] if "r_precision" not in names else None,
+                score_precision,
+                metric.reset,
             )
     finally:
         torch.set_num_threads(threads)
@@ -533,6 +552,8 @@ def _from_run(
     columns: Optional[Sequence[str]],
     format: Optional[str],
     depth: Optional[int],
+    score_precision: str,
+    reset: Callable,
 ) -> None:
 
     if columns is not None and (isinstance(columns, str) or len(columns) != 3):
@@ -545,29 +566,48 @@ def _from_run(
             run, names.get("user", "user"), names.get("item", "item"), names.get("score", "score")
         )
     base = max(test.num_items, len(test.item_map) if test.item_map is not None else 0)
-    stream = RunStream(chunks, test, ties=ties, keep=mine, unknown_base=base)
-    pending: list = []
-    waiting = 0
+    source = chunks.source
 
-    def flush(parts: list) -> None:
-        positions = np.concatenate([part[0] for part in parts])
-        items = np.concatenate([part[1] for part in parts])
-        lengths = np.concatenate([part[2] for part in parts])
-        for start in range(0, len(positions), batch_size):
-            stop = start + batch_size
-            _ranked_batch(test, exclude, positions[start:stop], items, lengths, start, stop, depth, device, update)
-            if bar is not None:
-                bar.update(len(positions[start:stop]))
+    def evaluated(chunks: Any) -> RunStream:
+        stream = RunStream(chunks, test, ties=ties, keep=mine, unknown_base=base, score_precision=score_precision)
+        pending: list = []
+        waiting = 0
 
-    # The next chunk is read by a background thread while this one is evaluated (see num_threads).
-    for part in _prefetched(stream):
-        pending.append(part)
-        waiting += len(part[0])
-        if waiting >= batch_size:
+        def flush(parts: list) -> None:
+            positions = np.concatenate([part[0] for part in parts])
+            items = np.concatenate([part[1] for part in parts])
+            lengths = np.concatenate([part[2] for part in parts])
+            for start in range(0, len(positions), batch_size):
+                stop = start + batch_size
+                _ranked_batch(test, exclude, positions[start:stop], items, lengths, start, stop, depth, device, update)
+                if bar is not None:
+                    bar.update(len(positions[start:stop]))
+
+        # The next chunk is read by a background thread while this one is evaluated (see num_threads).
+        for part in _prefetched(stream):
+            pending.append(part)
+            waiting += len(part[0])
+            if waiting >= batch_size:
+                flush(pending)
+                pending, waiting = [], 0
+        if pending:
             flush(pending)
-            pending, waiting = [], 0
-    if pending:
-        flush(pending)
+        return stream
+
+    grouped = False
+    try:
+        stream = evaluated(chunks)
+    except SplitUserError:
+        # a user's rows are split: read the whole run, group each user's rows (memory grows with
+        # the run), and evaluate again from the start
+        if not isinstance(run, (str, os.PathLike)):
+            raise
+        reset()
+        if bar is not None:
+            bar.reset()
+        chunks = run_file_chunks(run, format, **names)
+        stream = evaluated(grouped_chunks(chunks))
+        grouped = True
     missing = np.flatnonzero(~stream.seen & mine)
     for start in range(0, len(missing), batch_size):
         batch = missing[start : start + batch_size]
@@ -575,8 +615,24 @@ def _from_run(
         _ranked_update(test, exclude, test.users[torch.from_numpy(batch)], empty, device, update)
         if bar is not None:
             bar.update(len(batch))
+    notes = []
+    if stream.rows == 0:
+        notes.append(
+            f"the run {source} holds no rows: every test user is evaluated with an empty list (an export that failed?)"
+        )
+    elif not stream.seen.any():
+        notes.append(
+            f"none of the {stream.rows} rows of the run {source} is of a test user: every test user is "
+            "evaluated with an empty list (do the run's user ids match the test set's?)"
+        )
+    for note in notes:
+        warnings.warn(note, InputWarning, stacklevel=3)
     info.update(
-        run_rows=stream.rows, run_rows_not_in_test=stream.rows_outside, test_users_not_in_run=int((~stream.seen).sum())
+        run_rows=stream.rows,
+        run_rows_not_in_test=stream.rows_outside,
+        test_users_not_in_run=int((~stream.seen).sum()),
+        run_grouped_in_memory=grouped,
+        warnings=notes,
     )
 
 

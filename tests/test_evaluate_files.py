@@ -299,6 +299,8 @@ def test_a_trec_run_file_equals_trec_eval_per_user(tmp_path, ties):
         "run_rows": sum(map(len, run.values())),
         "run_rows_not_in_test": 2,
         "test_users_not_in_run": sum(q not in run for q in qrels),
+        "run_grouped_in_memory": False,
+        "warnings": [],
     }
 
 
@@ -405,7 +407,6 @@ GOOD_QRELS = "q1 0 d1 1\nq1 0 d2 0\nq2 0 d1 2\n"
         ("q1 Q0 d1 1 0.5 t\nq1 Q0 d2 2 x t\n", 2, "5 (score)", "score must be a number, got 'x'"),
         ("q1 Q0 d1 1 0.5 t\nq2 Q0 d2 2 nan t\n", 2, "5 (score)", "score must not be NaN"),
         ("q1 Q0 d1 1 0.5 t\nq1 Q0 d2 2 0.4 t\nq1 Q0 d1 3 0.3 t\n", 3, "3 (docid)", "ranks item 'd1' twice .*line 1"),
-        ("q1 Q0 d1 1 0.5 t\nq2 Q0 d2 1 0.4 t\nq1 Q0 d3 2 0.3 t\n", 3, "1 (qid)", "user 'q1' are not contiguous"),
         ("q1 Q0 d1 1 0.5 t\n\nq2 Q0 d2 1 0.4 t\n", 2, None, "blank line"),
     ],
 )
@@ -418,21 +419,20 @@ def test_a_malformed_run_names_the_file_line_and_column(tmp_path, run_text, line
     assert str(raised.value).startswith(f"{tmp_path / 'r.trec'}, line {line}")
 
 
-def test_the_contiguity_check_spans_chunks(tmp_path, monkeypatch):
+def test_users_split_across_chunks_are_grouped(tmp_path, monkeypatch):
     from ignite_recsys.data import files
 
     monkeypatch.setattr(files, "CHUNK_BYTES", 64)  # a few lines per chunk
-    rows = [f"q{u} Q0 d{i} {i} {1 - i / 10} t\n" for u in (1, 2, 3) for i in range(1, 6)] + ["q1 Q0 d9 9 0.1 t\n"]
-    (tmp_path / "q").write_text("q1 0 d1 1\nq2 0 d1 1\nq3 0 d1 1\n")
+    rows = [f"q{u} Q0 d{i} {i} {1 - i / 10} t\n" for u in (1, 2, 3) for i in range(1, 6)] + ["q1 Q0 d9 9 0.95 t\n"]
+    (tmp_path / "q").write_text("q1 0 d1 1\nq2 0 d1 1\nq3 0 d1 1\nq1 0 d9 1\n")
     (tmp_path / "r").write_text("".join(rows))
-    with pytest.raises(FileFormatError, match="'q1' are not contiguous") as raised:
-        R.evaluate(tmp_path / "r", tmp_path / "q", ["P@1"], progress=False)
-    assert raised.value.line == 16
+    split = R.evaluate(tmp_path / "r", tmp_path / "q", ["P@1", "mrr@5"], progress=False)
+    assert split.means == {"precision@1": 1.0, "mrr@5": 1.0}  # q1's d9 (0.95) after d1 (0.9)
+    assert split.info["run_grouped_in_memory"] is True
     (tmp_path / "r").write_text("".join(rows[:-1]))  # chunks end inside users' rows: the same values
-    assert R.evaluate(tmp_path / "r", tmp_path / "q", ["P@1", "mrr@5"], progress=False).means == {
-        "precision@1": 1.0,
-        "mrr@5": 1.0,
-    }
+    result = R.evaluate(tmp_path / "r", tmp_path / "q", ["P@1", "mrr@5"], progress=False)
+    assert result.means == {"precision@1": 1.0, "mrr@5": 1.0}
+    assert result.info["run_grouped_in_memory"] is False
 
 
 @pytest.mark.parametrize(
@@ -480,10 +480,11 @@ def test_a_run_of_integer_ids_with_a_text_id_names_it(tmp_path):
 def test_empty_files(tmp_path):
     (tmp_path / "q").write_text(GOOD_QRELS)
     (tmp_path / "empty").write_text("")
-    result = R.evaluate(tmp_path / "empty", tmp_path / "q", ["P@1", "ndcg@3"], progress=False, per_user=True)
+    with pytest.warns(R.InputWarning, match="holds no rows"):
+        result = R.evaluate(tmp_path / "empty", tmp_path / "q", ["P@1", "ndcg@3"], progress=False, per_user=True)
     assert result.means == {"precision@1": 0.0, "ndcg@3": 0.0}  # every user ranks nothing
-    assert result.info["test_users_not_in_run"] == 2
-    with pytest.raises(ValueError, match="test holds no interactions"):
+    assert result.info["test_users_not_in_run"] == 2 and "holds no rows" in result.info["warnings"][0]
+    with pytest.raises(FileFormatError, match="empty: holds no judgments"):
         R.evaluate(tmp_path / "q", tmp_path / "empty", ["P@1"], progress=False)
     with pytest.raises(FileNotFoundError, match="no such file"):
         R.evaluate(tmp_path / "missing", tmp_path / "q", ["P@1"], progress=False)

@@ -6,8 +6,9 @@
   columns) are read in chunks of rows (:func:`run_chunks`), so that a run is evaluated in memory
   that does not grow with its number of rows.
 
-TREC files are read as fields separated by one space or one tab (the separator of the first line);
-the ``Q0``, ``rank`` and ``tag`` fields are not used (trec_eval and ranx ignore them too: the score
+TREC files are read as trec_eval reads them: fields separated by any run of spaces and tabs,
+whitespace at the ends of a line and Windows line endings ignored; the ``Q0``, ``rank`` and
+``tag`` fields are not used (trec_eval and ranx ignore them too: the score
 orders the run). A malformed file raises a :class:`FileFormatError` that names the file, the line
 and the column. These readers need ``pip install "ignite_recsys[files]"`` (pyarrow).
 """
@@ -15,6 +16,7 @@ and the column. These readers need ``pip install "ignite_recsys[files]"`` (pyarr
 from __future__ import annotations
 
 import os
+import re
 from typing import Any, Iterator, Optional, Sequence
 
 import numpy as np
@@ -28,6 +30,7 @@ USER_COLUMNS = ("user", "user_id", "userid", "qid", "query_id", "query")
 ITEM_COLUMNS = ("item", "item_id", "itemid", "docid", "doc_id", "doc")
 VALUE_COLUMNS = ("value", "rating", "relevance", "rel", "grade", "label")
 SCORE_COLUMNS = ("score", "prediction", "rating")
+CANONICAL_INTEGER = r"^-?(0|[1-9][0-9]*)$"  # text read as an integer id (a negative one is then refused)
 CHUNK_BYTES = 16 << 20  # bytes of text per chunk of a TREC or CSV file
 CHUNK_ROWS = 1 << 20  # rows per chunk of a parquet file
 
@@ -70,66 +73,102 @@ def _check_exists(path: Any) -> None:
 
 
 # --- TREC text files -------------------------------------------------------------------------
-def _separator(path: Any, fields: Sequence[str]) -> str:
-    """The separator of a TREC file: a tab if its first line has one, else a space."""
+def _text_blocks(path: Any, block_size: int) -> Iterator[tuple]:
+    """(first line number, bytes) of each block of whole lines of a text file (about
+    ``block_size`` bytes each; a UTF-8 byte-order mark at the start is dropped)."""
     pa = require("pyarrow", "reading TREC files")
+    line, rest, first = 1, b"", True
     with pa.input_stream(os.fspath(path), compression="detect") as stream:
-        head = stream.read(1 << 16)
-    first = head.split(b"\n", 1)[0].rstrip(b"\r")
-    return "\t" if b"\t" in first else " "
+        while True:
+            data = stream.read(block_size)
+            if first:
+                data, first = (data[3:] if data.startswith(b"\xef\xbb\xbf") else data), False
+            if not data:
+                if rest:
+                    yield line, rest + b"\n"
+                return
+            data = rest + data if rest else data
+            cut = data.rfind(b"\n") + 1
+            if cut == 0:
+                rest = data
+                continue
+            block, rest = (data, b"") if cut == len(data) else (data[:cut], data[cut:])
+            yield line, block
+            line += block.count(b"\n")
+
+
+_SPACES = re.compile(rb" {2,}")
+
+
+def _one_space(block: bytes) -> bytes:
+    """The lines of ``block`` with their fields separated by one space: runs of spaces, tabs and
+    carriage returns (what trec_eval's ``isspace`` skips between fields) become one space, and
+    none is left at the start or end of a line. Each step runs only when the block needs it."""
+    if b"\t" in block:
+        block = block.replace(b"\t", b" ")
+    if b"\r" in block:
+        block = block.replace(b"\r", b" ")
+    if b"  " in block:
+        block = _SPACES.sub(b" ", block)
+    if b" \n" in block:
+        block = block.replace(b" \n", b"\n")
+    if b"\n " in block:
+        block = block.replace(b"\n ", b"\n")
+    return block[1:] if block.startswith(b" ") else block
 
 
 def trec_chunks(
-    path: Any, fields: Sequence[str], keep: Sequence[str], block_size: int = CHUNK_BYTES
+    path: Any, fields: Sequence[str], keep: Sequence[str], block_size: Optional[int] = None
 ) -> Iterator[tuple]:
-    """(first line number, {field: pyarrow string array}) of each chunk of a TREC file."""
+    """(first line number, {field: pyarrow string array}) of each chunk of a TREC file.
+
+    Fields are separated by any run of spaces and tabs; spaces at the start and end of a line and
+    Windows line endings are ignored (as trec_eval and pytrec_eval read them). A line without
+    exactly ``len(fields)`` fields, a blank line included, raises a FileFormatError naming it."""
     pa = require("pyarrow", "reading TREC files")
     csv = require("pyarrow.csv", "reading TREC files")
     _check_exists(path)
-    separator = _separator(path, fields)
-    malformed: list = []
+    read_options = csv.ReadOptions(column_names=list(fields), use_threads=True, block_size=1 << 22)
+    parse_options = csv.ParseOptions(delimiter=" ", quote_char=False, escape_char=False, ignore_empty_lines=False)
+    convert_options = csv.ConvertOptions(
+        include_columns=list(keep),
+        column_types={name: pa.string() for name in keep},
+        strings_can_be_null=False,
+        quoted_strings_can_be_null=False,
+    )
+    for line, block in _text_blocks(path, block_size or CHUNK_BYTES):
+        block = _one_space(block)
+        if block.startswith(b"\n") or b"\n\n" in block:  # Arrow's reader reads a blank line as empty fields
+            raise _first_bad_line(path, line, block, fields, ValueError("a blank line"))
+        try:
+            table = csv.read_csv(
+                pa.py_buffer(block),
+                read_options=read_options,
+                parse_options=parse_options,
+                convert_options=convert_options,
+            )
+        except (pa.ArrowInvalid, UnicodeDecodeError) as error:
+            raise _first_bad_line(path, line, block, fields, error) from None
+        if table.num_rows:
+            yield line, {name: table.column(name).combine_chunks() for name in keep}
 
-    def invalid_row(row):
-        malformed.append(row)
-        return "skip"
 
-    try:
-        reader = csv.open_csv(
-            pa.input_stream(os.fspath(path), compression="detect"),
-            read_options=csv.ReadOptions(column_names=list(fields), block_size=block_size, use_threads=True),
-            parse_options=csv.ParseOptions(
-                delimiter=separator,
-                quote_char=False,
-                escape_char=False,
-                ignore_empty_lines=False,
-                invalid_row_handler=invalid_row,
-            ),
-            convert_options=csv.ConvertOptions(
-                include_columns=list(keep),
-                column_types={name: pa.string() for name in keep},
-                strings_can_be_null=False,
-                quoted_strings_can_be_null=False,
-            ),
-        )
-    except pa.ArrowInvalid as error:
-        if "Empty CSV file" in str(error):  # no line at all: no rows
-            return
-        raise FileFormatError(path, None, None, f"cannot be read: {error}") from None
-    line = 1
-    shown = "a tab" if separator == "\t" else "one space"
-    for batch in _batches(reader, path):
-        if malformed:
-            expected = f"{len(fields)} fields ({' '.join(fields)}) separated by {shown}"
-            raise _malformed_row(path, malformed[0], expected)
-        if batch.num_rows:
-            columns = {name: batch.column(name) for name in keep}
-            empty = np.flatnonzero(np.logical_or.reduce([_lengths(columns[name]) == 0 for name in keep]))
-            if len(empty):
-                raise FileFormatError(
-                    path, line + int(empty[0]), None, f"a blank line or an empty field (expected {' '.join(fields)})"
-                )
-            yield line, columns
-        line += batch.num_rows
+def _first_bad_line(path: Any, first: int, block: bytes, fields: Sequence[str], error: Exception) -> FileFormatError:
+    """The error for the first line of ``block`` (fields already separated by one space) that
+    does not hold ``len(fields)`` fields; this scan runs only on that error path."""
+    expected = f"{len(fields)} fields ({' '.join(fields)}) separated by spaces or tabs"
+    for number, text in enumerate(block.split(b"\n")[:-1], first):
+        count = len(text.split(b" ")) if text else 0
+        if count == 0:
+            return FileFormatError(path, number, None, f"a blank line (expected {expected})")
+        if count != len(fields):
+            shown = text.decode("utf-8", "replace")[:120]
+            return FileFormatError(path, number, None, f"expected {expected}, got {count}: {shown!r}")
+        try:
+            text.decode("utf-8")
+        except UnicodeDecodeError:
+            return FileFormatError(path, number, None, "is not UTF-8 text")
+    return FileFormatError(path, None, None, f"cannot be read: {error}")
 
 
 def _malformed_row(path: Any, row: Any, expected: str) -> FileFormatError:
@@ -161,11 +200,6 @@ def _lines(stream: Any) -> Iterator[bytes]:
         parts = (rest + block).split(b"\n")
         rest = parts.pop()
         yield from parts
-
-
-def _lengths(array: Any) -> np.ndarray:
-    pc = require("pyarrow.compute", "reading files")
-    return pc.binary_length(array).to_numpy(zero_copy_only=False)
 
 
 def _batches(reader: Any, path: Any) -> Iterator[Any]:
@@ -229,11 +263,11 @@ def read_trec_qrels(
         items.append(columns["docid"])
         grades.append(parse_numbers(path, columns["rel"], line, 4, "rel", integer=True))
     if not users:
-        users_column, items_column = pa.array([], pa.string()), pa.array([], pa.string())
-        values = np.zeros(0)
-    else:
-        users_column, items_column = pa.concat_arrays(users), pa.concat_arrays(items)
-        values = np.concatenate(grades)
+        raise FileFormatError(
+            path, None, None, "holds no judgments: a TREC qrels file has one a line (qid 0 docid rel)"
+        )
+    users_column, items_column = pa.concat_arrays(users), pa.concat_arrays(items)
+    values = np.concatenate(grades)
     try:
         return Interactions(
             users_column, items_column, values, num_items, user_map=user_map, item_map=item_map, duplicates=duplicates
@@ -282,14 +316,18 @@ def table_schema_names(path: Any, format: str) -> list:
             raise FileFormatError(path, None, None, f"is not a readable parquet file: {error}") from None
     pa = require("pyarrow", "reading CSV files")
     with pa.input_stream(os.fspath(path), compression="detect") as stream:
-        header = stream.read(1 << 16).split(b"\n", 1)[0].decode("utf-8", "replace").rstrip("\r")
+        head = stream.read(1 << 16)
+    head = head[3:] if head.startswith(b"\xef\xbb\xbf") else head  # a UTF-8 byte-order mark (Excel's "CSV UTF-8")
+    header = head.split(b"\n", 1)[0].decode("utf-8", "replace").rstrip("\r")
     if not header:
         raise FileFormatError(path, 1, None, "is empty: a CSV table needs a header line naming its columns")
     return header.split("\t" if format == "tsv" else ",")
 
 
-def table_chunks(path: Any, format: str, names: Sequence[str]) -> Iterator[tuple]:
-    """(first line or row number, {name: pyarrow array}) of each chunk of a parquet or CSV table."""
+def table_chunks(path: Any, format: str, names: Sequence[str], ids: Sequence[str] = ()) -> Iterator[tuple]:
+    """(first line or row number, {name: pyarrow array}) of each chunk of a parquet or CSV table;
+    a missing value (a null, or an empty field of a CSV id column ``ids``) raises a FileFormatError
+    naming its line (row) and column."""
     pa = require("pyarrow", "reading tables")
     _check_exists(path)
     if format == "parquet":
@@ -301,6 +339,7 @@ def table_chunks(path: Any, format: str, names: Sequence[str]) -> Iterator[tuple
             row += batch.num_rows
         return
     csv = require("pyarrow.csv", "reading CSV files")
+    pc = require("pyarrow.compute", "reading CSV files")
     malformed: list = []
 
     def invalid_row(row):
@@ -322,14 +361,21 @@ def table_chunks(path: Any, format: str, names: Sequence[str]) -> Iterator[tuple
         if malformed:
             raise _malformed_row(path, malformed[0], f"{malformed[0].expected_columns} fields")
         if batch.num_rows:
-            yield line, {name: _no_nulls(path, batch.column(name), line, name, "line") for name in names}
+            columns = {name: _no_nulls(path, batch.column(name), line, name, "line") for name in names}
+            for name in ids:
+                empty = np.flatnonzero(pc.equal(pc.binary_length(columns[name]), 0).to_numpy(zero_copy_only=False))
+                if len(empty):
+                    raise FileFormatError(path, line + int(empty[0]), name, "a missing value (an empty id)")
+            yield line, columns
         line += batch.num_rows
+    if malformed:  # the rows after the last batch, or every row, refused
+        raise _malformed_row(path, malformed[0], f"{malformed[0].expected_columns} fields")
 
 
 def _no_nulls(path: Any, array: Any, first: int, name: str, unit: str) -> Any:
     if array.null_count:
         row = int(np.argmax(array.is_null().to_numpy(zero_copy_only=False)))
-        raise FileFormatError(path, first + row, name, "missing value", unit)
+        raise FileFormatError(path, first + row, name, "a missing value (null)", unit)
     return array
 
 
@@ -364,7 +410,13 @@ def read_interactions(
     parts: dict = {role: [] for role in roles}
     unit = "row" if kind == "parquet" else "line"
     kinds: dict = {}
-    for first, columns in table_chunks(path, kind, [chosen[role] for role in roles]):
+    # ids read as the kind of a map given (integers as text for a map of text ids, as a run's are)
+    maps = {"user": user_map, "item": item_map}
+    for role, given in maps.items():
+        if given is not None and given.kind is not None:
+            kinds[role] = given.kind
+    ids = [chosen["user"], chosen["item"]]
+    for first, columns in table_chunks(path, kind, [chosen[role] for role in roles], ids=ids):
         for role in roles:
             array = columns[chosen[role]]
             if role == "value":
@@ -400,15 +452,12 @@ def _is_text(array: Any) -> bool:
 
 
 def id_kind_of(array: Any) -> str:
-    """ "int" for an integer column or a text column whose values all read as integers, else "str"."""
-    pa = require("pyarrow", "reading files")
+    """ "int" for an integer column or a text column whose values all read as integers written
+    the one way (``7``, not ``07`` or ``+7``: two spellings would be one id), else "str"."""
+    pc = require("pyarrow.compute", "reading files")
     if not _is_text(array):
         return "int"
-    try:
-        array.cast(pa.int64())
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-        return "str"
-    return "int"
+    return "int" if pc.all(pc.match_substring_regex(array, CANONICAL_INTEGER)).as_py() is not False else "str"
 
 
 def ids_of(path: Any, array: Any, first: int, name: Any, kind: str, unit: str = "line") -> Any:

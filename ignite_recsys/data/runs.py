@@ -1,8 +1,8 @@
 """A run (user, item, score rows) streamed as each user's ranked item list, chunk by chunk.
 
-The rows of one user must be contiguous (users may come in any order; a user's rows in any
-order): a user whose rows are split raises a :class:`~ignite_recsys.data.FileFormatError` naming
-the line where its rows start again. Each user's rows are ranked by score, descending; equal
+A :class:`RunStream` reads the rows of one user together (users may come in any order; a
+user's rows in any order): a user whose rows are split raises a :class:`SplitUserError`, and
+:func:`grouped_chunks` then groups the whole run in memory. Each user's rows are ranked by score, descending; equal
 scores are ordered by the tie rule:
 
 - ``"docid"`` (default): the larger item id first, as trec_eval (which compares document ids as
@@ -22,6 +22,7 @@ import numpy as np
 
 from ._optional import require
 from .files import (
+    CANONICAL_INTEGER,
     ITEM_COLUMNS,
     SCORE_COLUMNS,
     TREC_RUN_FIELDS,
@@ -37,6 +38,12 @@ from .files import (
 from .interactions import Interactions, frame_columns
 
 RUN_TIES = ("docid", "order")
+SCORE_PRECISIONS = ("float64", "float32")
+
+
+class SplitUserError(FileFormatError):
+    """A user's rows start again after other users' rows (a run read as a stream needs them
+    contiguous; :func:`grouped_chunks` groups them)."""
 
 
 class Chunks:
@@ -73,7 +80,7 @@ def run_file_chunks(
     names = [chosen["user"], chosen["item"], chosen["score"]]
     chunks = (
         (first, columns[names[0]], columns[names[1]], columns[names[2]])
-        for first, columns in table_chunks(path, kind, names)
+        for first, columns in table_chunks(path, kind, names, ids=names[:2])
     )
     return Chunks(
         chunks,
@@ -89,43 +96,80 @@ def run_frame_chunks(
 ) -> Chunks:
     """The chunks of an in-memory run table (pandas/polars DataFrame, pyarrow Table, dict of
     columns). Its rows need not be grouped by user: they are put in user order first (stable)."""
-    pa = require("pyarrow", "evaluating a run table")
-    pc = require("pyarrow.compute", "evaluating a run table")
     columns = frame_columns(frame, [user, item, score], "run")
     arrays = [_arrow(columns[name], name) for name in (user, item, score)]
     if len({len(array) for array in arrays}) != 1:
         raise ValueError("run columns must have the same length")
+    rows = np.arange(len(arrays[0]), dtype=np.int64)
+    chunks, _ = _grouped(arrays, rows, rows_per_chunk)
+    return Chunks(chunks, "run", "row", {"user": user, "item": item, "score": score}, typed=True)
+
+
+def grouped_chunks(chunks: Chunks, rows_per_chunk: int = 1 << 20) -> Chunks:
+    """``chunks`` read whole and put in user order (stable: each user's rows keep their order),
+    for a run whose users' rows are not contiguous. Memory: the run's columns twice (as Arrow
+    holds them: the text of a TREC file plus 4 bytes a field) and 16 bytes a row."""
+    pa = require("pyarrow", "reading a run")
+    parts: list = [[], [], [], []]
+    for chunk in chunks.chunks:
+        first, users, items, scores = chunk[:4]
+        for part, array in zip(parts, (users, items, scores)):
+            part.append(array)
+        parts[3].append(chunk[4] if len(chunk) > 4 else np.arange(first, first + len(users), dtype=np.int64))
+    if not parts[3]:
+        return Chunks(iter(()), chunks.source, chunks.unit, chunks.labels, chunks.typed)
+    arrays = [pa.concat_arrays(part) if len(part) > 1 else part[0] for part in parts[:3]]
+    grouped, _ = _grouped(arrays, np.concatenate(parts[3]), rows_per_chunk)
+    return Chunks(grouped, chunks.source, chunks.unit, chunks.labels, chunks.typed)
+
+
+def _grouped(arrays: list, lines: np.ndarray, rows_per_chunk: int) -> tuple:
+    """(chunks of ``(first line, users, items, scores, lines)`` with each user's rows together, in
+    the order of their first row's user code; whether rows had to move)."""
+    pa = require("pyarrow", "evaluating a run table")
+    pc = require("pyarrow.compute", "evaluating a run table")
     users = pc.dictionary_encode(arrays[0]).indices.to_numpy(zero_copy_only=False)
     starts = np.flatnonzero(np.concatenate([[True], users[1:] != users[:-1]])) if len(users) else users
-    if len(np.unique(users[starts])) != len(starts):  # not grouped by user: group them
-        order = pa.array(np.argsort(users, kind="stable"))
-        arrays = [array.take(order) for array in arrays]
-    else:
-        order = None
-    rows = np.arange(len(users)) if order is None else order.to_numpy()
+    moved = len(np.unique(users[starts])) != len(starts)
+    if moved:  # not grouped by user: group them
+        order = np.argsort(users, kind="stable")
+        arrays = [array.take(pa.array(order)) for array in arrays]
+        lines = lines[order]
 
-    def chunks():
+    def chunks() -> Iterator[tuple]:
         for start in range(0, len(users), rows_per_chunk):
             stop = start + rows_per_chunk
-            yield (start, *[array.slice(start, rows_per_chunk) for array in arrays], rows[start:stop])
+            yield (int(lines[start]), *[array.slice(start, rows_per_chunk) for array in arrays], lines[start:stop])
 
-    return Chunks(chunks(), "run", "row", {"user": user, "item": item, "score": score}, typed=True)
+    return chunks(), moved
 
 
 def _arrow(values: Any, name: str) -> Any:
+    """A run column as one pyarrow array; a missing value (null, None, NaN in a text column) is
+    refused with its row (0-based, as the frame's positions) and column."""
     pa = require("pyarrow", "evaluating a run table")
-    if isinstance(values, (pa.Array, pa.ChunkedArray)):
-        return values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
     module = type(values).__module__
-    if module.startswith("polars"):
-        return _arrow(values.to_arrow(), name)
-    if hasattr(values, "detach"):
-        values = values.detach().cpu().numpy()
-    if module.startswith("pandas"):
-        values = values.to_numpy()
-    array = pa.array(np.asarray(values) if not isinstance(values, np.ndarray) else values)
+    if isinstance(values, (pa.Array, pa.ChunkedArray)):
+        array = values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
+    elif module.startswith("polars"):
+        array = values.to_arrow()
+        array = array.combine_chunks() if isinstance(array, pa.ChunkedArray) else array
+    else:
+        if hasattr(values, "detach"):
+            values = values.detach().cpu().numpy()
+        from_pandas = module.startswith("pandas")  # pandas' missing values: None and NaN
+        if from_pandas:
+            values = values.to_numpy()
+        values = np.asarray(values) if not isinstance(values, np.ndarray) else values
+        try:
+            array = pa.array(values, from_pandas=from_pandas or values.dtype == object)
+        except (pa.ArrowInvalid, pa.ArrowTypeError) as error:
+            raise TypeError(f"run column {name!r} must hold ids or numbers of one type, got {error}") from None
     if array.null_count:
-        raise ValueError(f"run column {name!r} must not hold missing values (null), got {array.null_count}")
+        row = int(np.argmax(array.is_null().to_numpy(zero_copy_only=False)))
+        raise FileFormatError(
+            "run", row, name, "a missing value (null): every row needs a user, an item and a score", "row"
+        )
     return array
 
 
@@ -146,10 +190,14 @@ class RunStream:
         ties: str = "docid",
         keep: Optional[np.ndarray] = None,
         unknown_base: Optional[int] = None,
+        score_precision: str = "float64",
     ):
         if ties not in RUN_TIES:
             raise ValueError(f"run_ties must be one of {list(RUN_TIES)}, got {ties!r}")
+        if score_precision not in SCORE_PRECISIONS:
+            raise ValueError(f"score_precision must be one of {list(SCORE_PRECISIONS)}, got {score_precision!r}")
         self.chunks, self.test, self.ties = chunks, test, ties
+        self.float32 = score_precision == "float32"
         self.keep = keep  # (num test users,) bool: the users this process evaluates (None: all)
         self.seen = np.zeros(len(test.users), dtype=bool)
         self.unknown_base = test.num_items if unknown_base is None else unknown_base
@@ -158,11 +206,12 @@ class RunStream:
         self._kinds: dict = {}
 
     def _not_contiguous(self, line: int, user: Any) -> FileFormatError:
-        return self._error(
+        return SplitUserError(
+            self.chunks.source,
             line,
-            "user",
-            f"the rows of user {_show(user)} are not contiguous: they start again here after other "
-            "users' rows; group each user's rows (e.g. `sort -s -k1,1` on a TREC run)",
+            self.chunks.labels.get("user"),
+            f"the rows of user {_show(user)} are not contiguous: they start again here after other users' rows",
+            self.chunks.unit,
         )
 
     def _error(self, line: int, role: Optional[str], message: str) -> FileFormatError:
@@ -217,6 +266,9 @@ class RunStream:
             raise self._not_contiguous(int(lines[starts[again]]), user_codes.dictionary[int(segment_users[again])])
         self.seen[segment_positions[known]] = True
         score_values = self._scores(scores, lines)
+        if self.float32:  # as trec_eval stores a run's scores: equal in float32, tied
+            with np.errstate(over="ignore"):  # beyond float32's range: inf, as trec_eval
+                score_values = score_values.astype(np.float32).astype(np.float64)
         item_codes = self._items(items, lines)
         row_positions = position_of[user_index]
         self.rows_outside += int((row_positions < 0).sum())
@@ -325,7 +377,7 @@ def _as_kind(dictionary: Any, kind: Optional[str]) -> Any:
     if kind == "str" and not is_text:
         return dictionary.cast(pa.string())
     if kind == "int" and is_text:
-        integer = pc.match_substring_regex(dictionary, r"^[+-]?[0-9]+$")
+        integer = pc.match_substring_regex(dictionary, CANONICAL_INTEGER)
         safe = pc.if_else(integer, dictionary, "-1")
         return safe.cast(pa.int64())
     return dictionary
