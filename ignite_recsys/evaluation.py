@@ -19,7 +19,7 @@ import numpy as np
 import torch
 
 from . import _validation as V
-from ._registry import ALL_METRICS, CUTOFF_METRICS, ranking_metrics_options
+from ._registry import ALL_METRICS, CUTOFF_METRICS, REGISTRY, ranking_metrics_options
 from .data._optional import require
 from .data.files import read_interactions
 from .data.interactions import Interactions
@@ -407,7 +407,7 @@ def evaluate(
                 run_ties,
                 run_columns,
                 run_format,
-                cutoffs[-1] if "r_precision" not in names else None,
+                None if any(_reads_whole_list(name) for name in names) else cutoffs[-1],
             )
     finally:
         torch.set_num_threads(threads)
@@ -433,6 +433,13 @@ def evaluate(
         kept = {item.key: rows[item.key].cpu() for item in requested}
         user_ids = test.original_users(metric.per_user_ids().cpu())
     return EvaluationResult(means, intervals, level, kept, user_ids, info)
+
+
+def _reads_whole_list(name: str) -> bool:
+    """Whether the metric reads a ranked list past its largest cut-off: R-Precision ranks to |R|,
+    fall-out counts the listed non-relevant items (its denominator), so a run is not cut for them."""
+    needs = REGISTRY[name].needs
+    return needs.full_ranking or needs.relevant_candidates
 
 
 def _from_model(
