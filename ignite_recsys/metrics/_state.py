@@ -65,6 +65,8 @@ class StateSpec:
     reduce: str = "SUM"
     fill: float = 0.0
     load_shape: Union[tuple, Callable[[], tuple], None] = None
+    # a state dict without it loads with the fill value (a state added after states were saved)
+    optional: bool = False
 
     def current_shape(self) -> tuple:
         return tuple(self.shape() if callable(self.shape) else self.shape)
@@ -145,12 +147,13 @@ class StatefulMetric(EngineIO, Metric):
         reduce: str = "SUM",
         fill: float = 0.0,
         load_shape: Union[tuple, Callable[[], tuple], None] = None,
+        optional: bool = False,
     ) -> None:
         """Declare a float64 state tensor (call it in the constructor, before ``super().__init__``)."""
         if reduce not in ("SUM", "MIN", "MAX"):
             raise ValueError(f"reduce must be 'SUM', 'MIN' or 'MAX', got {reduce!r}")
         states = self.__dict__.setdefault("_states", {})
-        states[name] = StateSpec(name, shape, reduce, fill, load_shape)
+        states[name] = StateSpec(name, shape, reduce, fill, load_shape, optional)
 
     @property
     def _state_dict_all_req_keys(self) -> tuple:  # type: ignore[override]
@@ -271,6 +274,8 @@ class StatefulMetric(EngineIO, Metric):
             raise TypeError(f"{name}.load_state_dict: the state must be a mapping, got {type(state).__name__}")
         for spec in self._states.values():
             key, expected = spec.name, spec.accepted_shape()
+            if key not in state and spec.optional:
+                continue
             if key not in state:
                 raise ValueError(f"{name}.load_state_dict: the state has no {key!r} (keys: {sorted(state)})")
             value = state[key]
@@ -308,6 +313,9 @@ class StatefulMetric(EngineIO, Metric):
                 for key, value in per_rank[rank].items()
                 if key in current
             }
+            for spec in self._states.values():
+                if spec.name not in per_rank[rank]:  # optional (checked): its fill value
+                    per_rank[rank][spec.name] = self._new_state(spec)
             state_dict = {_PER_RANK: per_rank}
         super().load_state_dict(state_dict)
         self._resume_pending = True
