@@ -41,13 +41,13 @@ def paired_t_p_value(mean: float, sem: float, df: float) -> float:
     return two_sided_p(mean / sem, df)
 
 
-def t_intervals(total: torch.Tensor, squares: torch.Tensor, count: torch.Tensor, level: float) -> tuple:
-    r"""(low, high) Student-t intervals of means from sums, sums of squares and counts (broadcast),
-    :math:`\bar x \pm t_{(1+\text{level})/2,\, n-1}\, s / \sqrt n` with
-    :math:`s^2 = (\sum x^2 - n \bar x^2) / (n - 1)`; NaN where count < 2."""
+def t_intervals(total: torch.Tensor, deviations: torch.Tensor, count: torch.Tensor, level: float) -> tuple:
+    r"""(low, high) Student-t intervals of means from sums, sums of squared deviations from the
+    mean and counts (broadcast), :math:`\bar x \pm t_{(1+\text{level})/2,\, n-1}\, s / \sqrt n` with
+    :math:`s^2 = \sum (x - \bar x)^2 / (n - 1)`; NaN where count < 2."""
     n = count.to(torch.float64)
     mean = total / n
-    variance = ((squares - total * mean) / (n - 1)).clamp(min=0)
+    variance = (deviations / (n - 1)).clamp(min=0)
     quantile = t_quantiles((1 + level) / 2, n - 1)
     half = torch.where(n >= 2, quantile * torch.sqrt(variance / n), torch.nan)
     return mean - half, mean + half

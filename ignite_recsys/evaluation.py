@@ -21,7 +21,7 @@ import torch
 
 from . import _validation as V
 from ._core.input_checks import InputWarning
-from ._registry import ALL_METRICS, CUTOFF_METRICS, ranking_metrics_options
+from ._registry import ALL_METRICS, CUTOFF_METRICS, REGISTRY, ranking_metrics_options
 from .data._optional import require
 from .data.files import read_interactions
 from .data.interactions import Interactions
@@ -381,11 +381,34 @@ def evaluate(
                 "exclude must number users and items as test does: build it with "
                 "user_map=test.user_map and item_map=test.item_map (or integer ids in both)"
             )
-    catalog = test.num_items if num_items is None else int(num_items)
+    if num_items is not None:
+        num_items = V.check_positive_int("num_items", num_items)
+        if num_items <= test._max_item:
+            raise ValueError(
+                f"num_items={num_items} is too small for the test table, whose items go up to id {test._max_item}: "
+                "pass the catalog's size (or leave num_items out to use the test table's)"
+            )
+    catalog = test.num_items if num_items is None else num_items
+    # the catalog when it is known (given here or to the test table): ids past it are refused
+    known = num_items if num_items is not None else test._explicit_num_items
+    model = (
+        callable(scores)
+        and not isinstance(scores, (str, os.PathLike, tuple, dict))
+        and not hasattr(scores, "columns")
+        and not hasattr(scores, "column_names")
+    )
     names = [metric.name for metric in requested]
     cutoffs = sorted({metric.k for metric in requested if metric.k is not None}) or [1]
+    # the metrics learn the catalog, except for a run of named items, whose items the test
+    # table does not name are numbered past it
+    told = catalog if model else known if isinstance(scores, tuple) or test.item_map is None else None
     metric = RankingMetrics(
-        cutoffs, metrics=list(dict.fromkeys(names)), device=device, per_user=per_user, **conventions
+        cutoffs,
+        metrics=list(dict.fromkeys(names)),
+        device=device,
+        per_user=per_user,
+        num_items=told,
+        **conventions,
     )
     rank, world_size = idist.get_rank(), idist.get_world_size()
     positions = np.arange(len(test.users))
@@ -401,15 +424,10 @@ def evaluate(
     if num_threads is not None:
         torch.set_num_threads(V.check_positive_int("num_threads", num_threads))
     try:
-        if (
-            callable(scores)
-            and not isinstance(scores, (str, os.PathLike, tuple, dict))
-            and not hasattr(scores, "columns")
-            and not hasattr(scores, "column_names")
-        ):
+        if model:
             _from_model(scores, test, exclude, catalog, positions[mine], batch_size, device, update, bar)
         elif isinstance(scores, tuple):
-            _from_ranked(scores, test, exclude, positions[mine], mine, batch_size, device, update, bar, info)
+            _from_ranked(scores, test, exclude, positions[mine], mine, batch_size, device, update, bar, info, known)
         else:
             _from_run(
                 scores,
@@ -424,9 +442,10 @@ def evaluate(
                 run_ties,
                 run_columns,
                 run_format,
-                cutoffs[-1] if "r_precision" not in names else None,
+                None if any(_reads_whole_list(name) for name in names) else cutoffs[-1],
                 score_precision,
                 metric.reset,
+                known if test.item_map is None else None,
             )
     finally:
         torch.set_num_threads(threads)
@@ -452,6 +471,13 @@ def evaluate(
         kept = {item.key: rows[item.key].cpu() for item in requested}
         user_ids = test.original_users(metric.per_user_ids().cpu())
     return EvaluationResult(means, intervals, level, kept, user_ids, info)
+
+
+def _reads_whole_list(name: str) -> bool:
+    """Whether the metric reads a ranked list past its largest cut-off: R-Precision ranks to |R|,
+    fall-out counts the listed non-relevant items (its denominator), so a run is not cut for them."""
+    needs = REGISTRY[name].needs
+    return needs.full_ranking or needs.relevant_candidates
 
 
 def _from_model(
@@ -506,6 +532,7 @@ def _from_ranked(
     update: Callable,
     bar: Any,
     info: dict,
+    catalog: Optional[int] = None,
 ) -> None:
     if len(given) != 2:
         raise TypeError("scores as a tuple must be (users, ranked): user ids (n,) and ranked item ids (n, K)")
@@ -515,6 +542,11 @@ def _from_ranked(
         raise ValueError(
             f"ranked must be a 2-D integer tensor (users, K) of item ids, -1 padded, got "
             f"{ranked.dtype} of shape {tuple(ranked.shape)}"
+        )
+    if catalog is not None and ranked.numel() and int(ranked.max()) >= catalog:
+        raise ValueError(
+            f"scores: the ranked lists hold item id {int(ranked.max())}, past the catalog of num_items={catalog} "
+            f"items (ids 0 to {catalog - 1}): pass the catalog's size as num_items, or drop the ids past it"
         )
     dense = test.user_ids(users) if test.user_map is not None else torch.as_tensor(np.asarray(users), dtype=torch.int64)
     if dense.ndim != 1 or len(dense) != len(ranked):
@@ -554,6 +586,7 @@ def _from_run(
     depth: Optional[int],
     score_precision: str,
     reset: Callable,
+    known: Optional[int] = None,
 ) -> None:
 
     if columns is not None and (isinstance(columns, str) or len(columns) != 3):
@@ -577,6 +610,15 @@ def _from_run(
             positions = np.concatenate([part[0] for part in parts])
             items = np.concatenate([part[1] for part in parts])
             lengths = np.concatenate([part[2] for part in parts])
+            if known is not None and len(items) and int(items.max()) >= known:
+                at = int(np.argmax(items >= known))
+                row = int(positions[np.searchsorted(np.cumsum(lengths), at, "right")])
+                user = test.original_users(test.users[row : row + 1])[0]
+                user = user.item() if hasattr(user, "item") else user
+                raise ValueError(
+                    f"the run ranks item {int(items[at])} (for user {user}), past the catalog of num_items={known} "
+                    f"items (ids 0 to {known - 1}): pass the catalog's size as num_items, or drop the ids past it"
+                )
             for start in range(0, len(positions), batch_size):
                 stop = start + batch_size
                 _ranked_batch(test, exclude, positions[start:stop], items, lengths, start, stop, depth, device, update)

@@ -53,8 +53,9 @@ class GroupGap:
 
 
 def _group_moments(metric: UserMean) -> tuple:
-    """(sums (G, V), counts (G,), sums of squares (G, V)) of a metric's groups, reduced across
-    processes: the per-group state of :class:`~ignite_recsys.metrics._users.UserMean`."""
+    """(sums (G, V), counts (G,), sums of squared deviations from each group's mean (G, V)) of a
+    metric's groups, over all processes: the per-group state of
+    :class:`~ignite_recsys.metrics._users.UserMean`."""
     return metric._group_state("group_gap")
 
 
@@ -135,7 +136,7 @@ def group_gap(metric: Any, level: float = 0.95) -> Any:
         raise ValueError(f"metric must be built with num_groups to compare groups, got {type(metric).__name__} without")
     level = V.check_level(level)
     template = metric.compute_groups()[0]
-    total, count, squares = _group_moments(metric)
+    total, count, deviations = _group_moments(metric)
     counts = [int(n) for n in count.tolist()]
     present = sum(n > 0 for n in counts)
     if present < 2:
@@ -144,6 +145,6 @@ def group_gap(metric: Any, level: float = 0.95) -> Any:
         )
     n = count.to(torch.float64).unsqueeze(1)
     means = total / n
-    variances = ((squares - total * means) / (n - 1)).clamp(min=0)
+    variances = (deviations / (n - 1)).clamp(min=0)
     gaps = [_gap(m, counts, v, level) for m, v in zip(means.t().tolist(), variances.t().tolist())]
     return _shaped_like(template, gaps)

@@ -67,7 +67,8 @@ class Report:
     column is named in ``lower_is_better`` (bold then marks the lowest mean).
 
     Attributes:
-        columns: the column names. models: the model names.
+        columns: the column names. models: the model names, as text (models keyed by a seed or
+            an epoch number, ``Report({0: ..., 1: ...})``, are named ``"0"``, ``"1"``).
         tests: ``{(model, column): PairedTestResult}`` of the comparisons made.
         adjusted_p_values: ``{(model, column): adjusted p-value}`` of the same comparisons.
 
@@ -114,10 +115,15 @@ class Report:
         self.alpha = float(alpha)
         self.digits = V.check_positive_int("digits", digits)
         self.lower_is_better = set(lower_is_better)
-        if baseline is not None and baseline not in results:
+        # models keyed by any value (a seed or an epoch number) are named by their text
+        names = [str(model) for model in results]
+        if len(set(names)) != len(names):
+            raise ValueError(f"results must name each model by a different text (str(key)), got keys {list(results)}")
+        results = dict(zip(names, results.values()))
+        if baseline is not None and str(baseline) not in results:
             raise ValueError(f"baseline must name one of the models {list(results)}, got {baseline!r}")
-        self.baseline = baseline
-        self.models = [str(model) for model in results]
+        self.baseline = None if baseline is None else str(baseline)
+        self.models = names
         self.columns: list = []
         self._summary: dict = {}  # (model, column) -> (mean, low, high)
         per_user: dict = {}
@@ -140,6 +146,7 @@ class Report:
         for column in self.lower_is_better - set(self.columns):
             raise ValueError(f"lower_is_better names {column!r}, which is not a column ({self.columns})")
         self.tests: dict = {}
+        baseline = self.baseline
         if baseline is not None:
             for model in self.models:
                 for column in self.columns:

@@ -96,6 +96,11 @@ def _user_ids_of(value: Any) -> Optional[torch.Tensor]:
     return None
 
 
+def _is_metric(value: Any) -> bool:
+    """Whether ``value`` is a metric that keeps per-user values."""
+    return bool(getattr(value, "keeps_per_user", False)) and callable(getattr(value, "per_user_ids", None))
+
+
 def paired_test(
     a: Any,
     b: Any,
@@ -114,7 +119,8 @@ def paired_test(
     :class:`RankingMetrics`). A user whose value is NaN in either (a user a metric does not
     count) is dropped from both. Two metrics whose updates came with
     :class:`~ignite_recsys.UserIds` list their users in user-id order, so they line up however
-    the users were batched or spread over processes; if their ids differ, a ValueError.
+    the users were batched or spread over processes; if their ids differ, or only one of the two
+    metrics had them, a ValueError.
 
     - ``method="t"``: the paired Student t-test on :math:`d = a - b`, as
       ``scipy.stats.ttest_rel(a, b)``: :math:`t = \bar d / (s_d / \sqrt n)` with n - 1 degrees of
@@ -140,6 +146,16 @@ def paired_test(
         raise TypeError(f"seed must be an int or None, got {seed!r} of type {type(seed).__name__}")
     first, second = _values_of("a", a, k), _values_of("b", b, k)
     ids_a, ids_b = _user_ids_of(a), _user_ids_of(b)
+    with_ids = [
+        name for name, value, ids in (("a", a, ids_a), ("b", b, ids_b)) if _is_metric(value) and ids is not None
+    ]
+    if len(with_ids) == 1 and _is_metric(a) and _is_metric(b):
+        other = "b" if with_ids[0] == "a" else "a"
+        raise ValueError(
+            f"{with_ids[0]}'s per-user values are in user-id order (its updates came with UserIds) and {other}'s "
+            f"in update order (its updates did not), so the users cannot be paired: update both metrics with "
+            "UserIds, or neither (then in the same order)"
+        )
     if ids_a is not None and ids_b is not None and not torch.equal(ids_a.cpu(), ids_b.cpu()):
         raise ValueError(
             "a and b hold different users (the user ids of their per-user values differ): evaluate both models "

@@ -52,6 +52,9 @@ class RankingInput:
     _excluded_rows: Optional[torch.Tensor] = None
     # the ranked ids' rows sorted ascending, (values, indices), for RankedItems
     ranked_sorted: Optional[tuple] = None
+    # at least the most entries of a user in ``targets`` (the ItemIds width, a sparse tensor's
+    # largest row on CPU): |R| never exceeds it (None: dense labels, or not known)
+    targets_width: Optional[int] = None
     invalid: dict = field(default_factory=dict)  # message -> 0-d bool tensor (value checks)
     groups: Optional[torch.Tensor] = None  # (B,) int64 from UserGroups, range checked by the metric
     users: Optional[torch.Tensor] = None  # (B,) int64 from UserIds
@@ -216,11 +219,23 @@ def _parse_ranking_input(output: Any, num_items: Optional[int] = None) -> Rankin
     if isinstance(y, ItemIds):
         checks.check_dtype("y grades", y.grades, checks.LABEL_DTYPES, "bool, integer or floating-point relevance")
         _check_ids(result, "y", y.ids)
-        result.targets = ItemTable.from_ids(y.ids, y.grades)
+        listed = y.ids >= 0
+        grades = y.grades
+        if grades.is_floating_point():
+            # a padded (-1) slot's grade is never read, whatever it holds; an item's must be finite
+            result.invalid[
+                "y (ItemIds) grades must be finite at the listed item ids, got NaN or an infinite grade (the "
+                "grades of padded -1 slots are ignored): give each item id a finite grade"
+            ] = (listed & ~torch.isfinite(grades)).any()
+            grades = torch.where(listed, grades, torch.zeros((), dtype=grades.dtype, device=grades.device))
+        result.targets = ItemTable.from_ids(y.ids, grades)
+        result.targets_width = y.ids.shape[1]
         result.invalid["y holds an item id twice for one user"] = result.targets.duplicated
     elif _is_sparse(y):
         checks.check_dtype("y", y, checks.LABEL_DTYPES, "bool, integer or floating-point relevance")
         result.targets = ItemTable.from_sparse(y.detach())
+        if result.ranked_ids is not None:  # on CPU the largest row, read on the host; elsewhere the entries
+            result.targets_width = entries_bound(y) if cpu_tuned(y.device) else min(y._nnz(), y.shape[1])
         result.invalid["y holds an item twice for one user"] = result.targets.duplicated
     else:
         y = _dense_or_error("y", y, "relevance (batch, num_items) (dense or sparse), or ItemIds")
@@ -274,6 +289,17 @@ def _check_ids(result: RankingInput, name: str, ids: torch.Tensor, per_row_uniqu
     if ids.shape[1] > 1:
         repeated = (ordered[:, 1:] == ordered[:, :-1]) & (ordered[:, 1:] >= 0)
         result.invalid[f"{name} ranks an item id twice for one user"] = repeated.any()
+        result.invalid[GAP_MESSAGE.format(name=name)] = ((ids[:, :-1] < 0) & (ids[:, 1:] >= 0)).any()
+
+
+# A -1 inside a ranked list could mean an empty position (the next item keeps its rank) or a
+# removed item (the next item moves up): either reading gives a wrong number for the other, so
+# neither is guessed.
+GAP_MESSAGE = (
+    "{name} (RankedItems) holds -1 before an item id in a row: -1 marks the end of a list, not a gap. "
+    "Move each row's -1 entries to its end, e.g. ids.gather(1, (ids < 0).to(torch.uint8).argsort(dim=1, stable=True)) "
+    "(the later items move up), or give the list as it was ranked"
+)
 
 
 def _dense_mask(table: ItemTable, num_users: int, num_items: int, device: torch.device) -> torch.Tensor:

@@ -76,13 +76,50 @@ def _position_weights(names: tuple, depth: int, device: torch.device, discount: 
     return torch.stack([weight.get(name, ones) for name in names]).unsqueeze(1)
 
 
+_WEIGHT_PIECE = 1 << 20  # positions whose weights are summed at once for a large k (8 MiB)
+
+
 @lru_cache(maxsize=64)
 def _cumulative_weights(top_k: tuple, device: torch.device, discount: Any) -> torch.Tensor:
     """(1, len(top_k)): the sum of the position weights of positions 1..k, for each k (any k, past
-    the catalog too); read-only."""
-    positions = torch.arange(1, top_k[-1] + 1, dtype=torch.float64, device=device)
-    running = discount_weights(discount, positions).cumsum(0)
-    return running.index_select(0, torch.tensor([k - 1 for k in top_k], device=device)).unsqueeze(0)
+    the catalog too); read-only. A k past ``_WEIGHT_PIECE`` is summed a piece of positions at a
+    time, so memory does not grow with k."""
+    if top_k[-1] <= _WEIGHT_PIECE:
+        positions = torch.arange(1, top_k[-1] + 1, dtype=torch.float64, device=device)
+        running = discount_weights(discount, positions).cumsum(0)
+        return running.index_select(0, torch.tensor([k - 1 for k in top_k], device=device)).unsqueeze(0)
+    if discount in ("log2", "log2_clip"):
+        return torch.tensor([[_log_weight_sum(k, discount) for k in top_k]], dtype=torch.float64, device=device)
+    totals, total, start = [], torch.zeros((), dtype=torch.float64, device=device), 1
+    for k in top_k:
+        while start <= k:
+            stop = min(k, start + _WEIGHT_PIECE - 1)
+            positions = torch.arange(start, stop + 1, dtype=torch.float64, device=device)
+            total = total + discount_weights(discount, positions).sum()
+            start = stop + 1
+        totals.append(total)
+    return torch.stack(totals).unsqueeze(0)
+
+
+def _log_weight_sum(k: int, discount: str) -> float:
+    """sum_{i<=k} w(i) for the logarithmic discounts and k > ``_WEIGHT_PIECE``: the first
+    ``_WEIGHT_PIECE`` terms summed, the rest by the Euler-Maclaurin formula with w(x) =
+    ln 2 / ln(x + s) (s = 1 for ``"log2"``, 0 for ``"log2_clip"``), whose integral is ln 2 li(x + s)
+    = ln 2 Ei(ln(x + s)); the next correction term is below 1e-17 of the sum."""
+    from scipy.special import expi
+
+    first = float(discount_weights(discount, torch.arange(1, _WEIGHT_PIECE + 1, dtype=torch.float64)).sum())
+    shift = 1 if discount == "log2" else 0
+    a, b = _WEIGHT_PIECE + 1 + shift, k + shift
+
+    def weight(x: float) -> float:
+        return math.log(2) / math.log(x)
+
+    def slope(x: float) -> float:
+        return -math.log(2) / (x * math.log(x) ** 2)
+
+    integral = math.log(2) * (float(expi(math.log(b))) - float(expi(math.log(a))))
+    return first + integral + (weight(a) + weight(b)) / 2 + (slope(b) - slope(a)) / 12
 
 
 @lru_cache(maxsize=64)

@@ -139,6 +139,8 @@ def rank_input(batch: RankingInput, request: RankingRequest, hints: Optional[Ran
         )
         ranked.invalid.update(batch.invalid)
         return _with_extras(ranked, batch, request, (order, top_labels, None, None))
+    if batch.ranked_ids is not None:
+        depth = ranked_ids_depth(batch, depth, ideal)
     # one position more than the cut-offs need: whether a cut-off splits tied scores
     order, num_candidates, invalid, column = _candidates(batch, depth + 1)
     invalid.update(batch.invalid)
@@ -149,7 +151,8 @@ def rank_input(batch: RankingInput, request: RankingRequest, hints: Optional[Ran
         width = min(width, depth)
     if order.shape[1] < width:
         order = torch.nn.functional.pad(order, (0, width - order.shape[1]), value=-1)
-    depth = min(depth, order.shape[1])
+    # a list padded wider than the catalog holds -1 past num_items positions (its ids are distinct)
+    depth = min(depth, order.shape[1], batch.num_items or depth)
     # scores without an exclusion list an item at every position
     tie = None if batch.scores is None else boundary_ties(batch.scores, order, depth, complete=not batch.has_exclusion)
     order = order[:, :depth]
@@ -327,6 +330,21 @@ def _positions(top_labels, relevance, gain_functions, relevance_threshold, top_s
     continues = tie_continues(tie)
     last_group = group_totals(top_scores[:, -1:], rows_to_read(continues))
     return tie_expectations(top_scores, top_relevant, top_gains, last_group, continues)
+
+
+def ranked_ids_depth(batch: RankingInput, depth: int, ideal: bool) -> int:
+    """The positions worth ranking for ranked ids and cut-offs up to ``depth``: the list's
+    width K (the positions past it are empty, so a cut-off past K reads position K), or, for the
+    ideal ranking, at least the largest |R| (bounded by the targets' width: dense labels' catalog,
+    ItemIds' width, a sparse row's entries), never more than the catalog. Memory then grows with
+    the lists and the targets, not with k."""
+    bound = batch.ranked_ids.shape[1]
+    if ideal:
+        targets = batch.labels.shape[1] if batch.labels is not None else batch.targets_width
+        bound = max(bound, depth if targets is None else targets)
+    if batch.num_items is not None:
+        bound = min(bound, batch.num_items)
+    return max(1, min(depth, bound))
 
 
 def _ranked_batch(

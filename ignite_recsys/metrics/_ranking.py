@@ -201,6 +201,15 @@ class RankingMetricBase(UserMean):
             self.add_state("_boundary_ties", (len(self.top_k),))
         super().__init__(output_transform, device, skip_unrolling, per_user=per_user, num_groups=num_groups)
 
+    def _normalized(self, configuration) -> dict:
+        """``ignore_zero_hits`` and ``skip_users_without_relevant`` (one setting, two names) as
+        one ``ignore_zero_hits``: the value given to either."""
+        configuration = dict(configuration)
+        alias = configuration.pop("skip_users_without_relevant", "None")
+        if alias != "None":
+            configuration["ignore_zero_hits"] = alias
+        return configuration
+
     def _ranking_request(self) -> Optional[RankingRequest]:
         return ranking_request(self._entries, self._options, self.top_k, self.relevance_threshold, self.ties)
 

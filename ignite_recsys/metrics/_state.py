@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import types
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional, Union
@@ -65,6 +67,8 @@ class StateSpec:
     reduce: str = "SUM"
     fill: float = 0.0
     load_shape: Union[tuple, Callable[[], tuple], None] = None
+    # a state dict without it loads with the fill value (a state added after states were saved)
+    optional: bool = False
 
     def current_shape(self) -> tuple:
         return tuple(self.shape() if callable(self.shape) else self.shape)
@@ -145,12 +149,13 @@ class StatefulMetric(EngineIO, Metric):
         reduce: str = "SUM",
         fill: float = 0.0,
         load_shape: Union[tuple, Callable[[], tuple], None] = None,
+        optional: bool = False,
     ) -> None:
         """Declare a float64 state tensor (call it in the constructor, before ``super().__init__``)."""
         if reduce not in ("SUM", "MIN", "MAX"):
             raise ValueError(f"reduce must be 'SUM', 'MIN' or 'MAX', got {reduce!r}")
         states = self.__dict__.setdefault("_states", {})
-        states[name] = StateSpec(name, shape, reduce, fill, load_shape)
+        states[name] = StateSpec(name, shape, reduce, fill, load_shape, optional)
 
     @property
     def _state_dict_all_req_keys(self) -> tuple:  # type: ignore[override]
@@ -244,25 +249,46 @@ class StatefulMetric(EngineIO, Metric):
         state[_CONFIGURATION] = self._configuration()
         return state
 
+    def _normalized(self, configuration: Mapping) -> dict:
+        """A recorded configuration with each setting under one name (a subclass merges the
+        arguments that are other names of one setting), so that equal settings compare equal."""
+        return dict(configuration)
+
     def _check_configuration(self, saved: Any) -> None:
-        """Refuse a state saved under another configuration, naming each difference."""
+        """Refuse a state saved under another configuration, naming each difference; warn when a
+        callable argument could only be compared by name."""
         if isinstance(saved, Mapping):
-            mine = self._configuration()
+            saved = self._normalized(saved)
+            mine = self._normalized(self._configuration())
             if saved.get("metric") != mine["metric"]:
                 article = "an" if mine["metric"][:1] in "AEIOU" else "a"
                 raise ValueError(
                     f"{mine['metric']}.load_state_dict: the state comes from a {saved.get('metric')}, not "
                     f"{article} {mine['metric']}"
                 )
+            # a callable recorded by its name alone (as states were saved before code digests)
+            by_name = [
+                key
+                for key, text in saved.items()
+                if isinstance(text, str) and isinstance(mine.get(key), str) and mine[key].startswith(f"{text} (code ")
+            ]
             differences = [
                 f"{key}={saved.get(key, '(not set)')} (this metric: {mine.get(key, '(not set)')})"
                 for key in sorted(set(saved) | set(mine))
-                if saved.get(key) != mine.get(key)
+                if saved.get(key) != mine.get(key) and key not in by_name
             ]
             if differences:
                 raise ValueError(
                     f"{type(self).__name__}.load_state_dict: the state was saved under another configuration: "
                     f"{'; '.join(differences)}. Build the metric with the arguments it was saved with."
+                )
+            unsure = [key for key, text in mine.items() if isinstance(text, str) and _UNSURE in text] + by_name
+            if unsure:
+                warnings.warn(
+                    f"{type(self).__name__}.load_state_dict: {', '.join(unsure)} could not be compared in full with "
+                    f"the state's ({_UNSURE}): make sure the state was saved with the same function",
+                    UserWarning,
+                    stacklevel=3,
                 )
 
     def _check_state(self, state: Any) -> None:
@@ -271,6 +297,8 @@ class StatefulMetric(EngineIO, Metric):
             raise TypeError(f"{name}.load_state_dict: the state must be a mapping, got {type(state).__name__}")
         for spec in self._states.values():
             key, expected = spec.name, spec.accepted_shape()
+            if key not in state and spec.optional:
+                continue
             if key not in state:
                 raise ValueError(f"{name}.load_state_dict: the state has no {key!r} (keys: {sorted(state)})")
             value = state[key]
@@ -308,6 +336,9 @@ class StatefulMetric(EngineIO, Metric):
                 for key, value in per_rank[rank].items()
                 if key in current
             }
+            for spec in self._states.values():
+                if spec.name not in per_rank[rank]:  # optional (checked): its fill value
+                    per_rank[rank][spec.name] = self._new_state(spec)
             state_dict = {_PER_RANK: per_rank}
         super().load_state_dict(state_dict)
         self._resume_pending = True
@@ -344,15 +375,61 @@ def _threads(count: Optional[int]):
 
 def _describe(value: Any) -> str:
     """A configuration value as text: a tensor by shape and a digest of its values, a function by
-    its qualified name, a metric by its class and configuration."""
+    its qualified name and a digest of its code, defaults and captured values, a metric by its
+    class and configuration."""
     if isinstance(value, torch.Tensor):
-        data = value.detach().to("cpu", torch.float64).contiguous().numpy().tobytes()
-        return f"tensor{tuple(value.shape)}:{hashlib.sha1(data).hexdigest()[:12]}"
+        return _tensor_text(value)
     if isinstance(value, StatefulMetric):
         return f"{type(value).__name__}({', '.join(f'{k}={v}' for k, v in value._configuration().items())})"
     if callable(value):
-        return f"{getattr(value, '__module__', '')}.{getattr(value, '__qualname__', type(value).__name__)}"
+        return _callable_text(value)
     return repr(value)
+
+
+# in the text of a callable that cannot be compared in full (load_state_dict then warns)
+_UNSURE = "compared by name only"
+
+
+def _tensor_text(value: torch.Tensor) -> str:
+    data = value.detach().to("cpu", torch.float64).contiguous().numpy().tobytes()
+    return f"tensor{tuple(value.shape)}:{hashlib.sha1(data).hexdigest()[:12]}"
+
+
+def _callable_text(value: Any) -> str:
+    """``module.qualname (code <digest>)``: two different functions of one name (two lambdas)
+    differ by their code, defaults or captured values. A callable without Python code (a builtin,
+    a callable object), or one that captures values other than numbers, strings and tensors, is
+    marked ``_UNSURE``."""
+    name = f"{getattr(value, '__module__', '')}.{getattr(value, '__qualname__', type(value).__name__)}"
+    code = getattr(value, "__code__", None)
+    if not isinstance(code, types.CodeType):
+        return f"{name} ({_UNSURE}: no Python code)"
+    captured = [cell.cell_contents for cell in (getattr(value, "__closure__", None) or ())]
+    captured += list(getattr(value, "__defaults__", None) or ())
+    captured += list((getattr(value, "__kwdefaults__", None) or {}).items())
+    texts = [_plain_text(item) for item in captured]
+    digest = hashlib.sha1("|".join([_code_text(code)] + [t or "?" for t in texts]).encode()).hexdigest()[:12]
+    if any(text is None for text in texts):
+        return f"{name} (code {digest}; {_UNSURE} for the values it captures)"
+    return f"{name} (code {digest})"
+
+
+def _code_text(code: types.CodeType) -> str:
+    """A code object as text that does not depend on the process (nested code by its text)."""
+    constants = [_code_text(c) if isinstance(c, types.CodeType) else repr(c) for c in code.co_consts]
+    return "|".join([code.co_code.hex(), repr(code.co_names), repr(code.co_varnames), *constants])
+
+
+def _plain_text(value: Any) -> Optional[str]:
+    """A captured value as text when it is plain data (None: it cannot be compared)."""
+    if value is None or isinstance(value, (bool, int, float, complex, str, bytes)):
+        return repr(value)
+    if isinstance(value, torch.Tensor):
+        return _tensor_text(value)
+    if isinstance(value, (tuple, list)):
+        texts = [_plain_text(item) for item in value]
+        return None if any(text is None for text in texts) else f"({', '.join(texts)})"  # type: ignore[arg-type]
+    return None
 
 
 class StreamingMean(StatefulMetric):

@@ -3,10 +3,13 @@ intervals and results per user group.
 
 A :class:`UserMean` turns each batch into per-user values (:class:`UserRows`: a (batch,
 num_values) float64 tensor and whether each user counts) and keeps, per value, the sum over the
-counted users, their sum of squares (for :meth:`UserMean.confidence_interval`) and their count,
-summed across processes. ``per_user=True`` also keeps each batch's values on the metric's device
-(the one state that grows with the users; off by default, not part of ``state_dict()``), and
-``num_groups=G`` the same sums per user group.
+counted users, their sum of squared deviations from a shift (for
+:meth:`UserMean.confidence_interval`) and their count, summed across processes. The shift is the
+mean of the first counted users, kept in the state: the squares of values far from 0 (popularity
+counts near 1e8) then keep the precision of their spread, which sum(x²) - n mean² cancels away.
+``per_user=True`` also keeps each batch's values on the metric's device (the one state that
+grows with the users; off by default, not part of ``state_dict()``), and ``num_groups=G`` the
+same sums per user group.
 """
 
 from __future__ import annotations
@@ -47,8 +50,9 @@ def check_group_ids(groups: torch.Tensor, num_groups: int) -> dict:
 class UserMean(StreamingMean):
     """The mean over counted users of per-user values (``_user_rows``), with
 
-    - state ``_sum_squares`` (num_values,): the counted users' sum of squared values, read by
-      :meth:`confidence_interval`;
+    - state ``_sum_squares`` (num_values,): the counted users' sum of squared deviations from
+      ``_shift`` (num_values,), the mean of the first batch with counted users (0 before one),
+      read by :meth:`confidence_interval` (:func:`centered_moments`);
     - ``per_user=True``: each batch's values kept on the metric's device, returned by
       :meth:`per_user` (in user-id order when the updates carry :class:`~ignite_recsys.UserIds`);
     - ``num_groups=G``: states ``_group_sum`` (G, num_values), ``_group_count`` (G,) and
@@ -58,6 +62,10 @@ class UserMean(StreamingMean):
 
     _parameter_constraints = {"per_user": V.BOOLEAN, "num_groups": V.positive_int(optional=True)}
     _sum_squares: torch.Tensor
+    _shift: torch.Tensor
+    _group_sum: torch.Tensor
+    _group_count: torch.Tensor
+    _group_sum_squares: torch.Tensor
     _per_user_rows: list
     _per_user_ids: list
 
@@ -73,6 +81,7 @@ class UserMean(StreamingMean):
         self.keeps_per_user = per_user
         self.num_groups = num_groups
         self.add_state("_sum_squares", lambda: (self._num_values(),))
+        self.add_state("_shift", lambda: (self._num_values(),), optional=True)  # saved without: 0
         if num_groups is not None:
             self.add_state("_group_sum", lambda: (num_groups, self._num_values()))
             self.add_state("_group_count", (num_groups,))
@@ -109,12 +118,16 @@ class UserMean(StreamingMean):
         # Reduce each value over users as its own contiguous row: the summation order then does not
         # depend on how many values are combined (RankingMetrics equals the single classes bit for bit).
         weighted = values * weights
-        sums, squares = torch.stack([weighted, values * weighted]).transpose(1, 2).contiguous().sum(2).unbind(0)
-        totals = {"_sum": sums, "_count": weight.sum(), "_sum_squares": squares, **rows.extra}
+        count = weight.sum()
+        sums = weighted.t().contiguous().sum(1)
+        shift, deviation = shifted(values, sums, count, self._count, self._shift)
+        squares = (deviation * deviation * weights).t().contiguous().sum(1)
+        totals = {"_sum": sums, "_count": count, "_sum_squares": squares, "_shift": shift, **rows.extra}
         invalid = rows.invalid
         if self.num_groups is not None and rows.groups is not None:  # (_check_user_tags: groups given)
             invalid = {**invalid, **check_group_ids(rows.groups, self.num_groups)}
-            totals.update(_group_totals(rows.groups.clamp(0, self.num_groups - 1), self.num_groups, values, weight))
+            groups = rows.groups.clamp(0, self.num_groups - 1)
+            totals.update(_group_totals(groups, self.num_groups, values, weight, deviation))
         kept = torch.where(weights > 0, values, torch.nan) if self.keeps_per_user else None
         return BatchTotals(totals, invalid, kept, rows.users)
 
@@ -222,34 +235,41 @@ class UserMean(StreamingMean):
         streamed sums (no per-user values needed):
 
         .. math:: \bar x \pm t_{(1+\text{level})/2,\; n-1}\, \frac{s}{\sqrt n},\qquad
-                  s^2 = \frac{\sum x^2 - n \bar x^2}{n - 1}
+                  s^2 = \frac{\sum (x - \bar x)^2}{n - 1}
 
         with n the counted users (of all processes), as ``scipy.stats.t.interval(level, n - 1,
         mean, sem)``. Returns what ``compute()`` returns with a ``(low, high)`` tuple per value: a
         list per k, a single tuple for :class:`RPrecision`, a dict for :class:`RankingMetrics`.
         Raises NotComputableError with fewer than two counted users (no variance estimate). The
-        variance comes from the sums of squares: when the spread of the values is below about
-        1e-6 of their magnitude, the interval width loses relative precision."""
+        squares are streamed about a shift (the first counted users' mean), so values far from 0
+        with a small spread keep the precision of the spread."""
         level = V.check_level(level)
-        total, squares, count = self._checked("_sum", "_sum_squares", "_count")
+        self._checked()
+        if bool(torch.isnan(self._sum_squares).any()):
+            raise NotComputableError(
+                f"{type(self).__name__}.confidence_interval(): the state has no sums of squares (it was loaded "
+                "from a state dict without them); update from a reset"
+            )
+        total, count, deviations = centered_moments(self._sum, self._count, self._sum_squares, self._shift)
         name = type(self).__name__
         if count < 2:
             raise NotComputableError(
                 f"{name}.confidence_interval() needs at least two {self._counted}s, got {int(count)}"
             )
-        if bool(torch.isnan(squares).any()):
-            raise NotComputableError(
-                f"{name}.confidence_interval(): the state has no sums of squares (it was loaded from a "
-                "state dict without them); update from a reset"
-            )
-        low, high = t_intervals(total, squares, count, level)
+        low, high = t_intervals(total, deviations, count, level)
         return self._result(list(zip(low.tolist(), high.tolist())))
 
     # User groups -------------------------------------------------------------------------------
     def _group_state(self, method: str) -> tuple:
+        """(sums (G, V), counts (G,), sums of squared deviations from each group's mean (G, V)),
+        over all processes."""
         if self.num_groups is None:
             raise RuntimeError(f"{type(self).__name__}.{method}() needs the metric to be built with num_groups")
-        return tuple(self._checked("_group_sum", "_group_count", "_group_sum_squares"))
+        self._checked()
+        total, count, deviations = centered_moments(
+            self._group_sum, self._group_count.unsqueeze(1), self._group_sum_squares, self._shift
+        )
+        return total, count.squeeze(1), deviations
 
     def compute_groups(self) -> list:
         """Each group's result (needs ``num_groups``): a list indexed by group id, each entry what
@@ -281,15 +301,47 @@ class UserMean(StreamingMean):
         return items
 
 
-def _group_totals(index: torch.Tensor, num_groups: int, values: torch.Tensor, weight: torch.Tensor) -> dict:
-    """Per-group sums, counts and sums of squares of one batch (each one ``index_add``)."""
-    weighted = values * weight.unsqueeze(1)
+def _group_totals(
+    index: torch.Tensor, num_groups: int, values: torch.Tensor, weight: torch.Tensor, deviation: torch.Tensor
+) -> dict:
+    """Per-group sums, counts and sums of squared deviations (from the shift) of one batch (each
+    one ``index_add``)."""
+    weights = weight.unsqueeze(1)
     zeros = torch.zeros(num_groups, values.shape[1], dtype=torch.float64, device=values.device)
     return {
-        "_group_sum": zeros.index_add(0, index, weighted),
+        "_group_sum": zeros.index_add(0, index, values * weights),
         "_group_count": torch.zeros(num_groups, dtype=torch.float64, device=values.device).index_add(0, index, weight),
-        "_group_sum_squares": zeros.index_add(0, index, values * weighted),
+        "_group_sum_squares": zeros.index_add(0, index, deviation * deviation * weights),
     }
+
+
+def shifted(values: torch.Tensor, sums: torch.Tensor, count: torch.Tensor, state_count, state_shift) -> tuple:
+    """The shift the squares of a batch are taken about and the batch's values less it: (what to
+    add to the state's shift, ``values - shift``). The shift is the state's, or, while the state
+    counts no user (its sums are then all 0), this batch's mean over its counted users (0
+    without one). Tensor operations only (no host read)."""
+    if state_shift.device != values.device:
+        state_count, state_shift = state_count.to(values.device), state_shift.to(values.device)
+    center = torch.where(state_count == 0, sums / count.clamp(min=1), state_shift)
+    return center - state_shift, values - center
+
+
+def centered_moments(total: Any, count: Any, squares: Any, shift: Any) -> tuple:
+    """(sums, counts, sums of squared deviations from the mean), over all processes, from each
+    process's sums of values ``total``, ``count`` and sums of squared deviations ``squares`` from
+    its own ``shift`` (shapes broadcast): with m the mean of all processes and c a process's shift,
+    its share is sum (x - m)^2 = sum (x - c)^2 + 2 (c - m) sum (x - c) + n (c - m)^2, reduced by a sum
+    (Chan, Golub & LeVeque's pairwise update, for a common centre)."""
+    all_total: Any = total
+    all_count: Any = count
+    if idist.get_world_size() > 1:
+        all_total, all_count = idist.all_reduce(total.clone()), idist.all_reduce(count.clone())
+    mean = torch.where(all_count > 0, all_total / all_count.clamp(min=1), shift)
+    offset = shift - mean
+    deviations: Any = squares + 2 * offset * (total - count * shift) + count * offset * offset
+    if idist.get_world_size() > 1:
+        deviations = idist.all_reduce(deviations)
+    return all_total, all_count, deviations.clamp(min=0)
 
 
 def _gathered_rows(rows: torch.Tensor) -> torch.Tensor:

@@ -12,7 +12,7 @@ from .._tdist import paired_t_p_value, t_quantile
 from ..inputs import UserGroups, UserIds
 from ..stats import PairedTestResult
 from ._state import BatchTotals, StatefulMetric, _identity
-from ._users import UserMean
+from ._users import UserMean, centered_moments, shifted
 
 _PAIRED_FIELDS = ("mean_a", "mean_b", "mean_difference", "p_value")
 
@@ -53,14 +53,17 @@ class Paired(StatefulMetric):
     ``"exclude"``).
 
     State, per value (per k, per ``"name@k"``): the sums over users of a, b, d = a - b and
-    d², and one count, float64, summed across processes. A user is compared when both models'
+    (d - c)², c a shift (the mean d of the first batch with compared users, kept in the state),
+    and one count, float64, summed across processes (each process's squares are brought to the
+    common mean before they are summed). A user is compared when both models'
     values count (as :func:`paired_test` drops a user with NaN in either).
 
     ``compute()`` returns what ``metric.compute()`` returns with a :class:`PairedTestResult`
-    per value (``method="t"``): ``mean_a``, ``mean_b``, ``mean_difference`` :math:`ar d`, the
+    per value (``method="t"``): ``mean_a``, ``mean_b``, ``mean_difference`` :math:`\bar d`, the
     Student-t ``confidence_interval`` of the mean difference at ``level`` and the two-sided
-    ``p_value`` of :math:`t = ar d / (s_d / \sqrt n)` with n - 1 degrees of freedom,
-    :math:`s_d^2 = (\sum d^2 - n ar d^2) / (n - 1)`: the values of
+    ``p_value`` of :math:`t = \bar d / (s_d / \sqrt n)` with n - 1 degrees of freedom,
+    :math:`s_d^2 = \sum (d - \bar d)^2 / (n - 1)`, from the shifted squares (differences near
+    1e8 with a spread of 0.01 keep the precision of the spread): the values of
     ``scipy.stats.ttest_rel(a, b)`` and of ``paired_test(a, b, method="t")`` on the per-user
     values. Attached to an Engine as ``name``, each value's ``mean_a``, ``mean_b``,
     ``mean_difference`` and ``p_value`` are also scalars under the metric's own scalar keys:
@@ -108,6 +111,7 @@ class Paired(StatefulMetric):
         self.add_state("_count", ())
         for key in ("_sum_a", "_sum_b", "_sum_d", "_sum_d2"):
             self.add_state(key, (size,))
+        self.add_state("_shift", (size,), optional=True)  # of _sum_d2 (saved without: 0)
         super().__init__(
             output_transform, device=metric._device if device is None else device, skip_unrolling=skip_unrolling
         )
@@ -150,13 +154,17 @@ class Paired(StatefulMetric):
         weight = a.weight * b.weight
         weights = weight.unsqueeze(1)
         difference = a.values - b.values
-        values = {"_sum_a": a.values, "_sum_b": b.values, "_sum_d": difference, "_sum_d2": difference * difference}
+        count = weight.sum()
+        values = {"_sum_a": a.values, "_sum_b": b.values, "_sum_d": difference}
         # each value reduced over users as its own contiguous row
         sums = {key: (value * weights).t().contiguous().sum(1) for key, value in values.items()}
-        return BatchTotals({**sums, "_count": weight.sum()}, {**a.invalid, **b.invalid})
+        shift, deviation = shifted(difference, sums["_sum_d"], count, self._count, self._shift)
+        sums["_sum_d2"] = (deviation * deviation * weights).t().contiguous().sum(1)
+        return BatchTotals({**sums, "_shift": shift, "_count": count}, {**a.invalid, **b.invalid})
 
     def compute(self) -> Any:
-        count, sum_a, sum_b, sum_d, sum_d2 = self._checked("_count", "_sum_a", "_sum_b", "_sum_d", "_sum_d2")
+        sum_a, sum_b = self._checked("_sum_a", "_sum_b")
+        sum_d, count, deviations = centered_moments(self._sum_d, self._count, self._sum_d2, self._shift)
         n = float(count)
         if n < 2:
             raise NotComputableError(
@@ -164,7 +172,7 @@ class Paired(StatefulMetric):
                 f"models), got {int(n)}"
             )
         mean = sum_d / n
-        sem = torch.sqrt(((sum_d2 - sum_d * mean) / (n - 1)).clamp(min=0) / n)
+        sem = torch.sqrt((deviations / (n - 1)).clamp(min=0) / n)
         half = t_quantile((1 + self.level) / 2, n - 1) * sem
         results = [
             PairedTestResult(paired_t_p_value(m, e, n - 1), m, (m - h, m + h), "t", int(n), ma, mb)

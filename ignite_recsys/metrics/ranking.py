@@ -78,6 +78,7 @@ class _IgniteDropIn(CutoffMetric):
         state["_num_invalid_updates"] = torch.zeros((), dtype=torch.float64, device=self._device)
         # ignite keeps no sums of squares: confidence_interval() says so instead of guessing
         state["_sum_squares"] = torch.full((len(self.top_k),), torch.nan, dtype=torch.float64, device=self._device)
+        state["_shift"] = torch.zeros((len(self.top_k),), dtype=torch.float64, device=self._device)
         return state
 
 

@@ -1,0 +1,173 @@
+"""The statistics under traps: values far from 0 with a small spread (popularity counts near 1e8),
+whose streamed variance must not cancel away, in one process and across processes, against
+scipy; and two metrics whose per-user values cannot be paired."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+
+import ignite.distributed as idist
+import numpy as np
+import pytest
+import torch
+
+import ignite_recsys as R
+
+st = pytest.importorskip("scipy.stats")
+
+USERS, ITEMS = 120, 20
+
+
+def _far_from_zero(seed=0):
+    """Half the items have a popularity near 1e8, the others near 0; model a ranks the popular
+    ones first, model b the others: per-user values and differences near 1e8, spread below 1."""
+    rng = np.random.default_rng(seed)
+    half = ITEMS // 2
+    popularity = torch.tensor(np.r_[1e8 + rng.random(half) * 0.1, rng.random(half) * 0.1])
+    noise = rng.random((USERS, ITEMS))
+    a = torch.tensor(noise + np.r_[np.ones(half), np.zeros(half)])
+    b = torch.tensor(noise[::-1].copy() + np.r_[np.zeros(half), np.ones(half)])
+    y = torch.tensor(rng.random((USERS, ITEMS)) < 0.3).float()
+    return popularity, a, b, y
+
+
+def _per_user(popularity, scores, y, **options):
+    metric = R.AveragePopularity([3], popularity, per_user=True, **options)
+    metric.update((scores, y))
+    return metric.per_user()[:, 0].numpy()
+
+
+def _interval(values, level=0.95):
+    return st.t.interval(level, len(values) - 1, loc=values.mean(), scale=st.sem(values))
+
+
+def _close(got, expected, spread):
+    """The interval's centre to round-off of scipy's (values near 1e8) and its width to 1e-6 of
+    scipy's (summing the squares cancels every digit of it)."""
+    width = expected[1] - expected[0]
+    assert width > 0 and spread > 0
+    assert (got[0] + got[1]) / 2 == pytest.approx((expected[0] + expected[1]) / 2, rel=1e-14, abs=1e-12)
+    assert got[1] - got[0] == pytest.approx(width, rel=1e-6)
+
+
+@pytest.mark.parametrize("batch", [7, 40, USERS])
+def test_paired_differences_near_1e8_match_scipy(batch):
+    popularity, a, b, y = _far_from_zero()
+    comparison = R.Paired(R.AveragePopularity([3], popularity))
+    for start in range(0, USERS, batch):
+        comparison.update((a[start : start + batch], b[start : start + batch], y[start : start + batch]))
+    [result] = comparison.compute()
+    va, vb = _per_user(popularity, a, y), _per_user(popularity, b, y)
+    differences = va - vb
+    assert abs(differences.mean()) > 1e7 and differences.std() < 1  # the trap
+    _close(result.confidence_interval, _interval(differences), differences.std())
+    assert result.p_value == pytest.approx(st.ttest_rel(va, vb).pvalue, abs=1e-12)
+
+
+@pytest.mark.parametrize("batch", [7, USERS])
+def test_confidence_interval_of_values_near_1e8_matches_scipy(batch):
+    popularity, a, _, y = _far_from_zero(1)
+    metric = R.AveragePopularity([3], popularity, num_groups=2)
+    groups = torch.arange(USERS) % 2
+    for start in range(0, USERS, batch):
+        stop = start + batch
+        metric.update((a[start:stop], y[start:stop], R.UserGroups(groups[start:stop])))
+    values = _per_user(popularity, a, y)
+    assert values.mean() > 1e7 and values.std() < 1
+    [interval] = metric.confidence_interval()
+    _close(interval, _interval(values), values.std())
+    for group, [low_high] in enumerate(metric.confidence_interval_groups()):
+        kept = values[groups.numpy() == group]
+        _close(low_high, _interval(kept), kept.std())
+
+
+def test_a_state_saved_without_the_shift_loads_as_plain_sums_of_squares():
+    """A state of small values saved without ``_shift`` (its sums of squares about 0) loads and
+    gives the same interval; a state saved mid-stream resumes to the uninterrupted result."""
+    _, a, _, y = _far_from_zero(2)
+    popularity = torch.arange(1.0, ITEMS + 1)  # values near 10: plain squares are exact enough
+    full = R.AveragePopularity([3], popularity)
+    full.update((a, y))
+    squares = (_per_user(popularity, a, y) ** 2).sum()
+    state = full.state_dict()
+    entry = state["__metric_state_per_rank"][0]
+    entry["_sum_squares"] = torch.tensor([squares], dtype=torch.float64)
+    del entry["_shift"]
+    loaded = R.AveragePopularity([3], popularity)
+    loaded.load_state_dict(state)
+    np.testing.assert_allclose(loaded.confidence_interval(), full.confidence_interval(), rtol=1e-12)
+    # mid-stream: the shift travels with the state
+    first = R.AveragePopularity([3], popularity)
+    first.update((a[:50], y[:50]))
+    resumed = R.AveragePopularity([3], popularity)
+    resumed.load_state_dict(first.state_dict())
+    resumed.update((a[50:], y[50:]))
+    np.testing.assert_allclose(resumed.confidence_interval(), full.confidence_interval(), rtol=1e-12)
+
+
+def _worker(local_rank, folder):
+    rank = idist.get_rank()
+    popularity, a, b, y = _far_from_zero()
+    users = torch.arange(USERS)
+    mine = users[(users // 30) % 2 == rank]  # different first batches: different shifts
+    comparison = R.Paired(R.AveragePopularity([3], popularity))
+    plain = R.AveragePopularity([3], popularity, num_groups=2)
+    for batch in mine.split(13):
+        comparison.update((a[batch], b[batch], y[batch]))
+        plain.update((a[batch], y[batch], R.UserGroups(batch % 2)))
+    [result] = comparison.compute()
+    with open(os.path.join(folder, f"rank{rank}.json"), "w") as handle:
+        json.dump(
+            {
+                "paired": list(result.confidence_interval),
+                "p": result.p_value,
+                "plain": list(plain.confidence_interval()[0]),
+                "groups": [list(interval[0]) for interval in plain.confidence_interval_groups()],
+            },
+            handle,
+        )
+
+
+def test_shifted_sums_across_processes_match_scipy():
+    from test_distributed import free_port
+
+    popularity, a, b, y = _far_from_zero()
+    va, vb = _per_user(popularity, a, y), _per_user(popularity, b, y)
+    groups = np.arange(USERS) % 2
+    with tempfile.TemporaryDirectory() as folder:
+        with idist.Parallel(backend="gloo", nproc_per_node=2, master_port=free_port()) as parallel:
+            parallel.run(_worker, folder)
+        for rank in range(2):
+            with open(os.path.join(folder, f"rank{rank}.json")) as handle:
+                got = json.load(handle)
+            _close(got["paired"], _interval(va - vb), (va - vb).std())
+            assert got["p"] == pytest.approx(st.ttest_rel(va, vb).pvalue, abs=1e-12)
+            _close(got["plain"], _interval(va), va.std())
+            for group in range(2):
+                kept = va[groups == group]
+                _close(got["groups"][group], _interval(kept), kept.std())
+
+
+# --- paired_test of metrics that cannot be paired ------------------------------------------------
+def _ranked_metric(scores, y, users=None):
+    metric = R.NDCG([3], per_user=True)
+    for start in range(0, len(scores), 16):
+        batch = (scores[start : start + 16], y[start : start + 16])
+        metric.update(batch + ((R.UserIds(users[start : start + 16]),) if users is not None else ()))
+    return metric
+
+
+def test_paired_test_refuses_metrics_with_user_ids_on_one_side_only():
+    rng = np.random.default_rng(5)
+    scores, y = torch.tensor(rng.random((48, 10))), torch.tensor(rng.random((48, 10)) < 0.3).float()
+    shuffled = torch.from_numpy(rng.permutation(48))
+    with_ids = _ranked_metric(scores[shuffled], y[shuffled], shuffled)
+    without = _ranked_metric(scores, y)
+    for a, b, first in ((with_ids, without, "a"), (without, with_ids, "b")):
+        with pytest.raises(ValueError, match=rf"{first}'s per-user values are in user-id order .* UserIds, or neither"):
+            R.paired_test(a, b)
+    # both with user ids: paired by id, the same scores on both sides differ by exactly 0
+    result = R.paired_test(with_ids, _ranked_metric(scores, y, torch.arange(48)))
+    assert result.mean_difference == 0.0 and result.confidence_interval == (0.0, 0.0)
