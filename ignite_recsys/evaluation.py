@@ -40,6 +40,10 @@ CONVENTIONS = (
     *ranking_metrics_options(),
 )
 
+# users per update from a run: small enough that a batch's ranked lists (100 rows a user: 200k
+# entries) stay in cache-sized tensors, large enough that the update's fixed cost is spread
+RUN_BATCH_SIZE = 2048
+
 # Other names of the library's metrics, as ranx, trec_eval / ir-measures and papers write them
 # (compared in lower case; a cut-off follows as "@10" or, trec_eval style, "_10").
 ALIASES = {
@@ -312,8 +316,8 @@ def evaluate(
             history): an Interactions with the same id maps as ``test`` (``user_map=`` and
             ``item_map=test.item_map``) or a file path (read with them; repeated pairs merged).
         num_items: the catalog size (default: the test table's).
-        batch_size: users per update (default: 1024 for a model's scores, 16384 for a run or
-            ranked lists, whose rows are short).
+        batch_size: users per update (default: 1024 for a model's scores, 2048 for a run, 16384
+            for ranked lists).
         device: where the metrics run and the model's user ids are sent.
         per_user: keep each user's values (:meth:`EvaluationResult.per_user`).
         level: the level of the confidence intervals.
@@ -324,10 +328,9 @@ def evaluate(
             picks the usual name: ``user``/``qid``..., ``item``/``docid``..., ``score`` (an
             in-memory table: ``user``, ``item``, ``score``).
         run_format: ``"trec"``, ``"parquet"``, ``"csv"`` or ``"tsv"`` (default: from the file name).
-        num_threads: torch's intra-op threads during the call, restored after it (None: the
-            caller's setting, unchanged). A run file is read by a background thread while the
-            metrics run; on a machine with few cores, ``torch.get_num_threads() - 1`` leaves that
-            reader a core (the command line does so).
+        num_threads: torch's intra-op threads during the call, restored after it. None: the
+            caller's setting, less one for a run (at least one): a run is read by a background
+            thread while the metrics run, and that reader gets a core.
         score_precision: how a run's scores are compared: ``"float64"`` (default: as read) or
             ``"float32"`` (as trec_eval and pytrec_eval store them: scores equal in float32 tie,
             and ``run_ties`` orders them).
@@ -367,8 +370,15 @@ def evaluate(
         )
     if isinstance(level, bool) or not isinstance(level, (int, float)) or not 0 < level < 1:
         raise ValueError(f"level must lie strictly between 0 and 1 (e.g. 0.95), got {level!r}")
+    is_model = (
+        callable(scores)
+        and not isinstance(scores, (str, os.PathLike, tuple, dict))
+        and not hasattr(scores, "columns")
+        and not hasattr(scores, "column_names")
+    )
+    is_run = not is_model and not isinstance(scores, tuple)
     if batch_size is None:
-        batch_size = 1024 if callable(scores) and not isinstance(scores, (str, os.PathLike)) else 16384
+        batch_size = 1024 if is_model else RUN_BATCH_SIZE if is_run else 16384
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
     test = _interactions(test, "test")
@@ -391,17 +401,11 @@ def evaluate(
     catalog = test.num_items if num_items is None else num_items
     # the catalog when it is known (given here or to the test table): ids past it are refused
     known = num_items if num_items is not None else test._explicit_num_items
-    model = (
-        callable(scores)
-        and not isinstance(scores, (str, os.PathLike, tuple, dict))
-        and not hasattr(scores, "columns")
-        and not hasattr(scores, "column_names")
-    )
     names = [metric.name for metric in requested]
     cutoffs = sorted({metric.k for metric in requested if metric.k is not None}) or [1]
     # the metrics learn the catalog, except for a run of named items, whose items the test
     # table does not name are numbered past it
-    told = catalog if model else known if isinstance(scores, tuple) or test.item_map is None else None
+    told = catalog if is_model else known if isinstance(scores, tuple) or test.item_map is None else None
     metric = RankingMetrics(
         cutoffs,
         metrics=list(dict.fromkeys(names)),
@@ -423,8 +427,10 @@ def evaluate(
     threads = torch.get_num_threads()
     if num_threads is not None:
         torch.set_num_threads(V.check_positive_int("num_threads", num_threads))
+    elif is_run and threads > 1:  # the run's reader thread gets a core
+        torch.set_num_threads(threads - 1)
     try:
-        if model:
+        if is_model:
             _from_model(scores, test, exclude, catalog, positions[mine], batch_size, device, update, bar)
         elif isinstance(scores, tuple):
             _from_ranked(scores, test, exclude, positions[mine], mine, batch_size, device, update, bar, info, known)

@@ -100,14 +100,21 @@ def _text_blocks(path: Any, block_size: int) -> Iterator[tuple]:
 _SPACES = re.compile(rb" {2,}")
 
 
-def _one_space(block: bytes) -> bytes:
-    """The lines of ``block`` with their fields separated by one space: runs of spaces, tabs and
-    carriage returns (what trec_eval's ``isspace`` skips between fields) become one space, and
-    none is left at the start or end of a line. Each step runs only when the block needs it."""
+def _spaces_only(block: bytes) -> bytes:
+    """``block`` with tabs and carriage returns as spaces (CRLF as LF): one-byte searches, cheap;
+    only the blocks that hold them are rewritten."""
+    if b"\r" in block:
+        block = block.replace(b"\r\n", b"\n")
+        if b"\r" in block:
+            block = block.replace(b"\r", b" ")
     if b"\t" in block:
         block = block.replace(b"\t", b" ")
-    if b"\r" in block:
-        block = block.replace(b"\r", b" ")
+    return block
+
+
+def _one_space(block: bytes) -> bytes:
+    """The lines of ``_spaces_only(block)`` with their fields separated by one space: runs of
+    spaces become one, and none is left at the start or end of a line."""
     if b"  " in block:
         block = _SPACES.sub(b" ", block)
     if b" \n" in block:
@@ -117,6 +124,20 @@ def _one_space(block: bytes) -> bytes:
     return block[1:] if block.startswith(b" ") else block
 
 
+def _has_empty_field(table: Any) -> bool:
+    """Whether a field of ``table`` (parsed with one space between fields) is empty: a blank
+    line, or spaces that are not single separators (the block is then normalized and read again)."""
+    pa = require("pyarrow", "reading TREC files")
+    pc = require("pyarrow.compute", "reading TREC files")
+    for field in table.columns:
+        values = field.combine_chunks()
+        if pa.types.is_dictionary(values.type):
+            values = values.dictionary
+        if len(values) and pc.min(pc.binary_length(values)).as_py() == 0:
+            return True
+    return False
+
+
 def trec_chunks(
     path: Any, fields: Sequence[str], keep: Sequence[str], block_size: Optional[int] = None
 ) -> Iterator[tuple]:
@@ -124,31 +145,40 @@ def trec_chunks(
 
     Fields are separated by any run of spaces and tabs; spaces at the start and end of a line and
     Windows line endings are ignored (as trec_eval and pytrec_eval read them). A line without
-    exactly ``len(fields)`` fields, a blank line included, raises a FileFormatError naming it."""
+    exactly ``len(fields)`` fields, a blank line included, raises a FileFormatError naming it.
+    Each block is parsed as single-space separated first (Arrow's multithreaded reader); a block
+    with other spacing is normalized and parsed again."""
     pa = require("pyarrow", "reading TREC files")
     csv = require("pyarrow.csv", "reading TREC files")
     _check_exists(path)
     read_options = csv.ReadOptions(column_names=list(fields), use_threads=True, block_size=1 << 22)
     parse_options = csv.ParseOptions(delimiter=" ", quote_char=False, escape_char=False, ignore_empty_lines=False)
+    # the fields not kept are read as dictionaries (few distinct values: cheap), to see that
+    # none is empty
+    types = {name: pa.string() if name in keep else pa.dictionary(pa.int32(), pa.string()) for name in fields}
     convert_options = csv.ConvertOptions(
-        include_columns=list(keep),
-        column_types={name: pa.string() for name in keep},
-        strings_can_be_null=False,
-        quoted_strings_can_be_null=False,
+        column_types=types, strings_can_be_null=False, quoted_strings_can_be_null=False
     )
+
+    def parse(block: bytes) -> Any:
+        return csv.read_csv(
+            pa.py_buffer(block), read_options=read_options, parse_options=parse_options, convert_options=convert_options
+        )
+
     for line, block in _text_blocks(path, block_size or CHUNK_BYTES):
-        block = _one_space(block)
-        if block.startswith(b"\n") or b"\n\n" in block:  # Arrow's reader reads a blank line as empty fields
-            raise _first_bad_line(path, line, block, fields, ValueError("a blank line"))
+        block = _spaces_only(block)
         try:
-            table = csv.read_csv(
-                pa.py_buffer(block),
-                read_options=read_options,
-                parse_options=parse_options,
-                convert_options=convert_options,
-            )
-        except (pa.ArrowInvalid, UnicodeDecodeError) as error:
-            raise _first_bad_line(path, line, block, fields, error) from None
+            table = parse(block)
+        except (pa.ArrowInvalid, UnicodeDecodeError):
+            table = None
+        if table is None or _has_empty_field(table):
+            block = _one_space(block)
+            if block.startswith(b"\n") or b"\n\n" in block:  # Arrow's reader reads a blank line as empty fields
+                raise _first_bad_line(path, line, block, fields, ValueError("a blank line"))
+            try:
+                table = parse(block)
+            except (pa.ArrowInvalid, UnicodeDecodeError) as error:
+                raise _first_bad_line(path, line, block, fields, error) from None
         if table.num_rows:
             yield line, {name: table.column(name).combine_chunks() for name in keep}
 
