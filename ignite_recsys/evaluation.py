@@ -315,7 +315,9 @@ def evaluate(
         exclude: interactions whose items are not recommended to their users (the training
             history): an Interactions with the same id maps as ``test`` (``user_map=`` and
             ``item_map=test.item_map``) or a file path (read with them; repeated pairs merged).
-        num_items: the catalog size (default: the test table's).
+        num_items: the catalog size (default: the test table's). When it is known (given here
+            or to the test table), ranked ids and a run's integer item ids at or past it are
+            refused, and the metrics are told it.
         batch_size: users per update (default: 1024 for a model's scores, 2048 for a run, 16384
             for ranked lists).
         device: where the metrics run and the model's user ids are sent.
