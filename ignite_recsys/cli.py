@@ -81,7 +81,10 @@ def _plain(text: str) -> str:
 def _add_conventions(group: Any) -> None:
     """One option per convention argument of RankingMetrics, read from the registry."""
     for argument, option in ranking_metrics_options().items():
-        help_text = f"{_plain(option.description)} (default {option.default!r})"
+        description = re.sub(r",? or a callable .*$", "", option.description)  # not from a command line
+        if option.choices and not any(f'"{value}"' in description for value in option.values):
+            description += " (" + "; ".join(f"{c.value}: {c.reproduces}" for c in option.choices) + ")"
+        help_text = f"{_plain(description)}; default {option.default!r}"
         if argument == "gain_function":
             group.add_argument(_flag(argument), choices=V.GAIN_FUNCTIONS, help=help_text)
         elif option.values:
@@ -163,8 +166,11 @@ def _parser() -> argparse.ArgumentParser:
     evaluate_command = commands.add_parser(
         "evaluate",
         help="evaluate a run against test interactions (qrels)",
-        description="Evaluate a run against test interactions (qrels): each user's "
-        "items ranked by score, metrics averaged over the test users.",
+        description=textwrap.fill(
+            "Evaluate a run against test interactions (qrels): each user's items ranked by score, "
+            "metrics averaged over the test users.",
+            96,
+        ),
         epilog=EVALUATE_EXAMPLES + "\n" + _metric_names() + FILES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
