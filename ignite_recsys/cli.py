@@ -266,9 +266,10 @@ def _finite(value: Any) -> Any:
     return value
 
 
-def _user_names(result: Any) -> List[str]:
+def _users(result: Any) -> list:
+    """The users of the per-user values, as the test table holds them (str or int)."""
     ids = result.user_ids
-    return [str(user) for user in (ids.tolist() if hasattr(ids, "tolist") else ids)]
+    return list(ids.tolist() if hasattr(ids, "tolist") else ids)
 
 
 def _summary_table(result: Any) -> List[str]:
@@ -299,7 +300,7 @@ def _render_evaluation(result: Any, args: argparse.Namespace) -> str:
             values = {key: value.tolist() for key, value in result.per_user().items()}
             document["per_user"] = [
                 {"user": user, **{key: values[key][row] for key in values}}
-                for row, user in enumerate(_user_names(result))
+                for row, user in enumerate(_users(result))
             ]
         return json.dumps(_finite(document), indent=2, ensure_ascii=False)
     if args.format in ("latex", "markdown"):
@@ -311,7 +312,7 @@ def _render_evaluation(result: Any, args: argparse.Namespace) -> str:
     if args.per_user:  # trec_eval -q: one line per (metric, user) counted, then the means as user "all"
         lines = []
         values = {key: value.tolist() for key, value in result.per_user().items()}
-        for row, user in enumerate(_user_names(result)):
+        for row, user in enumerate(_users(result)):
             for key in values:
                 if not math.isnan(values[key][row]):
                     lines.append(f"{key}\t{user}\t{values[key][row]:.4f}")

@@ -178,7 +178,7 @@ class EvaluationResult:
             (NaN with fewer than two counted users).
         level: the intervals' level.
         user_ids: with ``per_user=True``, the users of the per-user values in ascending dense id
-            order: their original ids (strings when the test table maps them).
+            order: their original ids when the test table maps them (strings or integers).
         info: counts of what was read: ``test_users``, and for a run ``run_rows``,
             ``run_rows_not_in_test`` (rows of users the test table does not hold: not evaluated),
             ``test_users_not_in_run`` (evaluated with an empty list).

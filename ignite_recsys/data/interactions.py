@@ -226,7 +226,8 @@ class Interactions:
         users, items: one entry per interaction: torch tensors, numpy arrays, sequences, pandas or
             polars Series, pyarrow arrays. Integer ids of any integer dtype are used as they are
             (dense ids, each >= 0); strings are mapped to dense ids by an :class:`IdMap` (sorted
-            order), kept as ``user_map`` / ``item_map``.
+            order), kept as ``user_map`` / ``item_map``. (:meth:`from_frame` maps integer ids
+            too.)
         values: the grade of each interaction (default: 1 for every one), stored as float64;
             NaN is refused.
         num_items: the catalog size; default ``len(item_map)`` when the items are mapped (read
