@@ -79,8 +79,8 @@ def _expand_cutoffs(names: Sequence[Any]) -> list:
             expanded.append(entry)  # refused by parse_metrics, with its type
             continue
         previous = None
-        for part in (part.strip() for part in entry.split(",")):
-            if not part:
+        for part in (part.strip() for part in entry.split(",")) if "," in entry else [entry]:
+            if not part and "," in entry:
                 continue
             if part.isdigit():
                 if previous is None:
@@ -118,6 +118,7 @@ def parse_metrics(names: Union[str, Sequence[str]]) -> List[MetricName]:
     This is the one place that reads the library's registry of ranking metrics.
     """
 
+    original_names = names
     if isinstance(names, str):
         names = [names]
     if isinstance(names, (bytes, dict)) or not isinstance(names, Sequence) or not names:
@@ -125,6 +126,8 @@ def parse_metrics(names: Union[str, Sequence[str]]) -> List[MetricName]:
             f"metrics must be a non-empty list of metric names (e.g. ['ndcg@10', 'recall@20']), got {names!r}"
         )
     names = _expand_cutoffs(names)
+    if not names:
+        raise ValueError(f"metrics must name at least one metric (e.g. 'ndcg@10,recall@20'), got {original_names!r}")
     known = sorted(set(ALIASES) | set(ALL_METRICS))
     parsed: List[MetricName] = []
     for original in names:

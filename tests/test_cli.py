@@ -397,3 +397,33 @@ def test_integer_ids_past_int32_in_tables(tmp_path, cli):
         )  # fmt: skip
         assert code == 0, err
         assert json.loads(out)["means"]["ndcg@3"] == pytest.approx(expected, abs=1e-12)
+
+
+def test_several_cutoffs_shorthand_in_the_shared_parser(tmp_path):
+    from ignite_recsys import evaluate
+    from ignite_recsys.evaluation import parse_metrics
+
+    assert [m.key for m in parse_metrics("ndcg@1,5,10,P_5,10,r_precision")] == [
+        "ndcg@1",
+        "ndcg@5",
+        "ndcg@10",
+        "precision@5",
+        "precision@10",
+        "r_precision",
+    ]
+    assert [m.key for m in parse_metrics(["recall@20", "ndcg@1,5"])] == ["recall@20", "ndcg@1", "ndcg@5"]
+    for bad, message in (
+        ("5,ndcg@1", "follows no metric with a cut-off"),
+        ("r_precision,5", "follows no metric with a cut-off"),
+        (",", "at least one metric"),
+        (["ndcg@10", ""], "must name a metric"),
+    ):
+        with pytest.raises(ValueError, match=message):
+            parse_metrics(bad)
+    qrels_path, [run_path], qrels, [run] = _files(tmp_path, runs=1)
+    options = dict(progress=False, gain_function="linear", ignore_zero_hits=False)
+    short = evaluate(run_path, qrels_path, "ndcg@1,5,10", **options)
+    reference = _trec(qrels, run, ["ndcg_cut_1", "ndcg_cut_5", "ndcg_cut_10"])
+    assert list(short.means) == ["ndcg@1", "ndcg@5", "ndcg@10"]
+    for key, measure in zip(short.means, reference):
+        assert short.means[key] == pytest.approx(reference[measure].mean(), abs=1e-12)
