@@ -299,8 +299,7 @@ def _render_evaluation(result: Any, args: argparse.Namespace) -> str:
         if args.per_user:
             values = {key: value.tolist() for key, value in result.per_user().items()}
             document["per_user"] = [
-                {"user": user, **{key: values[key][row] for key in values}}
-                for row, user in enumerate(_users(result))
+                {"user": user, **{key: values[key][row] for key in values}} for row, user in enumerate(_users(result))
             ]
         return json.dumps(_finite(document), indent=2, ensure_ascii=False)
     if args.format in ("latex", "markdown"):
@@ -333,6 +332,11 @@ def _run_names(args: argparse.Namespace) -> List[str]:
     if len(set(names)) != len(names):
         raise UsageError(f"each run needs its own name, got {names}: name them with --name")
     return names
+
+
+def _p_value(p: float) -> str:
+    """A p-value to 4 decimals, or in scientific notation below 1e-4 (not as 0.0000)."""
+    return f"{p:.4f}" if p >= 1e-4 or p == 0 else f"{p:.1e}"
 
 
 def _render_comparison(report: Report, results: dict, args: argparse.Namespace) -> str:
@@ -380,8 +384,12 @@ def _render_comparison(report: Report, results: dict, args: argparse.Namespace) 
         if row["p_value"] is None:
             tail = f"{'':>8}  {'':>8}  {'':>9}"
         else:
-            tail = f"{row['difference']:+8.4f}  {row['p_value']:8.4f}  {row['adjusted_p_value']:9.4f} {row['marker']}"
-        lines.append(f"{row['run']:<{name_width}}  {row['metric']:<{metric_width}}  {row['mean']:8.4f}  {tail}")
+            tail = (
+                f"{row['difference']:+8.4f}  {_p_value(row['p_value']):>8}  "
+                f"{_p_value(row['adjusted_p_value']):>9} {row['marker']}"
+            )
+        line = f"{row['run']:<{name_width}}  {row['metric']:<{metric_width}}  {row['mean']:8.4f}  {tail}"
+        lines.append(line.rstrip())
     test = {"t": "paired t-test", "randomization": "paired randomization test"}[args.method]
     lines += [
         "",
