@@ -1,9 +1,11 @@
-"""The command line: ``ignite-recsys evaluate`` (or ``python -m ignite_recsys evaluate``).
+"""The command line: ``ignite-recsys evaluate`` and ``ignite-recsys compare`` (or ``python -m
+ignite_recsys ...``).
 
 Exit codes: 0 success; 1 an unexpected error; 2 a usage error (bad or missing options, an unknown
-metric name or convention); 3 a file that does not exist or cannot be opened; 4 a malformed file
-(the message names the file, the line and the column); 5 a missing optional package (the message
-names the extra to install); 6 nothing to evaluate (no test user counted).
+metric name or convention, a device torch does not have); 3 a file that does not exist or cannot
+be opened or written; 4 a malformed or empty file (the message names the file, the line and the
+column); 5 a missing optional package (the message names the extra to install); 6 nothing to
+evaluate (no test user counted).
 """
 
 from __future__ import annotations
@@ -12,98 +14,217 @@ import argparse
 import json
 import math
 import os
+import re
 import sys
-from typing import Optional, Sequence
+import textwrap
+import warnings
+from typing import Any, List, Optional, Sequence
 
 import torch
 
+from . import _validation as V
+from ._registry import ALL_METRICS, CUTOFF_METRICS, ranking_metrics_options
 from .data import FileFormatError
 from .data.files import read_interactions
-from .evaluation import evaluate
+from .evaluation import ALIASES, evaluate
 from .report import Report
+from .stats import CORRECTION_METHODS, PAIRED_TEST_METHODS
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_NO_FILE, EXIT_MALFORMED, EXIT_MISSING_PACKAGE, EXIT_NOTHING = range(7)
 
-EXAMPLE = """\
-example:
-  ignite-recsys evaluate --qrels test.qrels --run model.trec --metrics ndcg@10,recall@20,r_precision
-  ignite-recsys evaluate --qrels test.parquet --run scores.parquet --exclude train.parquet \\
-      --metrics ndcg@10,P@10 --format json
-  ignite-recsys evaluate --qrels test.qrels --run model.trec --metrics ndcg_cut_10,map_cut_1000 --trec-eval
 
-metrics: ndcg, hit_rate, recall, precision, map, mrr, f1 with a cut-off (ndcg@10, P@10,
-ndcg_cut_10, recip_rank@100, success@5) and r_precision (Rprec).
+def _metric_names() -> str:
+    """The metric names of the registry, and the other spellings accepted, for ``--help``."""
+    cut = ", ".join(name for name in ALL_METRICS if name in CUTOFF_METRICS)
+    uncut = ", ".join(name for name in ALL_METRICS if name not in CUTOFF_METRICS)
+    aliases = ", ".join(sorted(alias for alias, name in ALIASES.items() if alias != name))
+    return (
+        textwrap.fill(f"metrics: {cut} with a cut-off (ndcg@10, or several: ndcg@1,5,10), and {uncut} without one.", 96)
+        + "\n"
+        + textwrap.fill(f"also read: {aliases} (e.g. P@10, ndcg_cut_10, recip_rank@100, success@5, Rprec).", 96)
+        + "\n"
+    )
+
+
+FILES = """\
 files: TREC run (qid Q0 docid rank score tag) and qrels (qid 0 docid rel) text files, and
 parquet or CSV/TSV tables with a header (user/qid, item/docid, score or value/rel columns).
-exit codes: 0 ok, 1 unexpected error, 2 usage error, 3 file not found, 4 malformed file,
-5 missing optional package, 6 no test user to count.
+exit codes: 0 ok, 1 unexpected error, 2 usage error, 3 file not found or not writable,
+4 malformed or empty file, 5 missing optional package, 6 no test user to count.
+"""
+
+EVALUATE_EXAMPLES = """\
+examples:
+  ignite-recsys evaluate --qrels test.qrels --run model.trec --metrics ndcg@1,5,10,recall@20,r_precision
+  ignite-recsys evaluate --qrels test.parquet --run scores.parquet --exclude train.parquet \\
+      --metrics ndcg@10,P@10 --format json --output result.json
+  ignite-recsys evaluate --qrels test.qrels --run model.trec --metrics ndcg_cut_10,map_cut_1000 --trec-eval --per-user
+"""
+
+COMPARE_EXAMPLES = """\
+examples:
+  ignite-recsys compare --qrels test.qrels --run baseline.trec --run model.trec --metrics ndcg@10,recall@20
+  ignite-recsys compare --qrels test.qrels --run a.trec --run b.trec --run c.trec --metrics ndcg@10 \\
+      --test randomization --format latex --output table.tex
 """
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="ignite-recsys",
-        description="Recommender and retrieval evaluation from files, with ignite_recsys's metrics.",
-    )
-    commands = parser.add_subparsers(dest="command", required=True)
-    evaluate = commands.add_parser(
-        "evaluate",
-        help="evaluate a run against test interactions (qrels)",
-        description="Evaluate a run against test interactions (qrels): each user's "
-        "items ranked by score, metrics averaged over the test users.",
-        epilog=EXAMPLE,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    evaluate.add_argument(
+def _flag(argument: str) -> str:
+    return "--" + argument.replace("_", "-")
+
+
+def _plain(text: str) -> str:
+    """A registry description without reStructuredText markup (for ``--help``)."""
+    return re.sub(r"``([^`]*)``", r"\1", text).replace("%", "%%")
+
+
+def _add_conventions(group: Any) -> None:
+    """One option per convention argument of RankingMetrics, read from the registry."""
+    for argument, option in ranking_metrics_options().items():
+        description = re.sub(r",? or a callable .*$", "", option.description)  # not from a command line
+        if option.choices and not any(f'"{value}"' in description for value in option.values):
+            description += " (" + "; ".join(f"{c.value}: {c.reproduces}" for c in option.choices) + ")"
+        help_text = f"{_plain(description)}; default {option.default!r}"
+        if argument == "gain_function":
+            group.add_argument(_flag(argument), choices=V.GAIN_FUNCTIONS, help=help_text)
+        elif option.values:
+            group.add_argument(_flag(argument), choices=option.values, help=help_text)
+        elif isinstance(option.default, bool):
+            group.add_argument(_flag(argument), choices=("true", "false"), help=help_text)
+        elif isinstance(option.default, (int, float)):
+            group.add_argument(_flag(argument), type=float, metavar="X", help=help_text)
+        else:  # pragma: no cover - a new kind of convention needs its option here
+            raise TypeError(f"no command-line option for the convention {argument!r}")
+
+
+def _common(parser: argparse.ArgumentParser, formats: Sequence[str]) -> None:
+    """The options that evaluate and compare share (``--run`` is each command's own)."""
+    parser.add_argument(
         "--qrels",
         "--test",
         dest="qrels",
         required=True,
         help="test interactions: a TREC qrels file or a parquet/CSV table",
     )
-    evaluate.add_argument("--run", required=True, help="the run: a TREC run file or a parquet/CSV table")
-    evaluate.add_argument("--metrics", required=True, help="comma-separated names, e.g. ndcg@10,recall@20")
-    evaluate.add_argument("--exclude", help="interactions to exclude (e.g. the training history), a file")
-    evaluate.add_argument("--format", choices=("table", "json", "latex"), default="table", help="output format")
-    evaluate.add_argument(
+    parser.add_argument(
+        "--metrics",
+        required=True,
+        help="comma-separated names, e.g. ndcg@10,recall@20 (ndcg@1,5,10: one metric at several cut-offs)",
+    )
+    parser.add_argument("--exclude", help="interactions to exclude (e.g. the training history), a file")
+    parser.add_argument("--format", choices=formats, default="table", help="output format (default: table)")
+    parser.add_argument("--output", "-o", metavar="FILE", help="write the output to FILE instead of stdout")
+    parser.add_argument(
         "--qrels-format",
         choices=("trec", "parquet", "csv", "tsv"),
         help="default: from the file name (.parquet, .csv, .tsv; anything else is TREC)",
     )
-    evaluate.add_argument("--run-format", choices=("trec", "parquet", "csv", "tsv"), help="as --qrels-format")
-    evaluate.add_argument("--user-col", help="the user column of the tables (default: user, qid, ...)")
-    evaluate.add_argument("--item-col", help="the item column of the tables (default: item, docid, ...)")
-    evaluate.add_argument("--value-col", help="the grade column of the test table (default: value, rel, ...)")
-    evaluate.add_argument("--score-col", help="the score column of the run table (default: score)")
-    evaluate.add_argument("--num-items", type=int, help="the catalog size (default: from the test table)")
-    evaluate.add_argument(
-        "--trec-eval",
-        action="store_true",
-        help="trec_eval's conventions: linear gains, MAP "
-        "divided by |R|, users without a relevant item counted (as ranx)",
-    )
-    evaluate.add_argument("--gain-function", choices=("exp_rank", "linear_rank", "binary", "exp_rank_shifted"))
-    evaluate.add_argument(
-        "--relevance-threshold", type=float, help="an item is relevant when its grade is at least this (default 1)"
-    )
-    evaluate.add_argument("--map-normalization", choices=("min_k_relevant", "relevant", "hits"))
-    evaluate.add_argument("--recall-normalization", choices=("relevant", "min_k_relevant"))
-    evaluate.add_argument("--precision-normalization", choices=("k", "min_k_items"))
-    evaluate.add_argument(
-        "--ignore-zero-hits",
-        choices=("true", "false"),
-        help="skip users without a relevant item (default true; false counts them as 0)",
-    )
-    evaluate.add_argument(
+    parser.add_argument("--run-format", choices=("trec", "parquet", "csv", "tsv"), help="as --qrels-format")
+    parser.add_argument("--user-col", help="the user column of the tables (default: user, qid, ...)")
+    parser.add_argument("--item-col", help="the item column of the tables (default: item, docid, ...)")
+    parser.add_argument("--value-col", help="the grade column of the test table (default: value, rel, ...)")
+    parser.add_argument("--score-col", help="the score column of the run table (default: score)")
+    parser.add_argument("--num-items", type=int, help="the catalog size (default: from the test table)")
+    parser.add_argument(
         "--run-ties",
         choices=("docid", "order"),
         default="docid",
         help="equal scores: the larger item id first (trec_eval; default) or file order",
     )
-    evaluate.add_argument("--level", type=float, default=0.95, help="confidence level of the intervals")
-    evaluate.add_argument("--batch-size", type=int, help="users per update (default 16384)")
-    evaluate.add_argument("--device", default="cpu", help="torch device of the metrics")
-    evaluate.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.add_argument("--level", type=float, default=0.95, help="confidence level of the intervals")
+    parser.add_argument("--batch-size", type=int, help="users per update (default 16384)")
+    parser.add_argument("--device", default="cpu", help="torch device of the metrics (cpu, cuda, cuda:1, ...)")
+    parser.add_argument(
+        "--no-progress", action="store_true", help="no progress bar (one is shown only when stderr is a terminal)"
+    )
+    conventions = parser.add_argument_group("conventions (each metric's default unless given)")
+    conventions.add_argument(
+        "--trec-eval",
+        action="store_true",
+        help="trec_eval's conventions: linear gains, MAP divided by |R|, users without a relevant item "
+        "counted (as ranx); an option below overrides it",
+    )
+    conventions.add_argument(
+        "--relevance-threshold", type=float, help="an item is relevant when its grade is at least this (default 1)"
+    )
+    conventions.add_argument(
+        "--ignore-zero-hits",
+        choices=("true", "false"),
+        help="skip users without a relevant item (default true; false counts them as 0)",
+    )
+    _add_conventions(conventions)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="ignite-recsys",
+        description="Recommender and retrieval evaluation from files, with ignite_recsys's metrics.",
+        epilog=_metric_names(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    commands = parser.add_subparsers(dest="command", required=True)
+    evaluate_command = commands.add_parser(
+        "evaluate",
+        help="evaluate a run against test interactions (qrels)",
+        description=textwrap.fill(
+            "Evaluate a run against test interactions (qrels): each user's items ranked by score, "
+            "metrics averaged over the test users.",
+            96,
+        ),
+        epilog=EVALUATE_EXAMPLES + "\n" + _metric_names() + FILES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    evaluate_command.add_argument("--run", required=True, help="the run: a TREC run file or a parquet/CSV table")
+    evaluate_command.add_argument(
+        "--per-user",
+        action="store_true",
+        help="each user's values too: with --format table as trec_eval -q (metric, user, value lines, then "
+        "'all' for the means), with --format json under per_user",
+    )
+    _common(evaluate_command, ("table", "json", "latex", "markdown"))
+    compare_command = commands.add_parser(
+        "compare",
+        help="compare two or more runs on the same test interactions, with paired tests",
+        description=textwrap.fill(
+            "Compare runs on the same test interactions: each run's means, and for every run after the "
+            "first a paired test against the first run on the same users, the p-values of all the "
+            "comparisons corrected together (Holm by default). A mean significantly higher than the "
+            "first run's is marked +, lower -, in the table (†/‡ in Markdown and LaTeX).",
+            96,
+        ),
+        epilog=COMPARE_EXAMPLES + "\n" + _metric_names() + FILES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    compare_command.add_argument(
+        "--run",
+        action="append",
+        required=True,
+        metavar="RUN",
+        help="a run (TREC run file or parquet/CSV table), given two or more times; the first is the baseline",
+    )
+    compare_command.add_argument(
+        "--name",
+        action="append",
+        metavar="NAME",
+        help="the name of each run in the output, in the order of --run (default: the file names)",
+    )
+    compare_command.add_argument(
+        "--stat-test", dest="method", choices=PAIRED_TEST_METHODS, default="t", help="the paired test (default t)"
+    )
+    compare_command.add_argument(
+        "--correction",
+        choices=CORRECTION_METHODS,
+        default="holm",
+        help="the correction of the p-values for the number of comparisons (default holm)",
+    )
+    compare_command.add_argument(
+        "--alpha", type=float, default=0.05, help="significance level of the markers (default 0.05)"
+    )
+    compare_command.add_argument(
+        "--permutations", type=int, default=10000, help="random sign flips of the randomization test (default 10000)"
+    )
+    compare_command.add_argument("--seed", type=int, default=0, help="seed of the randomization test (default 0)")
+    _common(compare_command, ("table", "json", "latex", "markdown"))
     return parser
 
 
@@ -111,48 +232,240 @@ def _conventions(args: argparse.Namespace) -> dict:
     conventions: dict = {}
     if args.trec_eval:
         conventions.update(gain_function="linear_rank", map_normalization="relevant", ignore_zero_hits=False)
-    for name in (
-        "gain_function",
-        "relevance_threshold",
-        "map_normalization",
-        "recall_normalization",
-        "precision_normalization",
-    ):
-        if getattr(args, name) is not None:
-            conventions[name] = getattr(args, name)
+    if args.relevance_threshold is not None:
+        conventions["relevance_threshold"] = args.relevance_threshold
     if args.ignore_zero_hits is not None:
         conventions["ignore_zero_hits"] = args.ignore_zero_hits == "true"
+    for argument, option in ranking_metrics_options().items():
+        value = getattr(args, argument)
+        if value is not None:
+            conventions[argument] = value == "true" if isinstance(option.default, bool) else value
     return conventions
 
 
-def _render(result, args: argparse.Namespace) -> str:
-    if args.format == "json":
-        return json.dumps(
-            {
-                "means": result.means,
-                "intervals": {key: list(value) for key, value in result.intervals.items()},
-                "level": result.level,
-                "info": result.info,
-            },
-            indent=2,
-            default=lambda value: None if isinstance(value, float) and math.isnan(value) else value,
-        )
-    if args.format == "latex":
-        name = os.path.basename(str(args.run))
-        return Report(
-            {name: {key: (result.means[key], result.intervals[key]) for key in result.means}}, level=result.level
-        ).to_latex()
+class UsageError(ValueError):
+    """A bad option value found after parsing (exit code 2)."""
+
+
+def _check_device(name: str) -> None:
+    try:
+        torch.empty(0, device=name)
+    except (RuntimeError, ValueError, AssertionError) as error:
+        first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise UsageError(f"--device {name!r} is not a device torch can use here ({first})") from None
+
+
+def _finite(value: Any) -> Any:
+    """``value`` with NaN floats as None (JSON has no NaN)."""
+    if isinstance(value, float):
+        return None if math.isnan(value) else value
+    if isinstance(value, dict):
+        return {key: _finite(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(item) for item in value]
+    return value
+
+
+def _users(result: Any) -> list:
+    """The users of the per-user values, as the test table holds them (str or int)."""
+    ids = result.user_ids
+    return list(ids.tolist() if hasattr(ids, "tolist") else ids)
+
+
+def _summary_table(result: Any) -> List[str]:
     width = max(len(key) for key in result.means)
     lines = [f"{'metric':<{width}}  {'mean':>8}  {int(round(result.level * 100))}% interval"]
     for key, mean in result.means.items():
         low, high = result.intervals[key]
         lines.append(f"{key:<{width}}  {mean:8.4f}  [{low:.4f}, {high:.4f}]")
-    info = result.info
-    lines.append(
-        f"\n{info['test_users']} test users; {info.get('test_users_not_in_run', 0)} not in the run "
+    return lines
+
+
+def _info_line(info: dict) -> str:
+    return (
+        f"{info['test_users']} test users; {info.get('test_users_not_in_run', 0)} not in the run "
         f"(empty lists); {info.get('run_rows_not_in_test', 0)} run row(s) of users not in the test set"
     )
-    return "\n".join(lines)
+
+
+def _render_evaluation(result: Any, args: argparse.Namespace) -> str:
+    if args.format == "json":
+        document: dict = {
+            "means": result.means,
+            "intervals": {key: list(value) for key, value in result.intervals.items()},
+            "level": result.level,
+            "info": result.info,
+        }
+        if args.per_user:
+            values = {key: value.tolist() for key, value in result.per_user().items()}
+            document["per_user"] = [
+                {"user": user, **{key: values[key][row] for key in values}} for row, user in enumerate(_users(result))
+            ]
+        return json.dumps(_finite(document), indent=2, ensure_ascii=False)
+    if args.format in ("latex", "markdown"):
+        name = os.path.basename(str(args.run))
+        report = Report(
+            {name: {key: (result.means[key], result.intervals[key]) for key in result.means}}, level=result.level
+        )
+        return report.to_latex() if args.format == "latex" else report.to_markdown()
+    if args.per_user:  # trec_eval -q: one line per (metric, user) counted, then the means as user "all"
+        lines = []
+        values = {key: value.tolist() for key, value in result.per_user().items()}
+        for row, user in enumerate(_users(result)):
+            for key in values:
+                if not math.isnan(values[key][row]):
+                    lines.append(f"{key}\t{user}\t{values[key][row]:.4f}")
+        lines += [f"{key}\tall\t{mean:.4f}" for key, mean in result.means.items()]
+        return "\n".join(lines)
+    return "\n".join(_summary_table(result) + ["", _info_line(result.info)])
+
+
+def _run_names(args: argparse.Namespace) -> List[str]:
+    if args.name is not None:
+        if len(args.name) != len(args.run):
+            raise UsageError(f"--name must be given once per --run ({len(args.run)} times), got {len(args.name)}")
+        names = list(args.name)
+    else:
+        names = [os.path.basename(os.fspath(run)) or os.fspath(run) for run in args.run]
+        if len(set(names)) != len(names):
+            names = [os.fspath(run) for run in args.run]
+    if len(set(names)) != len(names):
+        raise UsageError(f"each run needs its own name, got {names}: name them with --name")
+    return names
+
+
+def _p_value(p: float) -> str:
+    """A p-value to 4 decimals, or in scientific notation below 1e-4 (not as 0.0000)."""
+    return f"{p:.4f}" if p >= 1e-4 or p == 0 else f"{p:.1e}"
+
+
+def _render_comparison(report: Report, results: dict, args: argparse.Namespace) -> str:
+    names, baseline = list(results), report.baseline
+    columns = report.columns
+    if args.format == "latex":
+        return report.to_latex()
+    if args.format == "markdown":
+        return report.to_markdown()
+    rows = []
+    for name in names:
+        for column in columns:
+            test = report.tests.get((name, column))
+            marker = report.marker(name, column)
+            rows.append(
+                {
+                    "run": name,
+                    "metric": column,
+                    "mean": results[name].means[column],
+                    "difference": None if test is None else test.mean_difference,
+                    "p_value": None if test is None else test.p_value,
+                    "adjusted_p_value": None if test is None else report.adjusted_p_values[name, column],
+                    "significant": None if test is None else marker != "",
+                    "marker": {"†": "+", "‡": "-", "": ""}[marker],
+                }
+            )
+    if args.format == "json":
+        document = {
+            "baseline": baseline,
+            "test": args.method,
+            "correction": args.correction,
+            "alpha": args.alpha,
+            "rows": rows,
+            "info": {name: result.info for name, result in results.items()},
+        }
+        return json.dumps(_finite(document), indent=2, ensure_ascii=False)
+    name_width = max(len("run"), *(len(name) for name in names))
+    metric_width = max(len("metric"), *(len(column) for column in columns))
+    header = (
+        f"{'run':<{name_width}}  {'metric':<{metric_width}}  {'mean':>8}  {'diff':>8}  {'p':>8}  "
+        f"{args.correction + ' p':>9}"
+    )
+    lines = [header]
+    for row in rows:
+        if row["p_value"] is None:
+            tail = f"{'':>8}  {'':>8}  {'':>9}"
+        else:
+            tail = (
+                f"{row['difference']:+8.4f}  {_p_value(row['p_value']):>8}  "
+                f"{_p_value(row['adjusted_p_value']):>9} {row['marker']}"
+            )
+        line = f"{row['run']:<{name_width}}  {row['metric']:<{metric_width}}  {row['mean']:8.4f}  {tail}"
+        lines.append(line.rstrip())
+    test = {"t": "paired t-test", "randomization": "paired randomization test"}[args.method]
+    lines += [
+        "",
+        f"diff, p: against {baseline} ({test} on the users both count; {args.correction}-corrected p over "
+        f"{len(report.tests)} comparisons); +/-: significantly higher/lower at {args.alpha:g}",
+        _info_line(results[baseline].info) + f" (of {baseline})",
+    ]
+    return "\n".join(lines).rstrip()
+
+
+def _read_test(args: argparse.Namespace) -> tuple:
+    table = {"user": args.user_col, "item": args.item_col}
+    test = read_interactions(
+        args.qrels, format=args.qrels_format, value=args.value_col, num_items=args.num_items, **table
+    )
+    if len(test.users) == 0:
+        raise FileFormatError(args.qrels, None, None, "holds no test interactions: nothing to evaluate")
+    exclude = None
+    if args.exclude is not None:
+        exclude = read_interactions(
+            args.exclude, format=None, user_map=test.user_map, item_map=test.item_map, duplicates="max", **table
+        )
+    return test, exclude
+
+
+def _evaluate(run: Any, test: Any, exclude: Any, args: argparse.Namespace, per_user: bool) -> Any:
+    return evaluate(
+        run,
+        test,
+        args.metrics,
+        exclude=exclude,
+        num_items=args.num_items,
+        batch_size=args.batch_size,
+        device=args.device,
+        level=args.level,
+        per_user=per_user,
+        progress=not args.no_progress and sys.stderr.isatty(),
+        run_ties=args.run_ties,
+        run_columns=(args.user_col, args.item_col, args.score_col),
+        run_format=args.run_format,
+        num_threads=max(1, torch.get_num_threads() - 1),
+        **_conventions(args),
+    )
+
+
+def _command(args: argparse.Namespace) -> str:
+    """The output of the command (raises on errors, mapped to exit codes by :func:`main`)."""
+    _check_device(args.device)
+    if args.command == "evaluate":
+        if args.per_user and args.format in ("latex", "markdown"):
+            raise UsageError("--per-user is written with --format table or json")
+        test, exclude = _read_test(args)
+        return _render_evaluation(_evaluate(args.run, test, exclude, args, args.per_user), args)
+    if len(args.run) < 2:
+        raise UsageError("compare needs two or more runs: --run A --run B")
+    names = _run_names(args)
+    if not 0 < args.alpha < 1:
+        raise UsageError(f"--alpha must lie strictly between 0 and 1 (e.g. 0.05), got {args.alpha!r}")
+    test, exclude = _read_test(args)
+    results = {name: _evaluate(run, test, exclude, args, True) for name, run in zip(names, args.run)}
+    options = {"num_permutations": args.permutations, "seed": args.seed} if args.method == "randomization" else {}
+    report = Report(
+        {name: result.to_report() for name, result in results.items()},
+        baseline=names[0],
+        level=args.level,
+        method=args.method,
+        correction=args.correction,
+        alpha=args.alpha,
+        **options,
+    )
+    return _render_comparison(report, results, args)
+
+
+def _show_warning(message: Any, category: Any, filename: str, lineno: int, file: Any = None, line: Any = None) -> None:
+    """A warning on stderr as one readable line (no source location)."""
+    print(f"ignite-recsys: warning: {message}", file=sys.stderr)
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -168,33 +481,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print(f"ignite-recsys: error: {message}", file=sys.stderr)
         return code
 
+    shown = warnings.showwarning
+    warnings.showwarning = _show_warning
     try:
-        table = {"user": args.user_col, "item": args.item_col}
-        test = read_interactions(
-            args.qrels, format=args.qrels_format, value=args.value_col, num_items=args.num_items, **table
-        )
-        exclude = None
-        if args.exclude is not None:
-            exclude = read_interactions(
-                args.exclude, format=None, user_map=test.user_map, item_map=test.item_map, duplicates="max", **table
-            )
-        columns = (args.user_col, args.item_col, args.score_col)
-        result = evaluate(
-            args.run,
-            test,
-            args.metrics,
-            exclude=exclude,
-            num_items=args.num_items,
-            batch_size=args.batch_size,
-            device=args.device,
-            level=args.level,
-            progress=not args.no_progress,
-            run_ties=args.run_ties,
-            run_columns=columns,
-            run_format=args.run_format,
-            num_threads=max(1, torch.get_num_threads() - 1),
-            **_conventions(args),
-        )
+        text = _command(args)
     except FileNotFoundError as error:
         return fail(EXIT_NO_FILE, str(error))
     except FileFormatError as error:
@@ -207,13 +497,28 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return fail(EXIT_USAGE, str(error))
     except OSError as error:
         return fail(EXIT_NO_FILE, str(error))
-    print(_render(result, args))
+    finally:
+        warnings.showwarning = shown
+    if args.output is None:
+        print(text)
+        return EXIT_OK
+    try:
+        with open(args.output, "w", encoding="utf-8") as handle:
+            handle.write(text + "\n")
+    except OSError as error:
+        return fail(EXIT_NO_FILE, f"cannot write --output {args.output}: {error}")
     return EXIT_OK
 
 
 def console() -> None:
     """The ``ignite-recsys`` console script."""
-    sys.exit(main())
+    try:
+        code = main()
+        sys.stdout.flush()
+    except BrokenPipeError:  # the reader stopped early (e.g. `| head`): not an error of ours
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        code = EXIT_OK
+    sys.exit(code)
 
 
 if __name__ == "__main__":  # pragma: no cover

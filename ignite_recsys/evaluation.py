@@ -76,6 +76,32 @@ ALIASES = {
 NOT_ALIASES: dict = {}
 
 
+def _expand_cutoffs(names: Sequence[Any]) -> list:
+    """The entries of ``names`` split at commas; a bare number after a name with a cut-off is
+    that name at another cut-off (``"ndcg@1,5"`` -> ``"ndcg@1"``, ``"ndcg@5"``)."""
+    expanded: list = []
+    for entry in names:
+        if not isinstance(entry, str):
+            expanded.append(entry)  # refused by parse_metrics, with its type
+            continue
+        previous = None
+        for part in (part.strip() for part in entry.split(",")) if "," in entry else [entry]:
+            if not part and "," in entry:
+                continue
+            if part.isdigit():
+                if previous is None:
+                    raise ValueError(
+                        f"metrics: the cut-off {part!r} in {entry!r} follows no metric with a cut-off "
+                        "(write e.g. 'ndcg@1,5,10')"
+                    )
+                part = previous + part
+            else:
+                match = re.fullmatch(r"(.+?[@_])\d+", part)
+                previous = match.group(1) if match is not None else None
+            expanded.append(part)
+    return expanded
+
+
 @dataclass(frozen=True)
 class MetricName:
     """One requested metric: its result key, the registry name and the cut-off (None: none)."""
@@ -89,17 +115,25 @@ def parse_metrics(names: Union[str, Sequence[str]]) -> List[MetricName]:
     """The metrics of ``names`` (a list, or one comma-separated string) as registry names with
     cut-offs. Each name is one of the library's names or an alias (see ``ALIASES``), with a
     cut-off ``@k`` or ``_k`` (``"ndcg@10"``, ``"P@10"``, ``"ndcg_cut_10"``, ``"recip_rank@100"``);
-    ``"r_precision"`` takes none. Every other metric needs its cut-off.
+    ``"r_precision"`` takes none. Every other metric needs its cut-off. A comma-separated entry
+    may give one metric several cut-offs: ``"ndcg@1,5,10"`` is ``ndcg@1``, ``ndcg@5``, ``ndcg@10``.
+
+    >>> [metric.key for metric in parse_metrics("ndcg@1,5,10,P_5,10,r_precision")]
+    ['ndcg@1', 'ndcg@5', 'ndcg@10', 'precision@5', 'precision@10', 'r_precision']
 
     This is the one place that reads the library's registry of ranking metrics.
     """
 
+    original_names = names
     if isinstance(names, str):
-        names = [name.strip() for name in names.split(",") if name.strip()]
+        names = [names]
     if isinstance(names, (bytes, dict)) or not isinstance(names, Sequence) or not names:
         raise ValueError(
             f"metrics must be a non-empty list of metric names (e.g. ['ndcg@10', 'recall@20']), got {names!r}"
         )
+    names = _expand_cutoffs(names)
+    if not names:
+        raise ValueError(f"metrics must name at least one metric (e.g. 'ndcg@10,recall@20'), got {original_names!r}")
     known = sorted(set(ALIASES) | set(ALL_METRICS))
     parsed: List[MetricName] = []
     for original in names:
@@ -153,7 +187,7 @@ class EvaluationResult:
             (NaN with fewer than two counted users).
         level: the intervals' level.
         user_ids: with ``per_user=True``, the users of the per-user values in ascending dense id
-            order: their original ids (strings when the test table maps them).
+            order: their original ids when the test table maps them (strings or integers).
         info: counts of what was read: ``test_users``, and for a run ``run_rows`` (rows read),
             ``run_rows_not_in_test`` (rows of users the test table does not hold: skipped, not
             evaluated), ``test_users_not_in_run`` (evaluated with an empty list),

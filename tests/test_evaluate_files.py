@@ -91,10 +91,15 @@ def test_from_frame_takes_pandas_polars_pyarrow_and_dicts_alike():
         Interactions.from_frame(frame, user="u", item="i", value="v")
         for frame in (pd.DataFrame(columns), polars.DataFrame(columns), pa.table(columns), columns)
     ]
-    for table in tables:
+    for table in tables:  # integer item ids are mapped too: 1, 2, 3 -> 0, 1, 2
         assert list(table.user_map.ids) == ["a", "b"]
-        assert table.item_ids(torch.tensor([0, 1])).ids.tolist() == [[1, -1], [2, 3]]
+        assert table.item_map.ids.tolist() == [1, 2, 3]
+        assert table.item_ids(torch.tensor([0, 1])).ids.tolist() == [[0, -1], [1, 2]]
         assert table.item_ids(torch.tensor([1])).grades.tolist() == [[3.0, 1.0]]
+    for frame in (pd.DataFrame(columns), polars.DataFrame(columns), pa.table(columns), columns):
+        kept = Interactions.from_frame(frame, user="u", item="i", value="v", map_ids=False)
+        assert kept.item_map is None and kept.num_items == 4
+        assert kept.item_ids(torch.tensor([0, 1])).ids.tolist() == [[1, -1], [2, 3]]
     with pytest.raises(ValueError, match="no column 'user'.*columns are"):
         Interactions.from_frame(pd.DataFrame(columns))
 

@@ -460,8 +460,14 @@ def read_interactions(
     items = pa.concat_arrays(parts["item"])
     values = np.concatenate(parts["value"]) if "value" in parts else None
     try:
-        return Interactions(
-            users, items, values, num_items, user_map=user_map, item_map=item_map, duplicates=duplicates
+        return Interactions(  # a table's ids are external ids, mapped as Interactions.from_frame maps them
+            users,
+            items,
+            values,
+            num_items,
+            user_map=IdMap() if user_map is None else user_map,
+            item_map=IdMap() if item_map is None else item_map,
+            duplicates=duplicates,
         )
     except DuplicateInteractionError as error:
         offset = 1 if kind == "parquet" else 2

@@ -89,13 +89,13 @@ def _to_numpy(values: Any) -> np.ndarray:
     return values
 
 
-def _check_int_ids(name: str, values: np.ndarray) -> np.ndarray:
-    """int64 ids, each >= 0 (a ValueError naming the first bad row otherwise)."""
+def _check_int_ids(name: str, values: np.ndarray, negative: bool = False) -> np.ndarray:
+    """int64 ids, each >= 0 unless ``negative`` (a ValueError naming the first bad row otherwise)."""
     if values.dtype.kind == "u" and values.size and values.max() > np.iinfo(np.int64).max:
         row = int(np.argmax(values > np.iinfo(np.int64).max))
         raise ValueError(f"{name}: id {values[row]} at row {row} does not fit in int64")
     values = values.astype(np.int64, copy=False)
-    if values.size and values.min() < 0:
+    if not negative and values.size and values.min() < 0:
         row = int(np.argmax(values < 0))
         raise ValueError(
             f"{name} must be non-negative integer ids, got {values[row]} at row {row} "
@@ -176,6 +176,8 @@ class IdMap:
             self._keys = self._keys.astype(object if kind == "str" else np.int64)
         if kind != self.kind:
             raise TypeError(f"{name} are {kind} ids but the id map holds {self.kind} ids")
+        if kind == "int" and not _is_arrow(values):
+            values = _check_int_ids(name, values, negative=True)
         if _is_arrow(values):
             codes = self._encode_arrow(values)
         else:
@@ -224,7 +226,8 @@ class Interactions:
         users, items: one entry per interaction: torch tensors, numpy arrays, sequences, pandas or
             polars Series, pyarrow arrays. Integer ids of any integer dtype are used as they are
             (dense ids, each >= 0); strings are mapped to dense ids by an :class:`IdMap` (sorted
-            order), kept as ``user_map`` / ``item_map``.
+            order), kept as ``user_map`` / ``item_map``. (:meth:`from_frame` maps integer ids
+            too.)
         values: the grade of each interaction (default: 1 for every one), stored as float64;
             NaN is refused.
         num_items: the catalog size; default ``len(item_map)`` when the items are mapped (read
@@ -356,6 +359,8 @@ class Interactions:
         item: str = "item",
         value: Optional[str] = None,
         num_items: Optional[int] = None,
+        *,
+        map_ids: Optional[bool] = None,
         **options: Any,
     ) -> "Interactions":
         """The interactions of a data frame's ``user`` and ``item`` columns (and ``value``, the
@@ -363,14 +368,31 @@ class Interactions:
         array. ``options`` are those of the constructor (``user_map``, ``item_map``,
         ``duplicates``).
 
+        The ids of a frame are external ids, as RecTools and LensKit take them: strings and
+        integers alike are mapped to dense ids by an :class:`IdMap` (sorted order), kept as
+        ``user_map`` / ``item_map``; ``num_items`` is then the number of distinct items, or the
+        catalog given. ``map_ids=False`` keeps integer ids as they are (dense ids, each >= 0;
+        strings are still mapped); the default (None) maps every column except torch tensors,
+        which hold dense ids. A model's scores follow the maps: column ``j`` of
+        ``scores(users)`` is item ``item_map.ids[j]``.
+
         >>> import pandas as pd
         >>> from ignite_recsys import Interactions
         >>> frame = pd.DataFrame({"user": ["ann", "bob", "ann"], "item": ["x", "y", "z"]})
         >>> test = Interactions.from_frame(frame)
         >>> list(test.user_map.ids), list(test.item_map.ids), test.num_items
         (['ann', 'bob'], ['x', 'y', 'z'], 3)
+        >>> test = Interactions.from_frame(pd.DataFrame({"user": [7, 7, 9], "item": [5000, 5007, 7093]}))
+        >>> test.item_map.ids.tolist(), test.num_items, test.item_ids(test.users).ids.tolist()
+        ([5000, 5007, 7093], 3, [[0, 1], [2, -1]])
         """
+        if map_ids is not None and not isinstance(map_ids, bool):
+            raise TypeError(f"map_ids must be True, False or None, got {map_ids!r}")
         columns = frame_columns(frame, [user, item] + ([value] if value is not None else []), "frame")
+        for role, name in (("user_map", user), ("item_map", item)):
+            mapped = map_ids if map_ids is not None else not isinstance(columns[name], torch.Tensor)
+            if mapped and options.get(role) is None:
+                options[role] = IdMap()  # filled with the column's distinct ids, in sorted order
         return cls(
             columns[user], columns[item], columns.get(value) if value is not None else None, num_items, **options
         )

@@ -318,10 +318,12 @@ class RunStream:
     def _positions(self, dictionary: Any, user_index: np.ndarray, lines: np.ndarray) -> np.ndarray:
         """Each distinct user's position in test.users, -1 when the test table does not hold it."""
         test = self.test
-        if test.user_map is not None:
+        if test.user_map is not None and test.user_map.kind != "int":
             codes = test.user_map.encode(_as_kind(dictionary, test.user_map.kind), name="run users")
-        else:
+        else:  # integer ids: a text id that does not read as one is an error naming its line
             codes = self._int_ids(dictionary, user_index, lines, "user")
+            if test.user_map is not None:
+                codes = test.user_map.encode(codes, name="run users")
         position = np.searchsorted(self._test_users, codes).clip(max=max(len(self._test_users) - 1, 0))
         if not len(self._test_users):
             return np.full(len(codes), -1, dtype=np.int64)
@@ -352,14 +354,21 @@ class RunStream:
         pa = require("pyarrow", "reading a run")
         pc = require("pyarrow.compute", "reading a run")
         test = self.test
-        if test.item_map is None:
+        if test.item_map is None or test.item_map.kind == "int":
             try:
-                return ids_of(
+                ids = ids_of(
                     self.chunks.source, items, 0, self.chunks.labels["item"], "int", self.chunks.unit
                 ).to_numpy(zero_copy_only=False)
             except FileFormatError as error:
                 message = str(error).split(": ", 1)[1]
                 raise self._error(int(lines[error.line]), "item", message) from None
+            if test.item_map is None:
+                return ids
+            codes = test.item_map.encode(ids, name="run items")
+            unknown = codes < 0
+            if unknown.any():  # the same id for the same unknown item
+                codes[unknown] = self.unknown_base + np.unique(ids[unknown], return_inverse=True)[1].reshape(-1)
+            return codes
         codes = test.item_map.encode(_as_kind(items, test.item_map.kind), name="run items")
         unknown = codes < 0
         if unknown.any():

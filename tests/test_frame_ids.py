@@ -1,0 +1,95 @@
+"""Interactions.from_frame maps external ids of any type to dense ids (as RecTools and LensKit):
+numbers checked against numpy and pytrec_eval on the original ids."""
+
+import numpy as np
+import pytest
+import torch
+
+import ignite_recsys as R
+from ignite_recsys import IdMap, Interactions
+
+pd = pytest.importorskip("pandas")
+
+
+def _frame(seed=0, users=40, base=5000, step=7, distinct=300):
+    """Users with integer ids 100, 103, ...; items among ``distinct`` ids base, base + step, ..."""
+    rng = np.random.default_rng(seed)
+    catalog = base + step * np.arange(distinct)
+    rows = [(100 + 3 * user, item) for user in range(users) for item in rng.choice(catalog, 4, replace=False)]
+    return pd.DataFrame(rows, columns=["user", "item"]), catalog
+
+
+def test_integer_ids_are_mapped_like_strings():
+    frame, catalog = _frame()
+    test = Interactions.from_frame(frame)
+    distinct = np.unique(frame["item"])
+    assert test.item_map is not None and test.user_map is not None
+    assert test.num_items == len(distinct) and test.item_map.ids.tolist() == distinct.tolist()
+    assert test.user_map.ids.tolist() == sorted(set(frame["user"]))
+    assert isinstance(test.item_map, IdMap) and R.IdMap is IdMap
+    assert Interactions.from_frame(frame, num_items=1000).num_items == 1000  # the catalog given
+    # a training table numbered by the test table's maps (the documented way), repeated clicks merged
+    train = Interactions.from_frame(frame, user_map=test.user_map, item_map=test.item_map, duplicates="max")
+    assert train.item_map is test.item_map and len(train) == len(test)
+    # each user's items, decoded, are the frame's
+    first = test.users[:1]
+    items = test.item_ids(first).ids[0]
+    expected = sorted(frame.loc[frame["user"] == test.user_map.ids[0], "item"])
+    assert test.item_map.decode(items[items >= 0]).tolist() == expected
+
+
+def test_map_ids_false_and_tensors_keep_dense_ids():
+    frame = pd.DataFrame({"user": [0, 2, 2], "item": [4, 1, 3]})
+    kept = Interactions.from_frame(frame, map_ids=False)
+    assert kept.user_map is None and kept.item_map is None and kept.num_items == 5
+    tensors = Interactions.from_frame({"user": torch.tensor([0, 2, 2]), "item": torch.tensor([4, 1, 3])})
+    assert tensors.item_map is None and tensors.num_items == 5
+    assert tensors.item_ids(torch.tensor([2])).ids.tolist() == [[1, 3]]
+    mapped = Interactions.from_frame({"user": torch.tensor([0, 2, 2]), "item": torch.tensor([4, 1, 3])}, map_ids=True)
+    assert mapped.item_map.ids.tolist() == [1, 3, 4] and mapped.num_items == 3
+    with pytest.raises(TypeError, match="map_ids"):
+        Interactions.from_frame(frame, map_ids="yes")
+
+
+def test_a_model_scores_the_mapped_catalog():
+    frame, catalog = _frame(seed=1)
+    test = Interactions.from_frame(frame)
+    rng = np.random.default_rng(2)
+    scores = torch.from_numpy(rng.random((len(test.user_map), test.num_items)))
+    result = R.evaluate(lambda users: scores[users], test, ["recall@5", "hit_rate@10"], progress=False)
+    # numpy from the formula on the original ids: column j of the scores is item item_map.ids[j]
+    recall, hit = [], []
+    for row, user in enumerate(test.user_map.ids):
+        relevant = set(frame.loc[frame["user"] == user, "item"])
+        order = np.argsort(-scores[row].numpy(), kind="stable")
+        top = [test.item_map.ids[j] for j in order]
+        recall.append(len(relevant & set(top[:5])) / len(relevant))
+        hit.append(float(bool(relevant & set(top[:10]))))
+    assert result["recall@5"] == pytest.approx(np.mean(recall), abs=1e-12)
+    assert result["hit_rate@10"] == pytest.approx(np.mean(hit), abs=1e-12)
+
+
+def test_integer_ids_past_int32_in_frames_equal_pytrec_eval():
+    pytrec_eval = pytest.importorskip("pytrec_eval")
+    base = 2**40
+    test_frame = pd.DataFrame({"user": [base, base, 3], "item": [base + 5, base + 9, base + 5], "rel": [1, 2, 1]})
+    run_frame = pd.DataFrame(
+        {
+            "user": [base, base, base, 3, 3],
+            "item": [base + 9, 4, base + 5, base + 7, base + 5],
+            "score": [3, 2, 1, 2, 1],
+        }
+    )
+    test = Interactions.from_frame(test_frame, value="rel")
+    result = R.evaluate(run_frame, test, ["ndcg@3", "mrr@3"], gain_function="linear", progress=False)
+    qrels = {str(base): {str(base + 5): 1, str(base + 9): 2}, "3": {str(base + 5): 1}}
+    run = {str(base): {str(base + 9): 3.0, "4": 2.0, str(base + 5): 1.0}, "3": {str(base + 7): 2.0, str(base + 5): 1.0}}
+    reference = pytrec_eval.RelevanceEvaluator(qrels, {"ndcg_cut_3", "recip_rank"}).evaluate(run)
+    assert result["ndcg@3"] == pytest.approx(np.mean([v["ndcg_cut_3"] for v in reference.values()]), abs=1e-12)
+    assert result["mrr@3"] == pytest.approx(np.mean([v["recip_rank"] for v in reference.values()]), abs=1e-12)
+
+
+def test_unsigned_ids_past_int64_are_refused_naming_the_column():
+    frame = {"user": np.array([1, 2], dtype=np.uint64), "item": np.array([2**63 + 1, 5], dtype=np.uint64)}
+    with pytest.raises(ValueError, match="items: id 9223372036854775809 at row 0 does not fit in int64"):
+        Interactions.from_frame(frame)
