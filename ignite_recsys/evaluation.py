@@ -418,6 +418,8 @@ def evaluate(
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
     test = _interactions(test, "test")
+    if is_model:
+        _check_model_ids(test)
     if len(test.users) == 0:
         raise ValueError("test holds no interactions: there are no users to evaluate")
     if exclude is not None:
@@ -520,6 +522,21 @@ def _reads_whole_list(name: str) -> bool:
     fall-out counts the listed non-relevant items (its denominator), so a run is not cut for them."""
     needs = REGISTRY[name].needs
     return needs.full_ranking or needs.relevant_candidates
+
+
+def _check_model_ids(test: Interactions) -> None:
+    """A model callable is called with dense user ids and its score columns are dense item ids:
+    refuse a table that numbered integer ids of its own (a model indexes the originals)."""
+    for role, id_map in (("user", test.user_map), ("item", test.item_map)):
+        if id_map is None or not id_map.derived or id_map.kind != "int":
+            continue
+        if not np.array_equal(id_map.ids, np.arange(len(id_map))):
+            raise ValueError(
+                f"test maps its integer {role} ids to dense ids 0..{len(id_map) - 1} (ids {id_map.ids[0]} .. "
+                f"{id_map.ids[-1]}), but a model callable is called with dense user ids and its score columns are "
+                f"read as dense item ids: build the test table with map_ids=False to keep the ids the model "
+                f"knows, or give it the user_map= / item_map= IdMaps the model numbers its users and items by"
+            )
 
 
 def _from_model(

@@ -465,8 +465,8 @@ def read_interactions(
             items,
             values,
             num_items,
-            user_map=IdMap() if user_map is None else user_map,
-            item_map=IdMap() if item_map is None else item_map,
+            user_map=IdMap.derived_map() if user_map is None else user_map,
+            item_map=IdMap.derived_map() if item_map is None else item_map,
             duplicates=duplicates,
         )
     except DuplicateInteractionError as error:

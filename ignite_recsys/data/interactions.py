@@ -127,10 +127,20 @@ class IdMap:
         keys = _to_numpy(values)
         keys = keys.astype(object) if self.kind == "str" else keys.astype(np.int64)
         self._keys = keys
+        # made by a reader or from_frame for ids it mapped on its own (not given by the user): a
+        # model callable cannot know those dense ids when the originals are integers
+        self.derived = False
         self._lookup: Optional[tuple] = None  # (sorted keys, their dense ids), built on use
         self._arrow = None  # the keys as a pyarrow array, built on use
         if not _distinct and len(np.unique(keys)) != len(keys):
             raise ValueError("IdMap ids must be distinct")
+
+    @classmethod
+    def derived_map(cls) -> "IdMap":
+        """An empty map that a table fills with its own ids (``derived``: not the user's numbering)."""
+        id_map = cls()
+        id_map.derived = True
+        return id_map
 
     @classmethod
     def from_values(cls, values: Any, name: str = "ids") -> tuple:
@@ -374,7 +384,9 @@ class Interactions:
         catalog given. ``map_ids=False`` keeps integer ids as they are (dense ids, each >= 0;
         strings are still mapped); the default (None) maps every column except torch tensors,
         which hold dense ids. A model's scores follow the maps: column ``j`` of
-        ``scores(users)`` is item ``item_map.ids[j]``.
+        ``scores(users)`` is item ``item_map.ids[j]``; :func:`~ignite_recsys.evaluate` with a model
+        refuses a table whose integer ids it mapped on its own (unless they were already
+        ``0..n-1``): pass ``map_ids=False`` for a model that indexes the original ids.
 
         >>> import pandas as pd
         >>> from ignite_recsys import Interactions
@@ -392,7 +404,7 @@ class Interactions:
         for role, name in (("user_map", user), ("item_map", item)):
             mapped = map_ids if map_ids is not None else not isinstance(columns[name], torch.Tensor)
             if mapped and options.get(role) is None:
-                options[role] = IdMap()  # filled with the column's distinct ids, in sorted order
+                options[role] = IdMap.derived_map()  # filled with the column's distinct ids, in sorted order
         return cls(
             columns[user], columns[item], columns.get(value) if value is not None else None, num_items, **options
         )
