@@ -65,6 +65,26 @@ def test_stable_topk_equals_stable_argsort(rng, width, k):
         np.testing.assert_array_equal(top_values(x, min(k, width)).numpy(), values, err_msg=name)
 
 
+@pytest.mark.parametrize("width", [9, 799, 1999])
+@pytest.mark.parametrize("k", [1, 7, 100])
+@pytest.mark.parametrize("where", ["at_k", "after_k"])
+def test_stable_topk_with_a_single_tie_at_the_cut(rng, width, k, where):
+    """Distinct scores but one tie, between the k-th (or (k + 1)-th) best item and another item
+    outside the top k, on one row only: whichever of them ``torch.topk`` picks, the lower index
+    must come first (plain ``torch.topk`` is right on every other row)."""
+    x = np.stack([rng.permutation(width).astype(np.float32) for _ in range(4)])
+    rank = min(k if where == "at_k" else k + 1, width)
+    best = np.argsort(-x[2], kind="stable")
+    if rank < width:
+        x[2, best[-1]] = x[2, best[rank - 1]]  # the worst item now ties with the rank-th best
+    expected = np.argsort(-x, axis=1, kind="stable")[:, :k]
+    got = stable_topk(torch.from_numpy(x), k)
+    np.testing.assert_array_equal(got.numpy(), expected)
+    x[1, best[0]] = np.nan
+    _, has_nan = stable_topk(torch.from_numpy(x), k, detect_nan=True)
+    assert has_nan.tolist() == [False, True, False, False]
+
+
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float16, torch.bfloat16])
 @pytest.mark.parametrize("width", [799, 2001, 6463, 20_000])
 def test_stable_topk_other_float_dtypes(rng, dtype, width):

@@ -120,7 +120,12 @@ class RankingRequest:
 
 def rank_input(batch: RankingInput, request: RankingRequest, hints: Optional[RankingHints] = None) -> RankedBatch:
     """The shared ranking step for any input form (see the module docstring). ``hints``: the
-    calling metric's ``RankingHints`` (speed only)."""
+    calling metric's ``RankingHints`` (speed only). Threads: ``tuning.ranking_threads``."""
+    with tuning.ranking_threads():
+        return _rank_input(batch, request, hints)
+
+
+def _rank_input(batch: RankingInput, request: RankingRequest, hints: Optional[RankingHints]) -> RankedBatch:
     depth, relevance_threshold, ties = request.depth, request.relevance_threshold, request.ties
     gain_function, ideal = request.gain_function, request.ideal
     gain_functions = request.gain_functions
@@ -548,7 +553,8 @@ def hits_within_own_depth(batch: RankingInput, relevance_threshold: Optional[flo
     """For R-Precision: (hits among each user's first |R| candidates, |R|, value-check flags),
     float64 (batch,). |R| is unbounded by any cut-off, so every candidate is ranked."""
     if batch.is_dense:
-        hits, num_relevant = hits_at_own_depth(batch.scores, batch.labels, relevance_threshold, ties)
+        with tuning.ranking_threads(), tuning.wide_pass(batch.scores.numel()):  # full-row sorts
+            hits, num_relevant = hits_at_own_depth(batch.scores, batch.labels, relevance_threshold, ties)
         invalid = full_row_checks(batch.scores, batch.labels)
         invalid.update(batch.invalid)
         return hits, num_relevant, invalid

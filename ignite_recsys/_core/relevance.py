@@ -96,11 +96,13 @@ def relevance_pass(
     from_candidates = with_candidates and not many_relevant.get((num_cols, depth), False)
     counts = highest = maxima = None
     if count and not from_candidates:
-        counts, highest, maxima = _counting_pass(labels, relevance, groups, count_dtype)
+        with tuning.wide_pass(labels.numel()):
+            counts, highest, maxima = _counting_pass(labels, relevance, groups, count_dtype)
     elif groups is not None:
         maxima = groups.maxima(labels)
     else:
-        highest = torch.amax(labels, 1)
+        with tuning.wide_pass(labels.numel()):
+            highest = torch.amax(labels, 1)
     candidates = groups.candidates(labels, depth, maxima) if maxima is not None and depth else None
     if with_candidates:
         beyond = _users_beyond_candidates(maxima, depth, relevance)
@@ -336,5 +338,6 @@ def invalid_flags(any_nan_score: torch.Tensor, any_nan_label: torch.Tensor) -> d
 
 def full_row_checks(y_pred: torch.Tensor, y: torch.Tensor) -> dict:
     """The value checks of ``rank``, for metrics that read the full rows themselves."""
-    label_nan = any_nan(y.amax(1)) if y.is_floating_point() else any_nan(y)
+    with tuning.wide_pass(y.numel()):
+        label_nan = any_nan(y.amax(1)) if y.is_floating_point() else any_nan(y)
     return invalid_flags(holds_nan(y_pred).any(), label_nan)  # a max per row: no (B, N) bool temporary

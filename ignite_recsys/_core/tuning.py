@@ -16,8 +16,10 @@ index patterns of a shape are made once (:func:`index_constant`).
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import os
+import threading
 from functools import lru_cache
 from typing import Iterator, Optional
 
@@ -47,6 +49,12 @@ MIN_VALUE_GROUP = 3
 # torch reduces fast and streams from memory (strided groups read many rows at once). Re-measure:
 # bench_update.py with graded labels.
 CONTIGUOUS_FROM = 24
+
+# --- Threads of a ranking update (CPU) --------------------------------------------------------
+# A pass over at least this many entries of the (batch, num_items) inputs (the scores' and the
+# labels' group maxima) takes torch's own thread count; every other operation of a ranking update
+# runs on one thread. Re-measure: bench_update.py (idle, --load 1, --load 4) with other sizes here.
+WIDE_PASS_ENTRIES = 1 << 22
 
 # --- Pieces of passes over (batch, ...) rows ---------------------------------------------------
 # The most pieces a pass is cut into by preference (each piece costs a few operations).
@@ -196,3 +204,50 @@ def index_constant(start: int, end: int, step: int, rows: int, device: torch.dev
     if rows > 0:
         return values.expand(rows, -1)
     return values.unsqueeze(1) if rows == -1 else values
+
+
+# --- Threads ------------------------------------------------------------------------------------
+_THREADS = threading.local()
+
+
+@contextlib.contextmanager
+def ranking_threads(num_threads: Optional[int] = None) -> Iterator[None]:
+    """torch's intra-op threads during a ranking update, restored after it: ``num_threads`` for
+    every operation if given; else one thread, except inside :func:`wide_pass` (torch's own count).
+
+    Why. Every multi-threaded torch operation on CPU ends at a barrier that waits for each of its
+    threads; when another process holds a core, the barrier waits for the scheduler (milliseconds),
+    at every operation. One thread never waits, and the few passes that read the whole inputs are
+    large enough to share: an update then slows with the load as ``torch.topk`` does. Nested
+    uses keep the outer setting."""
+    if getattr(_THREADS, "wide", None) is not None:
+        yield
+        return
+    outer = torch.get_num_threads()
+    inner = 1 if num_threads is None else num_threads
+    _THREADS.wide = outer if num_threads is None else num_threads
+    if inner != outer:
+        torch.set_num_threads(inner)
+    try:
+        yield
+    finally:
+        _THREADS.wide = None
+        if inner != outer:
+            torch.set_num_threads(outer)
+
+
+@contextlib.contextmanager
+def wide_pass(entries: int) -> Iterator[None]:
+    """Around one pass over ``entries`` entries inside :func:`ranking_threads`: the thread count
+    from outside the update when the pass reads at least ``WIDE_PASS_ENTRIES`` entries (nothing
+    changes elsewhere, or outside an update)."""
+    wide = getattr(_THREADS, "wide", None)
+    current = torch.get_num_threads()
+    if wide is None or entries < WIDE_PASS_ENTRIES or wide == current:
+        yield
+        return
+    torch.set_num_threads(wide)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(current)

@@ -35,7 +35,7 @@ from .._core.adapters import RankingInput, parse_ranking_input
 from .._core.input_checks import warn_if_suspicious, warn_user
 from .._core.ranking import RankedBatch, RankingRequest, rank_input
 from .._core.relevance import RankingHints
-from .._core.tuning import device_constant
+from .._core.tuning import device_constant, ranking_threads
 from .._registry import RankingEntry
 from ._engine import CutoffResults
 from ._state import _identity
@@ -203,6 +203,11 @@ class RankingMetricBase(UserMean):
 
     def _ranking_request(self) -> Optional[RankingRequest]:
         return ranking_request(self._entries, self._options, self.top_k, self.relevance_threshold, self.ties)
+
+    def _thread_setting(self):
+        """One thread but for the passes over the whole inputs, or ``num_threads`` for all
+        (``tuning.ranking_threads``)."""
+        return ranking_threads(self.num_threads)
 
     # Inputs ------------------------------------------------------------------------------------
     def _parse(self, output: Any) -> RankingInput:

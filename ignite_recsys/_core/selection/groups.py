@@ -29,8 +29,27 @@ from ..tuning import LONG_ROW_GROUPS, SHORT_ROW_GROUPS  # noqa: F401  (the selec
 def stable_topk(x: torch.Tensor, k: int, detect_nan: bool = False):
     """Indices (batch, k) of the k largest entries of each row of ``x``, ordered by value
     descending then index ascending. With ``detect_nan``, also a (batch,) bool: row holds a NaN."""
-    order, has_nan = _best_items(x, min(k, x.shape[1]), sorted=True, detect_nan=detect_nan)
+    k = min(k, x.shape[1])
+    order = _untied_topk(x, k) if tuning.cpu_tuned(x.device) and group_sizes(x.shape[1], k) is None else None
+    if order is not None:  # no NaN in the rows either
+        return (order, torch.zeros(x.shape[0], dtype=torch.bool, device=x.device)) if detect_nan else order
+    order, has_nan = _best_items(x, k, sorted=True, detect_nan=detect_nan)
     return (order, has_nan) if detect_nan else order
+
+
+def _untied_topk(x: torch.Tensor, k: int) -> Optional[torch.Tensor]:
+    """CPU, rows selected among all items: ``torch.topk``'s indices when they are the stable order
+    itself, else None. They are when the best ``k + 1`` values of every row decrease strictly (no
+    tie at all, and no NaN, which ``topk`` ranks first and which compares false): no other set or
+    order of the best ``k`` exists. Two operations and a host read (free on CPU) instead of the
+    keyed selection's ten; rows with ties take the keyed selection."""
+    width = min(k + 1, x.shape[1])
+    if width < 2:
+        return None
+    values, indices = x.topk(width, 1)
+    if not bool(torch.lt(values[:, 1:], values[:, :-1]).all()):
+        return None
+    return indices[:, :k] if width > k else indices
 
 
 def _best_items(x: torch.Tensor, k: int, sorted: bool, detect_nan: bool = False):
@@ -97,9 +116,10 @@ def group_maxima(x: torch.Tensor, size: int) -> torch.Tensor:
     groups faster (and skips the last partial group without a copy; a 2-D input is pooled as
     (channels, length), so each row on its own)."""
     num_full = x.shape[1] // size
-    if size < tuning.FAST_REDUCTION and x.is_floating_point() and tuning.cpu_tuned(x.device):
-        return torch.nn.functional.max_pool1d(x, size)
-    return x[:, : num_full * size].unflatten(1, (num_full, size)).amax(2)
+    with tuning.wide_pass(x.numel()):
+        if size < tuning.FAST_REDUCTION and x.is_floating_point() and tuning.cpu_tuned(x.device):
+            return torch.nn.functional.max_pool1d(x, size)
+        return x[:, : num_full * size].unflatten(1, (num_full, size)).amax(2)
 
 
 def runs(first: torch.Tensor, length: int) -> torch.Tensor:
@@ -175,4 +195,5 @@ def ordered_int32(values: torch.Tensor) -> torch.Tensor:
 def holds_nan(x: torch.Tensor) -> torch.Tensor:
     """(batch,) bool: the row holds a NaN. A max-reduction propagates NaN and is cheaper on CPU
     than ``isnan().any(1)``."""
-    return x.amax(1).isnan()
+    with tuning.wide_pass(x.numel()):
+        return x.amax(1).isnan()
