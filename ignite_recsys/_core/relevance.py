@@ -123,7 +123,10 @@ def pass_groups(labels: torch.Tensor, depth: int, select: bool, count: bool) -> 
     """The label groups ``relevance_pass`` takes (or None): those of the ideal ranking's
     selection (``select``), and on CPU wherever |R| is counted over labels other than bool, to
     count it among the candidates they give: a handful of operations instead of a comparison
-    of every label piece by piece."""
+    of every label piece by piece. None for a small batch on CPU (``tuning.small_batch``): each
+    label compared, the ideal's labels selected among all."""
+    if tuning.small_batch(labels):
+        return None
     counts_among_candidates = count and labels.dtype != torch.bool and tuning.cpu_tuned(labels.device)
     return value_groups(labels.shape[1], depth) if select or counts_among_candidates else None
 

@@ -56,6 +56,12 @@ CONTIGUOUS_FROM = 24
 # runs on one thread. Re-measure: bench_update.py (idle, --load 1, --load 4) with other sizes here.
 WIDE_PASS_ENTRIES = 1 << 22
 
+# --- Small batches (CPU) --------------------------------------------------------------------------
+# Batches of at most this many scores are ranked with the fewest operations (each label compared,
+# the ideal ranking's labels selected among all): their fixed cost per operation outweighs the
+# work the group pre-filters save. Re-measure: bench_update.py's small-batch stream.
+SMALL_BATCH_ENTRIES = 1 << 16
+
 # --- Pieces of passes over (batch, ...) rows ---------------------------------------------------
 # The most pieces a pass is cut into by preference (each piece costs a few operations).
 MAX_PIECES = 32
@@ -108,6 +114,12 @@ def cpu_tuned(device: torch.device) -> bool:
     sorted). Accelerators take one pass over the whole batch, plain reductions and no host read.
     The results are the same either way (the tests switch this off on CPU)."""
     return device.type == "cpu"
+
+
+def small_batch(x: torch.Tensor) -> bool:
+    """Whether ``x`` (a batch of scores or labels) takes the small-batch path on CPU
+    (``SMALL_BATCH_ENTRIES``)."""
+    return x.numel() <= SMALL_BATCH_ENTRIES and cpu_tuned(x.device)
 
 
 def piece_rows(num_rows: int, row_bytes: int, device: torch.device) -> int:

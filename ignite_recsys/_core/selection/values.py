@@ -23,7 +23,7 @@ def top_values(
     chosen groups hold k items at least that large. ``maxima``: the groups' maxima, if already
     computed; ``candidates``: ``ValueGroups.candidates``, if already taken."""
     if candidates is None:
-        groups = value_groups(x.shape[1], k)
+        groups = None if maxima is None and tuning.small_batch(x) else value_groups(x.shape[1], k)
         if groups is None:
             return x.topk(k, 1).values
         candidates = groups.candidates(x, k, maxima)
