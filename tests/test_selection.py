@@ -171,3 +171,52 @@ def test_top_values_with_whole_contiguous_groups_among_the_best(rng, width, k):
     x[3] = 1.0  # all equal
     expected = np.sort(x, axis=1)[:, ::-1][:, :k]
     np.testing.assert_array_equal(top_values(torch.from_numpy(x), k).numpy(), expected)
+
+
+@pytest.fixture
+def shared_passes(monkeypatch):
+    """Passes shared with helper threads from a few thousand entries on (two torch threads
+    outside the update, as on a 2-core machine)."""
+    monkeypatch.setattr(tuning, "WIDE_PASS_ENTRIES", 1 << 12)
+    monkeypatch.setattr(tuning, "SHARED_BLOCK_ENTRIES", 1 << 10)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.mark.parametrize("width", [2001, 20_033])
+def test_selection_in_passes_shared_with_helper_threads(rng, shared_passes, width):
+    for name in ["random", "few_levels", "block_edges"]:
+        x = _pattern(rng, name, 40, width)
+        with tuning.ranking_threads():
+            assert torch.get_num_threads() == 1  # one thread but for the shared passes
+            got, has_nan = stable_topk(x, 100, detect_nan=True)
+            values = top_values(x, 100)
+        assert torch.get_num_threads() == 2
+        np.testing.assert_array_equal(got.numpy(), np.argsort(-x.numpy(), axis=1, kind="stable")[:, :100])
+        np.testing.assert_array_equal(values.numpy(), np.sort(x.numpy(), axis=1)[:, ::-1][:, :100])
+        assert not has_nan.any()
+
+
+def test_a_stalled_helper_thread_delays_no_shared_pass(shared_passes):
+    """A helper whose core another process holds (here: asleep) costs the update nothing: the
+    update's thread computes the blocks the helper claimed."""
+    import threading
+    import time
+
+    x = torch.rand(64, 1000)
+    main = threading.current_thread()
+
+    def block_maxima(rows):
+        if threading.current_thread() is not main:
+            time.sleep(1.0)
+        return x[rows].amax(1)
+
+    with tuning.ranking_threads():
+        start = time.perf_counter()
+        blocks = tuning.shared_pass(block_maxima, 64, 1000, x.device)
+        elapsed = time.perf_counter() - start
+    assert blocks is not None and len(blocks) > 2
+    np.testing.assert_array_equal(torch.cat(blocks).numpy(), x.numpy().max(1))
+    assert elapsed < 0.5

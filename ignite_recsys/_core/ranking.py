@@ -44,6 +44,7 @@ from .selection import (
     stable_topk,
     stable_topk_excluding,
     stable_topk_excluding_listed,
+    untied_topk,
 )
 from .ties import (
     boundary_ties,
@@ -271,8 +272,14 @@ def _rank_dense(
     relevance = Relevance.of(relevance_threshold, labels.dtype)
 
     # one position more than the cut-offs need: whether a cut-off splits tied scores
-    order, score_is_nan = stable_topk(scores, min(depth + 1, num_items), detect_nan=True)
-    tie = boundary_ties(scores, order, depth, complete=True)
+    width = min(depth + 1, num_items)
+    order = untied_topk(scores, width)
+    if order is None:
+        order, score_is_nan = stable_topk(scores, width, detect_nan=True, untied=False)
+        tie = boundary_ties(scores, order, depth, complete=True)
+    else:  # no tie and no NaN in any row
+        score_is_nan = torch.zeros((), dtype=torch.bool, device=scores.device)
+        tie = torch.zeros(order.shape[0], depth, dtype=torch.float64, device=scores.device)
     order = order[:, :depth] if order.shape[1] > depth else order
     selects_labels = ideal and ideal_needs_selection(labels, gain_function)
     count = count_relevant or (ideal and not selects_labels)  # the binary ideal counts

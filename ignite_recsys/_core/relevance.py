@@ -89,6 +89,9 @@ def relevance_pass(
     groups = ValueGroups(groups) if isinstance(groups, int) else groups
     if count and labels.dtype == torch.bool and not _true_is_relevant(relevance):
         return _no_relevant(labels, groups)
+    if count and groups is None and labels.dtype != torch.bool and tuning.small_batch(labels):
+        counts = relevance.indicator(labels).sum(1)  # a small batch: every label at once, float64
+        return counts, counts > 0, any_nan(labels), None, None
     with_candidates = (
         count and groups is not None and depth is not None and labels.dtype != torch.bool and tuning.cpu_tuned(device)
     )
@@ -319,7 +322,10 @@ def ideal_gains(labels, num_relevant, depth, relevance, gain_function, label_max
     (``candidates``: ``ValueGroups.candidates`` of the labels, if already taken)."""
     if not ideal_needs_selection(labels, gain_function):
         return binary_ideal_gains(num_relevant, depth, gain_function, threshold)
-    best = top_values(labels, depth, label_maxima, candidates).to(torch.float64)
+    if label_maxima is None and candidates is None and tuning.small_batch(labels):
+        best = labels.topk(depth, 1).values.to(torch.float64)  # a small batch: among all labels
+    else:
+        best = top_values(labels, depth, label_maxima, candidates).to(torch.float64)
     return gains(best, relevance.indicator(best), gain_function, threshold)
 
 

@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import contextlib
 import glob
+import itertools
 import os
+import queue
 import threading
 from functools import lru_cache
 from typing import Iterator, Optional
@@ -55,6 +57,11 @@ CONTIGUOUS_FROM = 24
 # labels' group maxima) takes torch's own thread count; every other operation of a ranking update
 # runs on one thread. Re-measure: bench_update.py (idle, --load 1, --load 4) with other sizes here.
 WIDE_PASS_ENTRIES = 1 << 22
+# Such a pass is shared between the update's thread and helper threads (one per further torch
+# thread, at most this many) in blocks of rows: about 8 blocks per thread, each at least
+# SHARED_BLOCK_ENTRIES entries. Re-measure: bench_update.py --under-load.
+MAX_HELPERS = 3
+SHARED_BLOCK_ENTRIES = 1 << 20
 
 # --- Small batches (CPU) --------------------------------------------------------------------------
 # Batches of at most this many scores are ranked with the fewest operations (each label compared,
@@ -263,3 +270,80 @@ def wide_pass(entries: int) -> Iterator[None]:
         yield
     finally:
         torch.set_num_threads(current)
+
+
+class _Helpers:
+    """The helper threads of :func:`shared_pass` (made on first use, per process)."""
+
+    pid: Optional[int] = None
+    jobs: "queue.SimpleQueue" = queue.SimpleQueue()
+    threads: list = []
+
+
+def _helper_loop(jobs: "queue.SimpleQueue", ready: threading.Event) -> None:
+    torch.get_num_threads()  # this thread's own torch threads: the one set while it starts
+    ready.set()
+    while True:
+        job = jobs.get()
+        try:
+            with torch.no_grad():
+                job()
+        except BaseException:  # the update's thread computes whatever a helper leaves
+            pass
+
+
+def _helper_jobs(count: int) -> "queue.SimpleQueue":
+    """The job queue of ``count`` helper threads, each running torch operations on one thread.
+    Started inside ``ranking_threads`` (one torch thread), whose setting a new thread takes."""
+    if _Helpers.pid != os.getpid():  # first use, or a forked child (whose threads did not follow)
+        _Helpers.pid, _Helpers.jobs, _Helpers.threads = os.getpid(), queue.SimpleQueue(), []
+    while len(_Helpers.threads) < count:
+        ready = threading.Event()
+        thread = threading.Thread(
+            target=_helper_loop, args=(_Helpers.jobs, ready), name="ignite_recsys-pass", daemon=True
+        )
+        thread.start()
+        ready.wait()
+        _Helpers.threads.append(thread)
+    return _Helpers.jobs
+
+
+def shared_pass(compute, num_rows: int, row_entries: int, device: torch.device) -> Optional[list]:
+    """``[compute(rows) for rows in blocks]`` over row blocks covering ``num_rows`` rows in order,
+    shared with helper threads; None where the pass is not shared (then the caller runs it
+    whole, see :func:`wide_pass`). ``compute`` must return a new tensor and write nothing.
+
+    Shared on CPU inside :func:`ranking_threads` when torch's own count outside it is above one and the
+    pass reads at least ``WIDE_PASS_ENTRIES`` entries. Every thread claims the next block until
+    none is left; the update's thread never waits for a helper: it computes itself any block a
+    helper has claimed but not finished (a late helper's result is dropped). So a helper whose
+    core another process holds costs at most one block, where a multi-threaded operation would
+    wait for it at its barrier."""
+    wide = getattr(_THREADS, "wide", None)
+    entries = num_rows * row_entries
+    if wide is None or wide < 2 or num_rows < 2 or entries < WIDE_PASS_ENTRIES or not cpu_tuned(device):
+        return None
+    if torch.get_num_threads() != 1:
+        return None
+    helpers = min(wide - 1, MAX_HELPERS)
+    step = max(-(-num_rows // (8 * (helpers + 1))), -(-SHARED_BLOCK_ENTRIES // max(row_entries, 1)))
+    blocks = [slice(start, min(start + step, num_rows)) for start in range(0, num_rows, step)]
+    if len(blocks) < 2:
+        return None
+    results: list = [None] * len(blocks)
+    claims = itertools.count()  # next() on it is atomic: each block is claimed once
+
+    def work() -> None:
+        for index in iter(claims.__next__, None):
+            if index >= len(blocks):
+                return
+            results[index] = compute(blocks[index])
+
+    jobs = _helper_jobs(helpers)
+    for _ in range(helpers):
+        jobs.put(work)
+    work()
+    for index, result in enumerate(results):
+        if result is None:  # a helper's block not done yet: computed here as well
+            results[index] = compute(blocks[index])
+    return list(results)

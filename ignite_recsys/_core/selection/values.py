@@ -23,7 +23,7 @@ def top_values(
     chosen groups hold k items at least that large. ``maxima``: the groups' maxima, if already
     computed; ``candidates``: ``ValueGroups.candidates``, if already taken."""
     if candidates is None:
-        groups = None if maxima is None and tuning.small_batch(x) else value_groups(x.shape[1], k)
+        groups = value_groups(x.shape[1], k)
         if groups is None:
             return x.topk(k, 1).values
         candidates = groups.candidates(x, k, maxima)
@@ -47,6 +47,9 @@ class ValueGroups:
 
     def maxima(self, x: torch.Tensor) -> torch.Tensor:
         view, dim = self.grouped(x)
+        blocks = tuning.shared_pass(lambda rows: view[rows].amax(dim), x.shape[0], x.shape[1], x.device)
+        if blocks is not None:
+            return torch.cat(blocks)
         with tuning.wide_pass(x.numel()):
             return view.amax(dim)
 
