@@ -241,8 +241,8 @@ def under_load_markdown(report, command):
     lines = [
         header_line(command, 1, "", [report["load_average_at_start"]]),
         "",
-        "| items N | `torch.topk` idle | idle, default | idle, `num_threads=1` | 1 busy process | 4 busy processes "
-        "| slowdown with 4 busy processes: ours / `torch.topk` |",
+        "| items N | `torch.topk`, no busy process | no busy process, default | no busy process, `num_threads=1` "
+        "| 1 busy process | 4 busy processes | slowdown with 4 busy processes: ours / `torch.topk` |",
         "|---|---|---|---|---|---|---|",
     ]
     for items, entry in report["sizes"].items():
@@ -262,7 +262,7 @@ def under_load_markdown(report, command):
         "|---|---|---|---|",
     ]
     for load, entry in stream.items():
-        label = "idle" if int(load) == 0 else f"{load} busy process"
+        label = "no busy process" if int(load) == 0 else f"{load} busy process"
         lines.append(
             f"| {label} | {_ms([entry['seconds']['torch.topk(100)']])} | {_number(entry['ratio']['default'])}x | "
             f"{_number(entry['ratio']['num_threads=1'])}x |"

@@ -56,12 +56,12 @@ CONTIGUOUS_FROM = 24
 # A pass over at least this many entries of the (batch, num_items) inputs (the scores' and the
 # labels' group maxima) takes torch's own thread count; every other operation of a ranking update
 # runs on one thread. Re-measure: bench_update.py (idle, --load 1, --load 4) with other sizes here.
-WIDE_PASS_ENTRIES = 1 << 22
+WIDE_PASS_ENTRIES = 1 << 20
 # Such a pass is shared between the update's thread and helper threads (one per further torch
 # thread, at most this many) in blocks of rows: about 8 blocks per thread, each at least
 # SHARED_BLOCK_ENTRIES entries. Re-measure: bench_update.py --under-load.
 MAX_HELPERS = 3
-SHARED_BLOCK_ENTRIES = 1 << 20
+SHARED_BLOCK_ENTRIES = 1 << 18
 
 # --- Small batches (CPU) --------------------------------------------------------------------------
 # Batches of at most this many scores are ranked with the fewest operations (each label compared,

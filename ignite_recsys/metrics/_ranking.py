@@ -16,10 +16,12 @@ Common arguments (ignite's ``NDCG`` signature, plus keywords):
 - ``num_items``: the catalog size, for inputs that hold only ids (``RankedItems`` predictions with
   ``ItemIds`` targets): ids at or past it are refused. Dense and sparse inputs carry it.
 - ``per_user``, ``num_groups``: per-user values and per-group results (see :class:`UserMean`).
-- ``num_threads``: torch's intra-op threads during ``update`` on CPU, restored after it (None:
-  torch's setting, unchanged). On a machine whose cores other processes also use (data-loader
-  workers, other jobs), ``num_threads=1`` keeps an update from waiting at each operation for a
-  thread whose core is taken, while the model keeps its threads.
+- ``num_threads``: torch's intra-op threads for every operation of ``update`` on CPU, restored
+  after it. None (the default): one thread, except the passes over the whole scores and labels,
+  which the update's thread shares in blocks of rows with helper threads (as many threads in all
+  as torch's setting) and never waits for: an update then does not wait at each operation for a
+  thread whose core another process holds (data-loader workers, other jobs), and slows with the
+  load as ``torch.topk`` does. An int: every operation on that many torch threads.
 - ``output_transform``, ``device``, ``skip_unrolling``: as in :class:`ignite.metrics.Metric`.
 """
 
