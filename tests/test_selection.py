@@ -220,3 +220,29 @@ def test_a_stalled_helper_thread_delays_no_shared_pass(shared_passes):
     assert blocks is not None and len(blocks) > 2
     np.testing.assert_array_equal(torch.cat(blocks).numpy(), x.numpy().max(1))
     assert elapsed < 0.5
+
+
+def test_ranking_updates_run_on_one_thread_unless_num_threads_is_given():
+    """By default a ranking update's operations run on one torch thread (the passes over the
+    whole inputs aside); ``num_threads`` sets every operation's; the caller's setting is back
+    after each update, also after one that raises."""
+    import ignite_recsys as R
+
+    seen = []
+
+    class Spy(R.NDCG):
+        def _batch_totals(self, inputs):
+            seen.append(torch.get_num_threads())
+            return super()._batch_totals(inputs)
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        scores, labels = torch.rand(4, 50), (torch.rand(4, 50) < 0.2).float()
+        Spy([2]).update((scores, labels))
+        Spy([2], num_threads=2).update((scores, labels))
+        with pytest.raises(ValueError):
+            Spy([2]).update((scores * float("nan"), labels))
+        assert seen == [1, 2, 1] and torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(threads)
