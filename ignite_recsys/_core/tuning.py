@@ -12,6 +12,11 @@ sums and reduces the comparison (which should be read while it is in cache) is c
 pieces of rows sized from the cache the OS reports (:func:`row_pieces`). Accelerators take one
 pass over the whole batch (fewer, larger kernel launches), or pieces within a memory budget. The
 index patterns of a shape are made once (:func:`index_constant`).
+
+Threads. A ranking update runs its operations on one torch thread (:func:`ranking_threads`): a
+multi-threaded operation waits at its end for every thread, for milliseconds when another process
+holds a core. Its passes over the whole inputs are shared in row blocks with helper threads that
+it never waits for (:func:`shared_pass`).
 """
 
 from __future__ import annotations
