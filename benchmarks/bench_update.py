@@ -11,6 +11,8 @@ counter) and its growth over 20 updates. Writes a table to stdout, JSON and a PN
     python benchmarks/bench_update.py --load 1 --only-ours   # with one busy process competing for the cores
     python benchmarks/bench_update.py --operations           # operations per update at every batch size and N
     python benchmarks/bench_update.py --runs 3 --markdown    # three runs; the tables of docs/benchmarks.md
+    python benchmarks/bench_update.py --under-load --markdown  # idle, num_threads=1, 1 and 4 busy processes,
+                                                               # and the small-batch stream, in one table
 
 ``--load L`` starts L busy processes (each a pure-Python spin loop on one core, not pinned) before
 the timings and stops them after, so every candidate runs under the same load.
@@ -27,8 +29,12 @@ import statistics
 import subprocess
 import sys
 import time
+import warnings
 
 import torch
+
+# the library of this checkout, not an installed copy (the script's own folder comes first on sys.path)
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 TOP_K = [1, 5, 10, 20, 50, 100]
 
@@ -131,6 +137,137 @@ class Load:
 
 
 SIX = ["ndcg", "hit_rate", "recall", "precision", "map", "mrr"]
+
+# The small-batch stream: RecBole's full-sort test loader on MovieLens-100k (943 users, 1,682
+# items) feeds 472 batches of at most 2 users.
+STREAM_USERS, STREAM_ITEMS, STREAM_BATCH = 943, 1_682, 2
+
+
+def stream_candidates(seed=0):
+    """torch.topk on every batch of the small-batch stream, and a whole epoch of RankingMetrics
+    over it (reset, every update, compute) with the default threads and with num_threads=1."""
+    import ignite_recsys as R
+
+    generator = torch.Generator().manual_seed(seed)
+    batches = []
+    for start in range(0, STREAM_USERS, STREAM_BATCH):
+        rows = min(STREAM_BATCH, STREAM_USERS - start)
+        scores = torch.rand(rows, STREAM_ITEMS, generator=generator)
+        labels = (torch.rand(rows, STREAM_ITEMS, generator=generator) < 20 / STREAM_ITEMS).float()
+        batches.append((scores, labels))
+
+    def topk():
+        for scores, _ in batches:
+            torch.topk(scores, 100)
+
+    def epoch(**options):
+        metric = R.RankingMetrics(TOP_K, metrics=SIX, **options)
+
+        def run():
+            metric.reset()
+            for batch in batches:
+                metric.update(batch)
+            with warnings.catch_warnings():  # random scores tie now and then at a cut-off
+                warnings.simplefilter("ignore")
+                metric.compute()
+
+        return run
+
+    return len(batches), {"torch.topk(100)": topk, "default": epoch(), "num_threads=1": epoch(num_threads=1)}
+
+
+def per_round_ratios(times, base="torch.topk(100)"):
+    """{name: median over rounds of time / base's time in the same round}."""
+    return {name: statistics.median(v / b for v, b in zip(values, times[base])) for name, values in times.items()}
+
+
+def under_load(args):
+    """Every row of the speed-under-load table, in one run: per size (``args.sizes``, B =
+    ``args.batch``) the ratio of a RankingMetrics update to torch.topk(scores, 100) idle (default
+    threads and num_threads=1), with 1 busy process and with 4, and how much each slows with 4
+    busy processes against idle; then the small-batch stream. Ratios per round, medians."""
+    import ignite_recsys as R
+
+    report = {"load_average_at_start": os.getloadavg()[0], "sizes": {}, "stream": {}}
+    print(f"load average at start {report['load_average_at_start']:.2f}; batch {args.batch}; top_k {TOP_K}")
+
+    def size_candidates(scores, labels):
+        def ours(**options):
+            metric = R.RankingMetrics(TOP_K, metrics=SIX, **options)
+            return lambda: metric.update((scores, labels))
+
+        return {
+            "torch.topk(100)": lambda: torch.topk(scores, 100),
+            "default": ours(),
+            "num_threads=1": ours(num_threads=1),
+        }
+
+    for items in args.sizes:
+        candidates = size_candidates(*make_data(args.batch, items))
+        row = {}
+        for load in (0, 1, 4):
+            with Load(load):
+                times = round_times(candidates, args.repeats)
+            seconds = {name: statistics.median(values) for name, values in times.items()}
+            row[load] = {"ratio": per_round_ratios(times), "seconds": seconds}
+        slowdown = {name: row[4]["seconds"][name] / row[0]["seconds"][name] for name in candidates}
+        report["sizes"][items] = {"by_load": row, "slowdown_4": slowdown}
+        print(
+            f"N = {items:>9,}: topk {row[0]['seconds']['torch.topk(100)'] * 1e3:.1f} ms idle; ratio idle "
+            f"{row[0]['ratio']['default']:.2f}x (num_threads=1 {row[0]['ratio']['num_threads=1']:.2f}x), "
+            f"1 busy {row[1]['ratio']['default']:.2f}x, 4 busy {row[4]['ratio']['default']:.2f}x; slowdown with 4 "
+            f"busy: ours {slowdown['default']:.2f}x, topk {slowdown['torch.topk(100)']:.2f}x"
+        )
+        del candidates
+    num_batches, candidates = stream_candidates()
+    for load in (0, 1):
+        with Load(load):
+            times = round_times(candidates, max(3, args.repeats // 2))
+        report["stream"][load] = {
+            "ratio": per_round_ratios(times),
+            "seconds": {k: statistics.median(v) for k, v in times.items()},
+        }
+        ratio = report["stream"][load]["ratio"]
+        print(
+            f"stream of {num_batches} batches of <= {STREAM_BATCH} users x {STREAM_ITEMS:,} items, {load} busy: "
+            f"topk {report['stream'][load]['seconds']['torch.topk(100)'] * 1e3:.1f} ms, ours "
+            f"{ratio['default']:.1f}x (num_threads=1 {ratio['num_threads=1']:.1f}x)"
+        )
+    return report
+
+
+def under_load_markdown(report, command):
+    """The speed-under-load table of docs/benchmarks.md (``under_load``'s report)."""
+    lines = [
+        header_line(command, 1, "", [report["load_average_at_start"]]),
+        "",
+        "| items N | `torch.topk`, no busy process | no busy process, default | no busy process, `num_threads=1` "
+        "| 1 busy process | 4 busy processes | slowdown with 4 busy processes: ours / `torch.topk` |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for items, entry in report["sizes"].items():
+        row, slowdown = entry["by_load"], entry["slowdown_4"]
+        lines.append(
+            f"| {int(items):,} | {_ms([row[0]['seconds']['torch.topk(100)']])} | "
+            f"{_number(row[0]['ratio']['default'])}x | "
+            f"{_number(row[0]['ratio']['num_threads=1'])}x | {_number(row[1]['ratio']['default'])}x | "
+            f"{_number(row[4]['ratio']['default'])}x | {_number(slowdown['default'])}x / "
+            f"{_number(slowdown['torch.topk(100)'])}x |"
+        )
+    stream = report["stream"]
+    lines += [
+        "",
+        f"| small-batch stream ({-(-STREAM_USERS // STREAM_BATCH)} batches of <= {STREAM_BATCH} users, "
+        f"{STREAM_ITEMS:,} items) | `torch.topk` | default | `num_threads=1` |",
+        "|---|---|---|---|",
+    ]
+    for load, entry in stream.items():
+        label = "no busy process" if int(load) == 0 else f"{load} busy process"
+        lines.append(
+            f"| {label} | {_ms([entry['seconds']['torch.topk(100)']])} | {_number(entry['ratio']['default'])}x | "
+            f"{_number(entry['ratio']['num_threads=1'])}x |"
+        )
+    return "\n".join(lines)
 
 
 def candidates(scores, labels, items, only_ours=False):
@@ -471,7 +608,7 @@ def measure(args, with_memory=True):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description="Benchmark metric updates against peers.")
-    parser.add_argument("--sizes", type=int, nargs="+", default=[1_000, 10_000, 100_000, 1_000_000])
+    parser.add_argument("--sizes", type=int, nargs="+", default=None, help="items N (default 1k, 10k, 100k, 1M)")
     parser.add_argument("--batch", type=int, default=256)
     parser.add_argument(
         "--repeats",
@@ -490,6 +627,12 @@ def main(argv=None):
     parser.add_argument("--only-ours", action="store_true", help="time torch.topk and RankingMetrics only")
     parser.add_argument("--no-memory", action="store_true", help="skip the peak-memory probe")
     parser.add_argument(
+        "--under-load",
+        action="store_true",
+        help="only the speed-under-load table: idle (default and num_threads=1), 1 and 4 busy processes, and "
+        "the small-batch stream (default sizes 10k, 100k, 1M)",
+    )
+    parser.add_argument(
         "--operations",
         action="store_true",
         help="only count the top-level operations of one update at every batch size and N, and of "
@@ -502,8 +645,17 @@ def main(argv=None):
         "command in the line above them)",
     )
     args = parser.parse_args(argv)
+    if args.sizes is None:
+        args.sizes = [10_000, 100_000, 1_000_000] if args.under_load else [1_000, 10_000, 100_000, 1_000_000]
     os.makedirs(args.out, exist_ok=True)
     command = command_line("benchmarks/bench_update.py", argv)
+    if args.under_load:
+        report = under_load(args)
+        with open(os.path.join(args.out, "bench_under_load.json"), "w") as handle:
+            json.dump(report, handle, indent=2)
+        if args.markdown:
+            print("\n" + under_load_markdown(report, command))
+        return report
     if args.operations:
         counts = operation_sweep(args.sizes)
         for label, operations in counts.items():

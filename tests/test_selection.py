@@ -65,6 +65,26 @@ def test_stable_topk_equals_stable_argsort(rng, width, k):
         np.testing.assert_array_equal(top_values(x, min(k, width)).numpy(), values, err_msg=name)
 
 
+@pytest.mark.parametrize("width", [9, 799, 1999])
+@pytest.mark.parametrize("k", [1, 7, 100])
+@pytest.mark.parametrize("where", ["at_k", "after_k"])
+def test_stable_topk_with_a_single_tie_at_the_cut(rng, width, k, where):
+    """Distinct scores but one tie, between the k-th (or (k + 1)-th) best item and another item
+    outside the top k, on one row only: whichever of them ``torch.topk`` picks, the lower index
+    must come first (plain ``torch.topk`` is right on every other row)."""
+    x = np.stack([rng.permutation(width).astype(np.float32) for _ in range(4)])
+    rank = min(k if where == "at_k" else k + 1, width)
+    best = np.argsort(-x[2], kind="stable")
+    if rank < width:
+        x[2, best[-1]] = x[2, best[rank - 1]]  # the worst item now ties with the rank-th best
+    expected = np.argsort(-x, axis=1, kind="stable")[:, :k]
+    got = stable_topk(torch.from_numpy(x), k)
+    np.testing.assert_array_equal(got.numpy(), expected)
+    x[1, best[0]] = np.nan
+    _, has_nan = stable_topk(torch.from_numpy(x), k, detect_nan=True)
+    assert has_nan.tolist() == [False, True, False, False]
+
+
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float16, torch.bfloat16])
 @pytest.mark.parametrize("width", [799, 2001, 6463, 20_000])
 def test_stable_topk_other_float_dtypes(rng, dtype, width):
@@ -151,3 +171,78 @@ def test_top_values_with_whole_contiguous_groups_among_the_best(rng, width, k):
     x[3] = 1.0  # all equal
     expected = np.sort(x, axis=1)[:, ::-1][:, :k]
     np.testing.assert_array_equal(top_values(torch.from_numpy(x), k).numpy(), expected)
+
+
+@pytest.fixture
+def shared_passes(monkeypatch):
+    """Passes shared with helper threads from a few thousand entries on (two torch threads
+    outside the update, as on a 2-core machine)."""
+    monkeypatch.setattr(tuning, "WIDE_PASS_ENTRIES", 1 << 12)
+    monkeypatch.setattr(tuning, "SHARED_BLOCK_ENTRIES", 1 << 10)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.mark.parametrize("width", [2001, 20_033])
+def test_selection_in_passes_shared_with_helper_threads(rng, shared_passes, width):
+    for name in ["random", "few_levels", "block_edges"]:
+        x = _pattern(rng, name, 40, width)
+        with tuning.ranking_threads():
+            assert torch.get_num_threads() == 1  # one thread but for the shared passes
+            got, has_nan = stable_topk(x, 100, detect_nan=True)
+            values = top_values(x, 100)
+        assert torch.get_num_threads() == 2
+        np.testing.assert_array_equal(got.numpy(), np.argsort(-x.numpy(), axis=1, kind="stable")[:, :100])
+        np.testing.assert_array_equal(values.numpy(), np.sort(x.numpy(), axis=1)[:, ::-1][:, :100])
+        assert not has_nan.any()
+
+
+def test_a_stalled_helper_thread_delays_no_shared_pass(shared_passes):
+    """A helper whose core another process holds (here: asleep) costs the update nothing: the
+    update's thread computes the blocks the helper claimed."""
+    import threading
+    import time
+
+    x = torch.rand(64, 1000)
+    main = threading.current_thread()
+
+    def block_maxima(rows):
+        if threading.current_thread() is not main:
+            time.sleep(1.0)
+        return x[rows].amax(1)
+
+    with tuning.ranking_threads():
+        start = time.perf_counter()
+        blocks = tuning.shared_pass(block_maxima, 64, 1000, x.device)
+        elapsed = time.perf_counter() - start
+    assert blocks is not None and len(blocks) > 2
+    np.testing.assert_array_equal(torch.cat(blocks).numpy(), x.numpy().max(1))
+    assert elapsed < 0.5
+
+
+def test_ranking_updates_run_on_one_thread_unless_num_threads_is_given():
+    """By default a ranking update's operations run on one torch thread (the passes over the
+    whole inputs aside); ``num_threads`` sets every operation's; the caller's setting is back
+    after each update, also after one that raises."""
+    import ignite_recsys as R
+
+    seen = []
+
+    class Spy(R.NDCG):
+        def _batch_totals(self, inputs):
+            seen.append(torch.get_num_threads())
+            return super()._batch_totals(inputs)
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        scores, labels = torch.rand(4, 50), (torch.rand(4, 50) < 0.2).float()
+        Spy([2]).update((scores, labels))
+        Spy([2], num_threads=2).update((scores, labels))
+        with pytest.raises(ValueError):
+            Spy([2]).update((scores * float("nan"), labels))
+        assert seen == [1, 2, 1] and torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(threads)

@@ -44,6 +44,7 @@ from .selection import (
     stable_topk,
     stable_topk_excluding,
     stable_topk_excluding_listed,
+    untied_topk,
 )
 from .ties import (
     boundary_ties,
@@ -120,7 +121,12 @@ class RankingRequest:
 
 def rank_input(batch: RankingInput, request: RankingRequest, hints: Optional[RankingHints] = None) -> RankedBatch:
     """The shared ranking step for any input form (see the module docstring). ``hints``: the
-    calling metric's ``RankingHints`` (speed only)."""
+    calling metric's ``RankingHints`` (speed only). Threads: ``tuning.ranking_threads``."""
+    with tuning.ranking_threads():
+        return _rank_input(batch, request, hints)
+
+
+def _rank_input(batch: RankingInput, request: RankingRequest, hints: Optional[RankingHints]) -> RankedBatch:
     depth, relevance_threshold, ties = request.depth, request.relevance_threshold, request.ties
     gain_function, ideal = request.gain_function, request.ideal
     gain_functions = request.gain_functions
@@ -269,8 +275,14 @@ def _rank_dense(
     relevance = Relevance.of(relevance_threshold, labels.dtype)
 
     # one position more than the cut-offs need: whether a cut-off splits tied scores
-    order, score_is_nan = stable_topk(scores, min(depth + 1, num_items), detect_nan=True)
-    tie = boundary_ties(scores, order, depth, complete=True)
+    width = min(depth + 1, num_items)
+    order = untied_topk(scores, width)
+    if order is None:
+        order, score_is_nan = stable_topk(scores, width, detect_nan=True, untied=False)
+        tie = boundary_ties(scores, order, depth, complete=True)
+    else:  # no tie and no NaN in any row
+        score_is_nan = torch.zeros((), dtype=torch.bool, device=scores.device)
+        tie = torch.zeros(order.shape[0], depth, dtype=torch.float64, device=scores.device)
     order = order[:, :depth] if order.shape[1] > depth else order
     selects_labels = ideal and ideal_needs_selection(labels, gain_function)
     count = count_relevant or (ideal and not selects_labels)  # the binary ideal counts
@@ -566,7 +578,8 @@ def hits_within_own_depth(batch: RankingInput, relevance_threshold: Optional[flo
     """For R-Precision: (hits among each user's first |R| candidates, |R|, value-check flags),
     float64 (batch,). |R| is unbounded by any cut-off, so every candidate is ranked."""
     if batch.is_dense:
-        hits, num_relevant = hits_at_own_depth(batch.scores, batch.labels, relevance_threshold, ties)
+        with tuning.ranking_threads(), tuning.wide_pass(batch.scores.numel()):  # full-row sorts
+            hits, num_relevant = hits_at_own_depth(batch.scores, batch.labels, relevance_threshold, ties)
         invalid = full_row_checks(batch.scores, batch.labels)
         invalid.update(batch.invalid)
         return hits, num_relevant, invalid

@@ -89,6 +89,9 @@ def relevance_pass(
     groups = ValueGroups(groups) if isinstance(groups, int) else groups
     if count and labels.dtype == torch.bool and not _true_is_relevant(relevance):
         return _no_relevant(labels, groups)
+    if count and groups is None and labels.dtype != torch.bool and tuning.small_batch(labels):
+        counts = relevance.indicator(labels).sum(1)  # a small batch: every label at once, float64
+        return counts, counts > 0, any_nan(labels), None, None
     with_candidates = (
         count and groups is not None and depth is not None and labels.dtype != torch.bool and tuning.cpu_tuned(device)
     )
@@ -96,11 +99,13 @@ def relevance_pass(
     from_candidates = with_candidates and not many_relevant.get((num_cols, depth), False)
     counts = highest = maxima = None
     if count and not from_candidates:
-        counts, highest, maxima = _counting_pass(labels, relevance, groups, count_dtype)
+        with tuning.wide_pass(labels.numel()):
+            counts, highest, maxima = _counting_pass(labels, relevance, groups, count_dtype)
     elif groups is not None:
         maxima = groups.maxima(labels)
     else:
-        highest = torch.amax(labels, 1)
+        with tuning.wide_pass(labels.numel()):
+            highest = torch.amax(labels, 1)
     candidates = groups.candidates(labels, depth, maxima) if maxima is not None and depth else None
     if with_candidates:
         beyond = _users_beyond_candidates(maxima, depth, relevance)
@@ -121,7 +126,10 @@ def pass_groups(labels: torch.Tensor, depth: int, select: bool, count: bool) -> 
     """The label groups ``relevance_pass`` takes (or None): those of the ideal ranking's
     selection (``select``), and on CPU wherever |R| is counted over labels other than bool, to
     count it among the candidates they give: a handful of operations instead of a comparison
-    of every label piece by piece."""
+    of every label piece by piece. None for a small batch on CPU (``tuning.small_batch``): each
+    label compared, the ideal's labels selected among all."""
+    if tuning.small_batch(labels):
+        return None
     counts_among_candidates = count and labels.dtype != torch.bool and tuning.cpu_tuned(labels.device)
     return value_groups(labels.shape[1], depth) if select or counts_among_candidates else None
 
@@ -314,7 +322,10 @@ def ideal_gains(labels, num_relevant, depth, relevance, gain_function, label_max
     (``candidates``: ``ValueGroups.candidates`` of the labels, if already taken)."""
     if not ideal_needs_selection(labels, gain_function):
         return binary_ideal_gains(num_relevant, depth, gain_function, threshold)
-    best = top_values(labels, depth, label_maxima, candidates).to(torch.float64)
+    if label_maxima is None and candidates is None and tuning.small_batch(labels):
+        best = labels.topk(depth, 1).values.to(torch.float64)  # a small batch: among all labels
+    else:
+        best = top_values(labels, depth, label_maxima, candidates).to(torch.float64)
     return gains(best, relevance.indicator(best), gain_function, threshold)
 
 
@@ -336,5 +347,6 @@ def invalid_flags(any_nan_score: torch.Tensor, any_nan_label: torch.Tensor) -> d
 
 def full_row_checks(y_pred: torch.Tensor, y: torch.Tensor) -> dict:
     """The value checks of ``rank``, for metrics that read the full rows themselves."""
-    label_nan = any_nan(y.amax(1)) if y.is_floating_point() else any_nan(y)
+    with tuning.wide_pass(y.numel()):
+        label_nan = any_nan(y.amax(1)) if y.is_floating_point() else any_nan(y)
     return invalid_flags(holds_nan(y_pred).any(), label_nan)  # a max per row: no (B, N) bool temporary

@@ -12,12 +12,21 @@ sums and reduces the comparison (which should be read while it is in cache) is c
 pieces of rows sized from the cache the OS reports (:func:`row_pieces`). Accelerators take one
 pass over the whole batch (fewer, larger kernel launches), or pieces within a memory budget. The
 index patterns of a shape are made once (:func:`index_constant`).
+
+Threads. A ranking update runs its operations on one torch thread (:func:`ranking_threads`): a
+multi-threaded operation waits at its end for every thread, for milliseconds when another process
+holds a core. Its passes over the whole inputs are shared in row blocks with helper threads that
+it never waits for (:func:`shared_pass`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import glob
+import itertools
 import os
+import queue
+import threading
 from functools import lru_cache
 from typing import Iterator, Optional
 
@@ -47,6 +56,23 @@ MIN_VALUE_GROUP = 3
 # torch reduces fast and streams from memory (strided groups read many rows at once). Re-measure:
 # bench_update.py with graded labels.
 CONTIGUOUS_FROM = 24
+
+# --- Threads of a ranking update (CPU) --------------------------------------------------------
+# A pass over at least this many entries of the (batch, num_items) inputs (the scores' and the
+# labels' group maxima) takes torch's own thread count; every other operation of a ranking update
+# runs on one thread. Re-measure: bench_update.py (idle, --load 1, --load 4) with other sizes here.
+WIDE_PASS_ENTRIES = 1 << 20
+# Such a pass is shared between the update's thread and helper threads (one per further torch
+# thread, at most this many) in blocks of rows: about 8 blocks per thread, each at least
+# SHARED_BLOCK_ENTRIES entries. Re-measure: bench_update.py --under-load.
+MAX_HELPERS = 3
+SHARED_BLOCK_ENTRIES = 1 << 18
+
+# --- Small batches (CPU) --------------------------------------------------------------------------
+# Batches of at most this many scores are ranked with the fewest operations (each label compared,
+# the ideal ranking's labels selected among all): their fixed cost per operation outweighs the
+# work the group pre-filters save. Re-measure: bench_update.py's small-batch stream.
+SMALL_BATCH_ENTRIES = 1 << 16
 
 # --- Pieces of passes over (batch, ...) rows ---------------------------------------------------
 # The most pieces a pass is cut into by preference (each piece costs a few operations).
@@ -100,6 +126,12 @@ def cpu_tuned(device: torch.device) -> bool:
     sorted). Accelerators take one pass over the whole batch, plain reductions and no host read.
     The results are the same either way (the tests switch this off on CPU)."""
     return device.type == "cpu"
+
+
+def small_batch(x: torch.Tensor) -> bool:
+    """Whether ``x`` (a batch of scores or labels) takes the small-batch path on CPU
+    (``SMALL_BATCH_ENTRIES``)."""
+    return x.numel() <= SMALL_BATCH_ENTRIES and cpu_tuned(x.device)
 
 
 def piece_rows(num_rows: int, row_bytes: int, device: torch.device) -> int:
@@ -196,3 +228,127 @@ def index_constant(start: int, end: int, step: int, rows: int, device: torch.dev
     if rows > 0:
         return values.expand(rows, -1)
     return values.unsqueeze(1) if rows == -1 else values
+
+
+# --- Threads ------------------------------------------------------------------------------------
+_THREADS = threading.local()
+
+
+@contextlib.contextmanager
+def ranking_threads(num_threads: Optional[int] = None) -> Iterator[None]:
+    """torch's intra-op threads during a ranking update, restored after it: ``num_threads`` for
+    every operation if given; else one thread, except inside :func:`wide_pass` (torch's own count).
+
+    Why. Every multi-threaded torch operation on CPU ends at a barrier that waits for each of its
+    threads; when another process holds a core, the barrier waits for the scheduler (milliseconds),
+    at every operation. One thread never waits, and the few passes that read the whole inputs are
+    large enough to share: an update then slows with the load as ``torch.topk`` does. Nested
+    uses keep the outer setting."""
+    if getattr(_THREADS, "wide", None) is not None:
+        yield
+        return
+    outer = torch.get_num_threads()
+    inner = 1 if num_threads is None else num_threads
+    _THREADS.wide = outer if num_threads is None else num_threads
+    if inner != outer:
+        torch.set_num_threads(inner)
+    try:
+        yield
+    finally:
+        _THREADS.wide = None
+        if inner != outer:
+            torch.set_num_threads(outer)
+
+
+@contextlib.contextmanager
+def wide_pass(entries: int) -> Iterator[None]:
+    """Around one pass over ``entries`` entries inside :func:`ranking_threads`: the thread count
+    from outside the update when the pass reads at least ``WIDE_PASS_ENTRIES`` entries (nothing
+    changes elsewhere, or outside an update)."""
+    wide = getattr(_THREADS, "wide", None)
+    current = torch.get_num_threads()
+    if wide is None or entries < WIDE_PASS_ENTRIES or wide == current:
+        yield
+        return
+    torch.set_num_threads(wide)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(current)
+
+
+class _Helpers:
+    """The helper threads of :func:`shared_pass` (made on first use, per process)."""
+
+    pid: Optional[int] = None
+    jobs: "queue.SimpleQueue" = queue.SimpleQueue()
+    threads: list = []
+
+
+def _helper_loop(jobs: "queue.SimpleQueue", ready: threading.Event) -> None:
+    torch.get_num_threads()  # this thread's own torch threads: the one set while it starts
+    ready.set()
+    while True:
+        job = jobs.get()
+        try:
+            with torch.no_grad():
+                job()
+        except BaseException:  # the update's thread computes whatever a helper leaves
+            pass
+
+
+def _helper_jobs(count: int) -> "queue.SimpleQueue":
+    """The job queue of ``count`` helper threads, each running torch operations on one thread.
+    Started inside ``ranking_threads`` (one torch thread), whose setting a new thread takes."""
+    if _Helpers.pid != os.getpid():  # first use, or a forked child (whose threads did not follow)
+        _Helpers.pid, _Helpers.jobs, _Helpers.threads = os.getpid(), queue.SimpleQueue(), []
+    while len(_Helpers.threads) < count:
+        ready = threading.Event()
+        thread = threading.Thread(
+            target=_helper_loop, args=(_Helpers.jobs, ready), name="ignite_recsys-pass", daemon=True
+        )
+        thread.start()
+        ready.wait()
+        _Helpers.threads.append(thread)
+    return _Helpers.jobs
+
+
+def shared_pass(compute, num_rows: int, row_entries: int, device: torch.device) -> Optional[list]:
+    """``[compute(rows) for rows in blocks]`` over row blocks covering ``num_rows`` rows in order,
+    shared with helper threads; None where the pass is not shared (then the caller runs it
+    whole, see :func:`wide_pass`). ``compute`` must return a new tensor and write nothing.
+
+    Shared on CPU inside :func:`ranking_threads` when torch's own count outside it is above one and the
+    pass reads at least ``WIDE_PASS_ENTRIES`` entries. Every thread claims the next block until
+    none is left; the update's thread never waits for a helper: it computes itself any block a
+    helper has claimed but not finished (a late helper's result is dropped). So a helper whose
+    core another process holds costs at most one block, where a multi-threaded operation would
+    wait for it at its barrier."""
+    wide = getattr(_THREADS, "wide", None)
+    entries = num_rows * row_entries
+    if wide is None or wide < 2 or num_rows < 2 or entries < WIDE_PASS_ENTRIES or not cpu_tuned(device):
+        return None
+    if torch.get_num_threads() != 1:
+        return None
+    helpers = min(wide - 1, MAX_HELPERS)
+    step = max(-(-num_rows // (8 * (helpers + 1))), -(-SHARED_BLOCK_ENTRIES // max(row_entries, 1)))
+    blocks = [slice(start, min(start + step, num_rows)) for start in range(0, num_rows, step)]
+    if len(blocks) < 2:
+        return None
+    results: list = [None] * len(blocks)
+    claims = itertools.count()  # next() on it is atomic: each block is claimed once
+
+    def work() -> None:
+        for index in iter(claims.__next__, None):
+            if index >= len(blocks):
+                return
+            results[index] = compute(blocks[index])
+
+    jobs = _helper_jobs(helpers)
+    for _ in range(helpers):
+        jobs.put(work)
+    work()
+    for index, result in enumerate(results):
+        if result is None:  # a helper's block not done yet: computed here as well
+            results[index] = compute(blocks[index])
+    return list(results)

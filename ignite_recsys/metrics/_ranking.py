@@ -16,10 +16,12 @@ Common arguments (ignite's ``NDCG`` signature, plus keywords):
 - ``num_items``: the catalog size, for inputs that hold only ids (``RankedItems`` predictions with
   ``ItemIds`` targets): ids at or past it are refused. Dense and sparse inputs carry it.
 - ``per_user``, ``num_groups``: per-user values and per-group results (see :class:`UserMean`).
-- ``num_threads``: torch's intra-op threads during ``update`` on CPU, restored after it (None:
-  torch's setting, unchanged). On a machine whose cores other processes also use (data-loader
-  workers, other jobs), ``num_threads=1`` keeps an update from waiting at each operation for a
-  thread whose core is taken, while the model keeps its threads.
+- ``num_threads``: torch's intra-op threads for every operation of ``update`` on CPU, restored
+  after it. None (the default): one thread, except the passes over the whole scores and labels,
+  which the update's thread shares in blocks of rows with helper threads (as many threads in all
+  as torch's setting) and never waits for: an update then does not wait at each operation for a
+  thread whose core another process holds (data-loader workers, other jobs), and slows with the
+  load as ``torch.topk`` does. An int: every operation on that many torch threads.
 - ``output_transform``, ``device``, ``skip_unrolling``: as in :class:`ignite.metrics.Metric`.
 """
 
@@ -35,7 +37,7 @@ from .._core.adapters import RankingInput, parse_ranking_input
 from .._core.input_checks import warn_if_suspicious, warn_user
 from .._core.ranking import RankedBatch, RankingRequest, rank_input
 from .._core.relevance import RankingHints
-from .._core.tuning import device_constant
+from .._core.tuning import device_constant, ranking_threads
 from .._registry import RankingEntry
 from ._engine import CutoffResults
 from ._state import _identity
@@ -212,6 +214,11 @@ class RankingMetricBase(UserMean):
 
     def _ranking_request(self) -> Optional[RankingRequest]:
         return ranking_request(self._entries, self._options, self.top_k, self.relevance_threshold, self.ties)
+
+    def _thread_setting(self):
+        """One thread but for the passes over the whole inputs, or ``num_threads`` for all
+        (``tuning.ranking_threads``)."""
+        return ranking_threads(self.num_threads)
 
     # Inputs ------------------------------------------------------------------------------------
     def _parse(self, output: Any) -> RankingInput:

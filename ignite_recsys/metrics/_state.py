@@ -185,12 +185,16 @@ class StatefulMetric(EngineIO, Metric):
 
     @reinit__is_reduced
     def update(self, output: Any) -> None:
-        with _threads(self.num_threads):
+        with self._thread_setting():
             inputs = self._parse(output)
             totals = self._batch_totals(inputs)
             bad = screen(totals.invalid, self._inputs_device(inputs))
             self._add(totals.sums, bad)
             self._keep(totals, bad)
+
+    def _thread_setting(self):
+        """torch's threads during ``update`` (a context manager): ``num_threads``, if set."""
+        return _threads(self.num_threads)
 
     def _add(self, sums: dict, bad: Optional[torch.Tensor]) -> None:
         """Add each batch total to its state (one operation for all; nothing from a bad batch) and

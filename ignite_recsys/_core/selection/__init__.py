@@ -13,7 +13,7 @@ Every selection of the library goes through these three functions; a kernel for 
 """
 
 from .excluding import listed_bound, stable_topk_excluding, stable_topk_excluding_listed
-from .groups import LOW_MASK, holds_nan, ordered_int32, stable_topk
+from .groups import LOW_MASK, holds_nan, ordered_int32, stable_topk, untied_topk
 from .values import ValueGroups, strided_candidates, strided_groups, top_values, value_group_size, value_groups
 
 __all__ = [
@@ -27,6 +27,7 @@ __all__ = [
     "strided_candidates",
     "strided_groups",
     "top_values",
+    "untied_topk",
     "value_group_size",
     "value_groups",
     "ValueGroups",

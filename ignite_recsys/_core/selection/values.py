@@ -7,6 +7,7 @@ from typing import Optional
 
 import torch
 
+from .. import tuning
 from ..tuning import CONTIGUOUS_FROM, MIN_VALUE_GROUP
 from .groups import rows_of_groups
 
@@ -46,7 +47,11 @@ class ValueGroups:
 
     def maxima(self, x: torch.Tensor) -> torch.Tensor:
         view, dim = self.grouped(x)
-        return view.amax(dim)
+        blocks = tuning.shared_pass(lambda rows: view[rows].amax(dim), x.shape[0], x.shape[1], x.device)
+        if blocks is not None:
+            return torch.cat(blocks)
+        with tuning.wide_pass(x.numel()):
+            return view.amax(dim)
 
     def candidates(self, x: torch.Tensor, k: int, maxima: Optional[torch.Tensor] = None) -> torch.Tensor:
         """The items of the best k groups (by their ``maxima``, computed here if not given) and the
