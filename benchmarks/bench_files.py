@@ -4,7 +4,7 @@ The files are not tuned to either reader: string ids (``u<n>``, ``doc<n>``), sco
 decimals, users in random order of their ids, each user's 100 rows in rank order, 10 graded
 judgments per user (grades 0-2, about half of the judged items in the run). Metrics: nDCG@10,
 P@10, Recall@100 and AP@100 with trec_eval's conventions (linear gains, AP over |R|, users
-without a relevant item counted).
+without a relevant item counted, scores compared in float32 as trec_eval stores them).
 
 Each measurement runs in a fresh process, with the libraries imported before the clock starts:
 
@@ -20,6 +20,7 @@ both tools are checked to agree.
     python benchmarks/bench_files.py --rows 1000000 --repeats 5
     python benchmarks/bench_files.py --rows 1000000 --rows 10000000 --repeats 3   # 10M rows: slow
     python benchmarks/bench_files.py --rows 1000000 --profile      # where evaluate's time goes
+    python benchmarks/bench_files.py --rows 1000000 --import-pandas   # pandas imported before the clock
 """
 
 from __future__ import annotations
@@ -37,7 +38,10 @@ METRICS = ["ndcg@10", "P@10", "recall@100", "map@100"]
 TREC_NAMES = {"ndcg@10": "ndcg_cut_10", "precision@10": "P_10", "recall@100": "recall_100", "map@100": "map_cut_100"}
 # the children import the package of this checkout
 CHILD_ENV = {**os.environ, "PYTHONPATH": os.path.dirname(os.path.dirname(os.path.abspath(__file__)))}
-CONVENTIONS = dict(gain_function="linear_rank", map_normalization="relevant", ignore_zero_hits=False)
+# trec_eval's conventions, and its float32 scores (scores 1e-7 apart tie there at 10M rows)
+CONVENTIONS = dict(
+    gain_function="linear_rank", map_normalization="relevant", ignore_zero_hits=False, score_precision="float32"
+)
 
 
 def generate(folder: str, rows: int) -> tuple:
@@ -94,8 +98,10 @@ def _resident() -> tuple:
     return fields["VmRSS"], fields["VmHWM"]
 
 
-def work(tool: str, run: str, qrels: str, profile: bool = False) -> dict:
+def work(tool: str, run: str, qrels: str, profile: bool = False, import_pandas: bool = False) -> dict:
     """File to means with one tool in this process; the call's seconds and peak memory (MiB)."""
+    if import_pandas:  # pyarrow imports pandas on its first pyarrow.array(): before the clock
+        import pandas  # noqa: F401
     if tool == "ignite_recsys":
         import ignite_recsys
         import ignite_recsys.data.files  # noqa: F401  (pyarrow, imported as a user's script has it)
@@ -141,9 +147,10 @@ def work(tool: str, run: str, qrels: str, profile: bool = False) -> dict:
     return {"seconds": seconds, "peak_mib": peak - before, "means": means}
 
 
-def measure(tool: str, run: str, qrels: str) -> dict:
+def measure(tool: str, run: str, qrels: str, import_pandas: bool = False) -> dict:
     child = subprocess.run(
-        [sys.executable, __file__, "--work", tool, "--run", run, "--qrels", qrels],
+        [sys.executable, __file__, "--work", tool, "--run", run, "--qrels", qrels]
+        + (["--import-pandas"] if import_pandas else []),
         capture_output=True,
         text=True,
         env=CHILD_ENV,
@@ -159,12 +166,15 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--folder", default="/tmp/ignite_recsys_bench_files")
     parser.add_argument("--profile", action="store_true", help="cProfile evaluate() once per size, to stderr")
+    parser.add_argument(
+        "--import-pandas", action="store_true", help="import pandas before the clock (pyarrow imports it on first use)"
+    )
     parser.add_argument("--work", help=argparse.SUPPRESS)
     parser.add_argument("--run", help=argparse.SUPPRESS)
     parser.add_argument("--qrels", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.work:
-        print(json.dumps(work(args.work, args.run, args.qrels, profile=args.profile)))
+        print(json.dumps(work(args.work, args.run, args.qrels, profile=args.profile, import_pandas=args.import_pandas)))
         return
     print(f"load: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} {os.getloadavg()[2]:.2f} on {os.cpu_count()} cores")
     for rows in args.rows or [1_000_000]:
@@ -182,7 +192,7 @@ def main() -> None:
         results: dict = {"ignite_recsys": [], "pytrec_eval": []}
         for _ in range(args.repeats):
             for tool in results:  # alternating, under the same load
-                results[tool].append(measure(tool, run, qrels))
+                results[tool].append(measure(tool, run, qrels, args.import_pandas))
         ours, theirs = results["ignite_recsys"], results["pytrec_eval"]
         for key in TREC_NAMES:
             if abs(ours[0]["means"][key] - theirs[0]["means"][key]) > 1e-9:
