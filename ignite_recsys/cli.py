@@ -132,7 +132,7 @@ def _common(parser: argparse.ArgumentParser, formats: Sequence[str]) -> None:
         help="equal scores: the larger item id first (trec_eval; default) or file order",
     )
     parser.add_argument("--level", type=float, default=0.95, help="confidence level of the intervals")
-    parser.add_argument("--batch-size", type=int, help="users per update (default 16384)")
+    parser.add_argument("--batch-size", type=int, help="users per update (default 2048)")
     parser.add_argument("--device", default="cpu", help="torch device of the metrics (cpu, cuda, cuda:1, ...)")
     parser.add_argument(
         "--no-progress", action="store_true", help="no progress bar (one is shown only when stderr is a terminal)"
@@ -142,7 +142,12 @@ def _common(parser: argparse.ArgumentParser, formats: Sequence[str]) -> None:
         "--trec-eval",
         action="store_true",
         help="trec_eval's conventions: linear gains, MAP divided by |R|, users without a relevant item "
-        "counted (as ranx); an option below overrides it",
+        "counted (as ranx), scores compared as 32-bit floats; an option below overrides it",
+    )
+    conventions.add_argument(
+        "--score-precision",
+        choices=("float64", "float32"),
+        help="float32: scores equal as 32-bit floats tie, as in trec_eval, which stores them so (default float64)",
     )
     conventions.add_argument(
         "--relevance-threshold", type=float, help="an item is relevant when its grade is at least this (default 1)"
@@ -231,7 +236,11 @@ def _parser() -> argparse.ArgumentParser:
 def _conventions(args: argparse.Namespace) -> dict:
     conventions: dict = {}
     if args.trec_eval:
-        conventions.update(gain_function="linear_rank", map_normalization="relevant", ignore_zero_hits=False)
+        conventions.update(
+            gain_function="linear_rank", map_normalization="relevant", ignore_zero_hits=False, score_precision="float32"
+        )
+    if args.score_precision is not None:
+        conventions["score_precision"] = args.score_precision
     if args.relevance_threshold is not None:
         conventions["relevance_threshold"] = args.relevance_threshold
     if args.ignore_zero_hits is not None:

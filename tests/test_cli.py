@@ -428,3 +428,36 @@ def test_several_cutoffs_shorthand_in_the_shared_parser(tmp_path):
     assert list(short.means) == ["ndcg@1", "ndcg@5", "ndcg@10"]
     for key, measure in zip(short.means, reference):
         assert short.means[key] == pytest.approx(reference[measure].mean(), abs=1e-12)
+
+
+def test_trec_eval_option_compares_scores_as_float32(tmp_path):
+    """--trec-eval reproduces trec_eval where scores differ only past float32 precision (they tie
+    there, then the larger docid first); --score-precision float64 keeps them apart."""
+    import pytrec_eval
+
+    rng = np.random.default_rng(5)
+    run, qrels, lines = {}, {}, []
+    for query in range(30):
+        q = f"q{query}"
+        base = rng.random(20).round(3) + 1.0
+        scores = base.copy()
+        scores[1::2] = base[::2] + rng.choice([1e-9, -1e-9, 2e-8], size=10)
+        docs = [f"d{j}_{rng.integers(0, 99)}" for j in range(20)]
+        run[q] = dict(zip(docs, scores.tolist()))
+        qrels[q] = {doc: int(rng.integers(0, 3)) for doc in rng.choice(docs, 6, replace=False)}
+        lines += [f"{q} Q0 {doc} 0 {score!r} t" for doc, score in run[q].items()]
+    (tmp_path / "r").write_text("\n".join(lines) + "\n")
+    (tmp_path / "q").write_text("".join(f"{q} 0 {d} {g}\n" for q in qrels for d, g in qrels[q].items()))
+    per_query = pytrec_eval.RelevanceEvaluator(qrels, {"map_cut.20", "ndcg_cut.10"}).evaluate(run)
+    expected = {
+        "map@20": np.mean([v["map_cut_20"] for v in per_query.values()]),
+        "ndcg@10": np.mean([v["ndcg_cut_10"] for v in per_query.values()]),
+    }
+    arguments = ["evaluate", "--qrels", tmp_path / "q", "--run", tmp_path / "r", "--metrics", "map@20,ndcg@10"]
+    code, out, err = _in_process(*arguments, "--trec-eval", "--format", "json", "--no-progress")
+    assert code == 0, err
+    means = json.loads(out)["means"]
+    assert means == pytest.approx(expected, abs=1e-12)
+    code, out, err = _in_process(*arguments, "--trec-eval", "--score-precision", "float64", "--format", "json")
+    assert code == 0, err
+    assert json.loads(out)["means"] != pytest.approx(expected, abs=1e-12)
