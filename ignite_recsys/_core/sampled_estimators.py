@@ -161,11 +161,12 @@ def mle_rank_distribution(
         probabilities.index_add_(0, which, sampled_rank_probabilities(ranks, num_candidates, num_negatives))
     probabilities /= widths.unsqueeze(1)  # P(r | bin): the mean over the bin's ranks
     share = histogram.to(torch.float64) / histogram.sum()
+    observed = share > 0  # the sampled ranks seen: the only terms of the likelihood
+    share, probabilities = share[observed], probabilities[:, observed].contiguous()
     pi = widths / num_candidates
     for _ in range(max_iterations):
         expected = pi @ probabilities  # P(r) under pi
-        ratio = torch.where(share > 0, share / expected.clamp_min(1e-300), 0.0)
-        updated = pi * (probabilities @ ratio)
+        updated = pi * (probabilities @ (share / expected.clamp_min(1e-300)))
         updated /= updated.sum()
         change = float((updated - pi).abs().max())
         pi = updated

@@ -1,0 +1,341 @@
+"""SampledMetrics: the estimators against numpy written from the papers' formulas, the sampling
+(never an excluded item or a test item, uniform or by weight, reproducible), the tie rules, the
+naive values against the sampled ranks, the input forms (scores, a model callable, padded test
+items), an Engine and a plain loop, and bad input (a clear error, the state unchanged).
+
+RecBole's evaluator is compared in tests/peers/test_peer_recbole.py (its own venv)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+from ignite.engine import Engine
+from scipy import optimize, stats
+
+from ignite_recsys import SampledMetrics
+from ignite_recsys._core import sampled_estimators as E
+
+
+# --- numpy references, from the formulas ------------------------------------------------------------
+def np_metric(name, k, ranks):
+    ranks = np.asarray(ranks, dtype=np.float64)
+    inside = ranks <= k
+    if name == "ndcg":
+        return np.where(inside, 1 / np.log2(ranks + 1), 0.0)
+    if name in ("recall", "hit_rate"):
+        return inside * 1.0
+    if name == "precision":
+        return inside / k
+    return np.where(inside, 1 / ranks, 0.0)  # map, mrr: one relevant item
+
+
+def np_probabilities(N, n):
+    """A[R-1, r-1] = P(sampled rank r | full rank R): r - 1 ~ Binomial(n, (R - 1)/(N - 1))."""
+    R = np.arange(1, N + 1)
+    return stats.binom.pmf(np.arange(n + 1)[None, :], n, ((R - 1) / (N - 1))[:, None])
+
+
+def np_objective(x, A, M, gamma):
+    """sum_R (E[x(r) | R] - M(R))^2 + gamma Var[x(r) | R]."""
+    mean = A @ x
+    return np.sum((mean - M) ** 2 + gamma * (A @ x**2 - mean**2))
+
+
+def np_em(histogram, A, iterations):
+    share = histogram / histogram.sum()
+    pi = np.full(A.shape[0], 1 / A.shape[0])
+    for _ in range(iterations):
+        q = pi @ A
+        pi = pi * (A @ np.where(share > 0, share / q, 0.0))
+        pi /= pi.sum()
+    return pi
+
+
+PAIRS = [("ndcg", 3), ("recall", 3), ("precision", 5), ("map", 5), ("mrr", 1), ("hit_rate", 1)]
+
+
+def test_metric_of_rank_and_the_naive_table():
+    ranks = torch.arange(1, 30, dtype=torch.float64)
+    for name, k in PAIRS:
+        np.testing.assert_allclose(
+            E.metric_of_rank(name, k, ranks).numpy(), np_metric(name, k, ranks.numpy()), 0, 1e-15
+        )
+    np.testing.assert_allclose(
+        E.naive_tables(PAIRS, 7).numpy(), np.stack([np_metric(n, k, np.arange(1, 9)) for n, k in PAIRS], 1), 0, 1e-15
+    )
+
+
+def test_sampled_rank_probabilities_are_binomial():
+    N, n = 57, 9
+    got = E.sampled_rank_probabilities(torch.arange(1, N + 1, dtype=torch.float64), N, n).numpy()
+    np.testing.assert_allclose(got, np_probabilities(N, n), rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(got.sum(1), 1.0, rtol=1e-12)
+
+
+@pytest.mark.parametrize("gamma", [0.01, 0.3, 1.0])
+def test_bias_variance_correction_minimises_its_objective(gamma):
+    N, n = 60, 6
+    A = np_probabilities(N, n)
+    got = E.krichene_rendle_tables(PAIRS, N, n, gamma).numpy()
+    for column, (name, k) in enumerate(PAIRS):
+        M = np_metric(name, k, np.arange(1, N + 1))
+        best = optimize.minimize(np_objective, np.zeros(n + 1), args=(A, M, gamma), method="BFGS", tol=1e-14).x
+        np.testing.assert_allclose(got[:, column], best, atol=1e-5)
+        # and no perturbation does better
+        rng = np.random.default_rng(column)
+        base = np_objective(got[:, column], A, M, gamma)
+        for _ in range(20):
+            assert np_objective(got[:, column] + 1e-3 * rng.standard_normal(n + 1), A, M, gamma) >= base - 1e-12
+
+
+def test_least_bias_correction_is_the_least_squares_solution():
+    N, n = 80, 6  # well conditioned: no eigenvalue is dropped
+    A = np_probabilities(N, n)
+    got = E.krichene_rendle_tables(PAIRS, N, n, 0.0).numpy()
+    for column, (name, k) in enumerate(PAIRS):
+        M = np_metric(name, k, np.arange(1, N + 1))
+        np.testing.assert_allclose(got[:, column], np.linalg.lstsq(A, M, rcond=None)[0], atol=1e-8)
+
+
+def test_rescaled_metric_is_the_metric_at_the_expected_rank_inverse():
+    N, n = 1000, 20
+    r = np.arange(1, n + 2)
+    want = np.stack([np_metric(name, k, 1 + (r - 1) * (N - 1) / n) for name, k in PAIRS], 1)
+    np.testing.assert_allclose(E.rescaled_tables(PAIRS, N, n).numpy(), want, 0, 1e-15)
+
+
+def test_mle_is_the_em_estimate_of_the_rank_distribution():
+    N, n = 150, 12  # every full rank its own bin
+    rng = np.random.default_rng(3)
+    full = np.minimum(N, np.ceil(N * rng.random(2000) ** 3)).astype(int)
+    sampled = rng.binomial(n, (full - 1) / (N - 1)) + 1
+    histogram = np.bincount(sampled - 1, minlength=n + 1).astype(float)
+    starts, pi = E.mle_rank_distribution(torch.tensor(histogram), N, max_iterations=300, tolerance=0.0)
+    assert starts.tolist() == list(range(1, N + 1))
+    want = np_em(histogram, np_probabilities(N, n), 300)
+    np.testing.assert_allclose(pi.numpy(), want, rtol=1e-9, atol=1e-14)
+    estimates = E.mle_estimates(PAIRS, torch.tensor(histogram), N).numpy()
+    pi_converged = E.mle_rank_distribution(torch.tensor(histogram), N)[1].numpy()
+    for column, (name, k) in enumerate(PAIRS):
+        assert estimates[column] == pytest.approx(pi_converged @ np_metric(name, k, np.arange(1, N + 1)), abs=1e-12)
+
+
+def test_mle_bins_group_ranks_past_exact_up_to():
+    starts = E.rank_bins(5000, 100)
+    assert starts[:100].tolist() == list(range(1, 101))
+    widths = np.diff(np.append(starts.numpy(), 5001))
+    assert widths.min() >= 1 and widths[100:].max() <= 0.03 * 5000 and starts[-1] <= 5000
+
+
+# --- the class ----------------------------------------------------------------------------------------
+def _ranked_scores(users=40, items=300, seed=0):
+    generator = torch.Generator().manual_seed(seed)
+    return torch.randn(users, items, generator=generator, dtype=torch.float64)
+
+
+def _numpy_naive(ranks, pairs):
+    return {f"{name}@{k}/naive": float(np.mean(np_metric(name, k, ranks))) for name, k in pairs}
+
+
+def test_naive_values_are_the_metrics_of_the_sampled_ranks():
+    scores = _ranked_scores()
+    positives = torch.arange(40) * 7
+    metric = SampledMetrics(top_k=[1, 5, 10], num_negatives=50, estimators=["naive"], per_user=True)
+    metric.update((scores, positives))
+    ranks = metric.sampled_ranks().numpy()
+    assert ranks.min() >= 1 and ranks.max() <= 51 and np.all(ranks == np.round(ranks))
+    want = _numpy_naive(ranks, [(name, k) for name in metric.metrics for k in (1, 5, 10)])
+    got = metric.compute()
+    assert got.keys() == want.keys()
+    for key in want:
+        assert got[key] == pytest.approx(want[key], abs=1e-12)
+    for key, values in metric.per_user().items():
+        name, k = key.split("/")[0].split("@")
+        np.testing.assert_allclose(values.numpy(), np_metric(name, int(k), ranks), 0, 1e-15)
+
+
+def test_negatives_are_never_excluded_items_nor_test_items():
+    users, items = 30, 200
+    generator = torch.Generator().manual_seed(1)
+    exclude = torch.rand(users, items, generator=generator) < 0.3
+    positives = torch.stack([torch.arange(users), torch.arange(users) + 100, torch.full((users,), -1)], 1)
+    exclude[torch.arange(users).unsqueeze(1), positives[:, :2]] = False
+    # every excluded item and test item scores above the test items' 0.5, every candidate below
+    scores = torch.where(exclude, 1.0, 0.0).double()
+    scores[torch.arange(users).unsqueeze(1), positives[:, :2]] = 0.5
+    scores[torch.arange(users), torch.arange(users) + 100] = 0.75  # above the other test item too
+    metric = SampledMetrics(top_k=[1], metrics=["hit_rate"], num_negatives=200, estimators=["naive"], per_user=True)
+    metric.update((scores, positives, exclude))
+    ranks = metric.sampled_ranks().view(users, 3)
+    assert torch.all(ranks[:, :2] == 1) and torch.all(ranks[:, 2].isnan())
+    assert metric.compute()["hit_rate@1/naive"] == 1.0
+    mean, low, high = metric.num_candidates()
+    allowed = (~exclude).sum(1) - 2  # less the two test items
+    assert (low, high) == (int(allowed.min()) + 1, int(allowed.max()) + 1)
+    assert mean == round(float((allowed + 1).double().mean()))
+
+
+@pytest.mark.parametrize("sampling", ["uniform", "popularity"])
+def test_negatives_are_drawn_with_the_given_probabilities(sampling):
+    users, items, n = 400, 50, 200
+    weights = torch.arange(1.0, items + 1) if sampling == "popularity" else None
+    scores = torch.arange(float(items)).repeat(users, 1)  # item i scores i
+    positives = torch.full((users,), 20)
+    metric = SampledMetrics(
+        top_k=[1], num_negatives=n, sampling=sampling, item_weights=weights, estimators=["naive"], per_user=True
+    )
+    metric.update((scores, positives))
+    above = metric.sampled_ranks().numpy() - 1  # negatives above item 20: Binomial(n, p) per user
+    w = np.arange(1.0, items + 1) if sampling == "popularity" else np.ones(items)
+    others = np.delete(w, 20)
+    p = w[21:].sum() / others.sum()
+    assert abs(above.mean() - n * p) < 5 * math.sqrt(n * p * (1 - p) / users)
+    assert abs(above.var() - n * p * (1 - p)) < 0.2 * n * p * (1 - p)
+
+
+def test_a_zero_weight_item_is_never_drawn():
+    weights = torch.ones(20)
+    weights[15:] = 0  # items 15..19 score highest and are never drawn
+    scores = torch.arange(20.0).repeat(50, 1)
+    metric = SampledMetrics(
+        top_k=[1], num_negatives=30, sampling="popularity", item_weights=weights, estimators=["naive"], per_user=True
+    )
+    metric.update((scores, torch.full((50,), 14)))
+    assert torch.all(metric.sampled_ranks() == 1)
+
+
+def test_ties():
+    constant = torch.zeros(2000, 101)
+    positives = torch.zeros(2000, dtype=torch.int64)
+    results = {}
+    for ties in ("optimistic", "pessimistic", "random"):
+        metric = SampledMetrics(top_k=[10], num_negatives=100, ties=ties, estimators=["naive"], per_user=True)
+        metric.update((constant, positives))
+        results[ties] = metric.sampled_ranks().numpy()
+    assert np.all(results["optimistic"] == 1) and np.all(results["pessimistic"] == 101)
+    counts = np.bincount(results["random"].astype(int) - 1, minlength=101)
+    assert stats.chisquare(counts).pvalue > 1e-4  # uniform over 1..101
+    assert abs(np.mean(results["random"] <= 10) - 10 / 101) < 0.03
+
+
+def test_sampling_is_reproducible_and_restarts_at_reset():
+    scores, positives = _ranked_scores(), torch.arange(40)
+    a = SampledMetrics(num_negatives=20, estimators=["naive"], seed=3, per_user=True)
+    b = SampledMetrics(num_negatives=20, estimators=["naive"], seed=3, per_user=True)
+    c = SampledMetrics(num_negatives=20, estimators=["naive"], seed=4, per_user=True)
+    for metric in (a, b, c):
+        metric.update((scores, positives))
+    assert torch.equal(a.sampled_ranks(), b.sampled_ranks())
+    assert not torch.equal(a.sampled_ranks(), c.sampled_ranks())
+    first = a.sampled_ranks().clone()
+    a.reset()
+    a.update((scores, positives))
+    assert torch.equal(a.sampled_ranks(), first)
+    generator = torch.Generator().manual_seed(3)
+    d = SampledMetrics(num_negatives=20, estimators=["naive"], seed=generator, per_user=True)
+    d.update((scores, positives))
+    assert torch.equal(d.sampled_ranks(), first)  # the same stream as seed=3
+
+
+def test_a_model_callable_ranks_what_the_score_matrix_ranks():
+    scores, positives = _ranked_scores(), torch.arange(40) * 3
+    exclude = torch.zeros(40, 300, dtype=torch.bool)
+    exclude[:, 200:] = True
+    from_scores = SampledMetrics(num_negatives=30, per_user=True, estimators=["naive", "kr_bias"])
+    from_model = SampledMetrics(
+        num_negatives=30,
+        per_user=True,
+        estimators=["naive", "kr_bias"],
+        model=lambda users, items: scores[users.unsqueeze(1), items],
+        num_items=300,
+    )
+    for batch in torch.arange(40).split(16):
+        from_scores.update((scores[batch], positives[batch], exclude[batch]))
+        from_model.update((batch, positives[batch], exclude[batch]))
+    assert torch.equal(from_scores.sampled_ranks(), from_model.sampled_ranks())
+    assert from_scores.compute() == from_model.compute()
+
+
+def test_engine_and_plain_loop_agree():
+    scores, positives = _ranked_scores(64), torch.arange(64)
+    batches = [(scores[i : i + 16], positives[i : i + 16]) for i in range(0, 64, 16)]
+    loop = SampledMetrics(top_k=[5, 10], num_negatives=40, estimators=["naive", "kr_bv", "rescaled"])
+    for batch in batches:
+        loop.update(batch)
+    engine = Engine(lambda engine, batch: batch)
+    attached = SampledMetrics(top_k=[5, 10], num_negatives=40, estimators=["naive", "kr_bv", "rescaled"])
+    attached.attach(engine, "sampled")
+    state = engine.run(batches, max_epochs=2)  # reset each epoch: the same samples again
+    assert state.metrics["sampled"] == loop.compute()
+    assert state.metrics["sampled/ndcg@10/kr_bv"] == loop.compute()["ndcg@10/kr_bv"]
+
+
+def test_intervals_are_student_t_over_the_per_item_values():
+    scores, positives = _ranked_scores(), torch.arange(40)
+    metric = SampledMetrics(top_k=[10], metrics=["ndcg"], num_negatives=25, per_user=True)
+    metric.update((scores, positives))
+    intervals, means = metric.confidence_interval(0.9), metric.compute()
+    assert "ndcg@10/mle" in means and "ndcg@10/mle" not in intervals and "ndcg@10/mle" not in metric.per_user()
+    for key, values in metric.per_user().items():
+        x = values.numpy()
+        want = stats.t.interval(0.9, len(x) - 1, loc=x.mean(), scale=stats.sem(x))
+        assert intervals[key] == pytest.approx(want, abs=1e-9)
+        assert means[key] == pytest.approx(x.mean(), abs=1e-12)
+
+
+def test_state_round_trip_and_constant_size():
+    scores, positives = _ranked_scores(), torch.arange(40)
+    metric = SampledMetrics(num_negatives=30, estimators=["naive", "kr_bv"])
+    for _ in range(3):
+        metric.update((scores, positives))
+    sizes = {key: value.numel() for key, value in metric.state_dict()["__metric_state_per_rank"][0].items()}
+    assert sizes["_histogram"] == 31
+    copy = SampledMetrics(num_negatives=30, estimators=["naive", "kr_bv"])
+    copy.load_state_dict(metric.state_dict())
+    assert copy.compute() == metric.compute()
+    with pytest.raises(ValueError, match="num_negatives"):
+        SampledMetrics(num_negatives=31, estimators=["naive", "kr_bv"]).load_state_dict(metric.state_dict())
+
+
+@pytest.mark.parametrize(
+    "output, message",
+    [
+        ((torch.zeros(4, 10), torch.tensor([0, 1, 2, 10])), "outside"),
+        ((torch.zeros(4, 10), torch.tensor([0, 1, 2, -2])), "outside"),
+        ((torch.full((4, 10), math.nan), torch.tensor([0, 1, 2, 3])), "NaN"),
+        ((torch.zeros(4, 10), torch.tensor([0, 1, 2, 3]), torch.eye(4, 10, dtype=torch.bool)), "also excluded"),
+        (
+            (torch.zeros(4, 10), torch.tensor([0, 1, 2, 3]), torch.ones(4, 10, dtype=torch.bool).fill_diagonal_(False)),
+            "no candidate",
+        ),
+        ((torch.zeros(4, 10), torch.tensor([0.0, 1, 2, 3])), "positives must hold item ids"),
+        ((torch.zeros(4, 10), torch.tensor([0, 1, 2])), "batch=3"),
+        ((torch.zeros(4, 10), torch.tensor([0, 1, 2, 3]), torch.zeros(4, 9, dtype=torch.bool)), "exclude must be"),
+        ((torch.zeros(4, 10, dtype=torch.int64), torch.tensor([0, 1, 2, 3])), "floating"),
+        ((torch.zeros(4, 10),), "update expects"),
+    ],
+)
+def test_bad_input_raises_and_leaves_the_state(output, message):
+    metric = SampledMetrics(num_negatives=5)
+    metric.update((torch.randn(4, 10), torch.tensor([0, 1, 2, 3])))
+    before = {key: value.clone() for key, value in metric.state_dict()["__metric_state_per_rank"][0].items()}
+    with pytest.raises((ValueError, TypeError), match=message):
+        metric.update(output)
+    after = metric.state_dict()["__metric_state_per_rank"][0]
+    assert all(torch.equal(before[key], after[key]) for key in before)
+
+
+def test_arguments_are_checked():
+    with pytest.raises(ValueError, match="item_weights"):
+        SampledMetrics(sampling="popularity")
+    with pytest.raises(ValueError, match="estimators"):
+        SampledMetrics(sampling="popularity", item_weights=torch.ones(3))
+    with pytest.raises(ValueError, match="num_items"):
+        SampledMetrics(model=lambda users, items: items.double())
+    with pytest.raises(ValueError, match="gamma"):
+        SampledMetrics(gamma=0.0)
+    with pytest.raises(ValueError, match="metrics"):
+        SampledMetrics(metrics=["ndcg", "auc"])
