@@ -54,7 +54,7 @@ def np_em(histogram, A, iterations):
     return pi
 
 
-PAIRS = [("ndcg", 3), ("recall", 3), ("precision", 5), ("map", 5), ("mrr", 1), ("hit_rate", 1)]
+PAIRS = (("ndcg", 3), ("recall", 3), ("precision", 5), ("map", 5), ("mrr", 1), ("hit_rate", 1))
 
 
 def test_metric_of_rank_and_the_naive_table():

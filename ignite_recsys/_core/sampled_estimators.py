@@ -48,6 +48,7 @@ Estimating Recommendation Evaluation Metrics under Sampling", AAAI 2021.
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Sequence
 
@@ -97,9 +98,8 @@ def _full_rank_blocks(num_candidates: int):
         yield torch.arange(start, min(start + _CHUNK, num_candidates + 1), dtype=torch.float64)
 
 
-def krichene_rendle_tables(
-    pairs: Sequence[tuple], num_candidates: int, num_negatives: int, gamma: float
-) -> torch.Tensor:
+@functools.lru_cache(maxsize=32)  # (one solve per configuration; callers only read the table)
+def krichene_rendle_tables(pairs: tuple, num_candidates: int, num_negatives: int, gamma: float) -> torch.Tensor:
     r"""(n + 1, len(pairs)) float64: the corrected metric :math:`\tilde M(r)` of each (name, k),
     minimising :math:`\sum_R (\mathbb E[\tilde M \mid R] - M(R))^2 + \gamma \mathrm{Var}[\tilde M \mid R]`
     over R = 1..N (module docstring)."""

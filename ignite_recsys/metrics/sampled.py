@@ -378,8 +378,8 @@ class SampledMetrics(StatefulMetric):
             self._per_user_ranks.append(rows.to(self._device))
 
     # Results -----------------------------------------------------------------------------------
-    def _pairs(self) -> list:
-        return [(name, k) for name in self.metrics for k in self.top_k]  # type: ignore[union-attr]
+    def _pairs(self) -> tuple:
+        return tuple((name, k) for name in self.metrics for k in self.top_k)  # type: ignore[union-attr]
 
     def _state(self) -> tuple:
         histogram, count, total, low, high = self._checked(
