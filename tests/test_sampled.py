@@ -113,12 +113,12 @@ def test_mle_is_the_em_estimate_of_the_rank_distribution():
     full = np.minimum(N, np.ceil(N * rng.random(2000) ** 3)).astype(int)
     sampled = rng.binomial(n, (full - 1) / (N - 1)) + 1
     histogram = np.bincount(sampled - 1, minlength=n + 1).astype(float)
-    starts, pi = E.mle_rank_distribution(torch.tensor(histogram), N, max_iterations=300, tolerance=0.0)
+    starts, pi = E.mle_rank_distribution(torch.tensor(histogram), N, exact_up_to=N, max_iterations=300, tolerance=0.0)
     assert starts.tolist() == list(range(1, N + 1))
     want = np_em(histogram, np_probabilities(N, n), 300)
     np.testing.assert_allclose(pi.numpy(), want, rtol=1e-9, atol=1e-14)
-    estimates = E.mle_estimates(PAIRS, torch.tensor(histogram), N).numpy()
-    pi_converged = E.mle_rank_distribution(torch.tensor(histogram), N)[1].numpy()
+    estimates = E.mle_estimates(PAIRS, torch.tensor(histogram), N, exact_up_to=N).numpy()
+    pi_converged = E.mle_rank_distribution(torch.tensor(histogram), N, exact_up_to=N)[1].numpy()
     for column, (name, k) in enumerate(PAIRS):
         assert estimates[column] == pytest.approx(pi_converged @ np_metric(name, k, np.arange(1, N + 1)), abs=1e-12)
 

@@ -37,8 +37,9 @@ is a function of the sampled ranks only, so a histogram :math:`h(r)` of the samp
   ranks (Jin et al., AAAI 2021; the rank-distribution view of Li et al., KDD 2020), by EM from
   the uniform distribution:
   :math:`\pi(R) \leftarrow \pi(R) \frac1m \sum_r h(r) \frac{P(r \mid R)}{\sum_{R'} \pi(R') P(r \mid R')}`,
-  and the estimate :math:`\sum_R \pi(R) M(R)`. Full ranks above ``exact_up_to`` are grouped
-  into bins about 2% wide, with :math:`\pi` uniform within a bin.
+  and the estimate :math:`\sum_R \pi(R) M(R)`. Full ranks above ``exact_up_to``
+  (:class:`~ignite_recsys.SampledMetrics`: 200, or twice the largest cut-off) are grouped into
+  bins about 2% wide, with :math:`\pi` uniform within a bin.
 
 References: W. Krichene and S. Rendle, "On Sampled Metrics for Item Recommendation", KDD 2020
 and Communications of the ACM 65(7), 2022; D. Li, R. Jin, J. Gao and Z. Liu, "On Sampling
@@ -146,7 +147,7 @@ def rank_bins(num_candidates: int, exact_up_to: int) -> torch.Tensor:
 def mle_rank_distribution(
     histogram: torch.Tensor,
     num_candidates: int,
-    exact_up_to: int = 1000,
+    exact_up_to: int = 200,
     max_iterations: int = 5000,
     tolerance: float = 1e-10,
 ) -> tuple:
@@ -176,7 +177,7 @@ def mle_rank_distribution(
 
 
 def mle_estimates(
-    pairs: Sequence[tuple], histogram: torch.Tensor, num_candidates: int, exact_up_to: int = 1000
+    pairs: Sequence[tuple], histogram: torch.Tensor, num_candidates: int, exact_up_to: int = 200
 ) -> torch.Tensor:
     """(len(pairs),) float64: sum over full ranks of pi(R) M(R) for the EM distribution pi."""
     starts, pi = mle_rank_distribution(histogram, num_candidates, exact_up_to)

@@ -112,7 +112,8 @@ class SampledMetrics(StatefulMetric):
     Sampling is reproducible: ``seed`` (an int: a generator on the inputs' device, seeded with
     ``seed`` plus the process rank at each ``reset``) or a ``torch.Generator`` on the inputs'
     device, used as it is. It runs on the inputs' device, without synchronisation; it reads a
-    (batch, num_items) mask and its cumulative sum (int32, or float64 for popularity weights).
+    (batch, num_items) mask and sorts it (uniform sampling; int64 indices) or takes its cumulative
+    weights (popularity, float64).
     Value checks (ids outside the catalog, a test item that is also excluded, a user with no
     candidate negative, NaN scores) raise in ``update`` for CPU inputs and in ``compute``
     otherwise.
@@ -285,10 +286,12 @@ class SampledMetrics(StatefulMetric):
         batch, device = allowed.shape[0], allowed.device
         uniform = torch.rand((batch, shape[1] * shape[2]), generator=generator, device=device, dtype=torch.float64)
         if self.sampling == "uniform":
-            cumulative = allowed.cumsum(1, dtype=torch.int32)
-            count = cumulative[:, -1:].to(torch.int64)
-            target = (uniform * count).floor().to(torch.int64).clamp_max(count - 1).add_(1).clamp_min_(1)
-            chosen = torch.searchsorted(cumulative, target.to(torch.int32))
+            # the candidates of each row first, in item order (a stable sort of the mask), then the
+            # j-th of them for j uniform in [0, count)
+            order = torch.sort((~allowed).to(torch.uint8), dim=1, stable=True).indices
+            count = allowed.sum(1, keepdim=True)
+            position = (uniform * count).to(torch.int64).clamp_max_(count - 1).clamp_min_(0)
+            chosen = order.gather(1, position)
             empty = count[:, 0] == 0
         else:
             weights = self.item_weights.to(device)  # type: ignore[union-attr]
@@ -422,7 +425,8 @@ class SampledMetrics(StatefulMetric):
         per_estimator = {}
         for estimator in self.estimators:
             if estimator == "mle":
-                per_estimator[estimator] = E.mle_estimates(self._pairs(), histogram, num_candidates)
+                exact_up_to = max(200, 2 * max(k for _, k in self._pairs()))
+                per_estimator[estimator] = E.mle_estimates(self._pairs(), histogram, num_candidates, exact_up_to)
             else:
                 per_estimator[estimator] = histogram @ self._table(estimator, num_candidates) / count
         result = {}
