@@ -306,7 +306,6 @@ def test_state_round_trip_and_constant_size():
         ((torch.zeros(4, 10), torch.tensor([0, 1, 2, 10])), "outside"),
         ((torch.zeros(4, 10), torch.tensor([0, 1, 2, -2])), "outside"),
         ((torch.full((4, 10), math.nan), torch.tensor([0, 1, 2, 3])), "NaN"),
-        ((torch.zeros(4, 10), torch.tensor([0, 1, 2, 3]), torch.eye(4, 10, dtype=torch.bool)), "also excluded"),
         (
             (torch.zeros(4, 10), torch.tensor([0, 1, 2, 3]), torch.ones(4, 10, dtype=torch.bool).fill_diagonal_(False)),
             "no candidate",
@@ -375,3 +374,47 @@ def test_each_correction_has_less_bias_than_the_naive_metric():
         assert bias["naive"] > 0.2  # the sampled metric overstates the full-catalog one
         for estimator in E.ESTIMATORS[1:]:
             assert abs(bias[estimator]) < abs(bias["naive"]) / 2, (key, estimator, bias)
+
+
+def test_evaluate_with_sampled_negatives():
+    from ignite_recsys import Interactions, evaluate
+
+    generator = torch.Generator().manual_seed(2)
+    num_users, num_items = 50, 400
+    scores = torch.randn(num_users, num_items, generator=generator, dtype=torch.float64)
+    test_users = torch.arange(num_users).repeat_interleave(2)
+    test_items = (torch.arange(num_users * 2) * 7) % num_items
+    train_users = torch.arange(num_users).repeat_interleave(3)
+    train_items = (torch.arange(num_users * 3) * 11 + 1) % num_items
+    test = Interactions(test_users, test_items, num_items=num_items)
+    train = Interactions(train_users, train_items, num_items=num_items)
+    sampled = {"num_negatives": 40, "seed": 5, "estimators": ["naive", "kr_bv"]}
+    result = evaluate(
+        lambda users: scores[users],
+        test,
+        ["ndcg@10", "hr@5"],
+        exclude=train,
+        sampled=sampled,
+        per_user=True,
+        progress=False,
+    )
+    assert list(result.means) == ["ndcg@10/naive", "ndcg@10/kr_bv", "hit_rate@5/naive", "hit_rate@5/kr_bv"]
+    # the same as the metric on the same batches (one batch: 50 users < 256)
+    positives = torch.stack([test_items[0::2], test_items[1::2]], 1)
+    exclude = torch.zeros(num_users, num_items, dtype=torch.bool)
+    exclude[train_users, train_items] = True
+    metric = SampledMetrics([5, 10], ["ndcg", "hit_rate"], num_negatives=40, seed=5, estimators=["naive", "kr_bv"])
+    metric.update((scores, positives, exclude))
+    want = metric.compute()
+    assert result["ndcg@10/naive"] == want["ndcg@10/naive"] and result["hit_rate@5/kr_bv"] == want["hit_rate@5/kr_bv"]
+    assert result.per_user()["ndcg@10/naive"].shape == (100,)
+    assert list(result.user_ids) == test_users.tolist()
+    assert result.per_user()["ndcg@10/naive"].mean().item() == pytest.approx(result["ndcg@10/naive"], abs=1e-12)
+    low, high = result.intervals["ndcg@10/naive"]
+    assert low < result["ndcg@10/naive"] < high
+    with pytest.raises(ValueError, match="r_precision"):
+        evaluate(lambda users: scores[users], test, ["r_precision"], sampled=10, progress=False)
+    with pytest.raises(TypeError, match="callable"):
+        evaluate((torch.arange(2), torch.zeros(2, 3, dtype=torch.int64)), test, ["ndcg@10"], sampled=10)
+    with pytest.raises(TypeError, match="unknown"):
+        evaluate(lambda users: scores[users], test, ["ndcg@10"], sampled={"negatives": 10}, progress=False)

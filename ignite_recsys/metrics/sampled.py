@@ -102,8 +102,8 @@ class SampledMetrics(StatefulMetric):
     - ``(scores, positives)`` or ``(scores, positives, exclude)``: ``scores`` (batch, num_items)
       float; ``positives`` (batch,) int64 test item ids, or (batch, p) with ``-1`` padding
       (several test items of a user, each ranked on its own); ``exclude`` (batch, num_items)
-      bool (or a sparse tensor), items that are neither candidates nor negatives (the training
-      history).
+      bool (or a sparse tensor), items never drawn as negatives (the training history); a test
+      item listed there is still ranked.
     - with ``model`` (a callable ``model(users, items) -> scores``, users (batch,) and items
       (batch, m) int64, scores (batch, m)): ``(users, positives)`` or ``(users, positives,
       exclude)``; ``num_items`` is then required. The model scores only the test items and
@@ -114,9 +114,8 @@ class SampledMetrics(StatefulMetric):
     device, used as it is. It runs on the inputs' device, without synchronisation; it reads a
     (batch, num_items) mask and sorts it (uniform sampling; int64 indices) or takes its cumulative
     weights (popularity, float64).
-    Value checks (ids outside the catalog, a test item that is also excluded, a user with no
-    candidate negative, NaN scores) raise in ``update`` for CPU inputs and in ``compute``
-    otherwise.
+    Value checks (ids outside the catalog, a user with no candidate negative, NaN scores) raise
+    in ``update`` for CPU inputs and in ``compute`` otherwise.
 
     ``compute()`` returns ``{"<metric>@<k>/<estimator>": value}``; ``per_user()`` (with
     ``per_user=True``) each test item's value for the estimators that define one (all but
@@ -354,9 +353,6 @@ class SampledMetrics(StatefulMetric):
             f"positives holds item ids outside [0, {num_items}) other than -1 (no item)": (
                 (positives < -1) | (positives >= num_items)
             ).any(),
-            "a test item in positives is also excluded (exclude marks it for its user)": (
-                (exclude.gather(1, index) & valid).any() if exclude is not None else torch.zeros((), dtype=torch.bool)
-            ),
             "a user has no candidate negative (every item is excluded or a test item)": (
                 empty.unsqueeze(1) & valid
             ).any(),
