@@ -283,6 +283,7 @@ def evaluate(
     run_columns: Optional[Sequence[str]] = None,
     run_format: Optional[str] = None,
     num_threads: Optional[int] = None,
+    sampled: Any = None,
     **conventions: Any,
 ) -> EvaluationResult:
     r"""Evaluate a model's scores or a run on test interactions, in one call.
@@ -322,6 +323,14 @@ def evaluate(
             caller's setting, unchanged). A run file is read by a background thread while the
             metrics run; on a machine with few cores, ``torch.get_num_threads() - 1`` leaves that
             reader a core (the command line does so).
+        sampled: rank each test item against sampled negatives instead of the full catalog
+            (:class:`~ignite_recsys.SampledMetrics`): the number of negatives, or a dict of its
+            arguments (``num_negatives``, ``sampling``, ``item_weights``, ``estimators``,
+            ``gamma``, ``ties``, ``seed``). ``scores`` must be a model's callable; the metrics
+            ``ndcg``, ``recall``, ``hit_rate``, ``precision``, ``map``, ``mrr`` at cut-offs; the
+            result's keys ``"ndcg@10/naive"``, ``"ndcg@10/kr_bv"``, ...; per-user values are per
+            test item (``user_ids`` repeats a user for each of its test items). See
+            :doc:`sampled`.
         conventions: passed to :class:`~ignite_recsys.RankingMetrics`: ``gain_function``,
             ``relevance_threshold``, ``ties``, ``map_normalization``, ``recall_normalization``,
             ``precision_normalization``, ``ignore_zero_hits``.
@@ -365,6 +374,11 @@ def evaluate(
                 "user_map=test.user_map and item_map=test.item_map (or integer ids in both)"
             )
     catalog = test.num_items if num_items is None else int(num_items)
+    if sampled is not None:  # each test item among sampled negatives (sampled.py)
+        from .sampled import evaluate_sampled
+
+        arguments = (scores, test, requested, sampled, exclude, catalog, batch_size, device, per_user, level)
+        return evaluate_sampled(*arguments, conventions)
     names = [metric.name for metric in requested]
     cutoffs = sorted({metric.k for metric in requested if metric.k is not None}) or [1]
     metric = RankingMetrics(
