@@ -326,7 +326,8 @@ def evaluate(
         sampled: rank each test item against sampled negatives instead of the full catalog
             (:class:`~ignite_recsys.SampledMetrics`): the number of negatives, or a dict of its
             arguments (``num_negatives``, ``sampling``, ``item_weights``, ``estimators``,
-            ``gamma``, ``ties``, ``seed``). ``scores`` must be a model's callable; the metrics
+            ``gamma``, ``ties``, ``seed``). ``scores``: a model's callable or a run (an item
+            the run does not list ranks below the listed ones, ties at random); the metrics
             ``ndcg``, ``recall``, ``hit_rate``, ``precision``, ``map``, ``mrr`` at cut-offs; the
             result's keys ``"ndcg@10/naive"``, ``"ndcg@10/kr_bv"``, ...; per-user values are per
             test item (``user_ids`` repeats a user for each of its test items). See
@@ -378,7 +379,7 @@ def evaluate(
         from .sampled import evaluate_sampled
 
         arguments = (scores, test, requested, sampled, exclude, catalog, batch_size, device, per_user, level)
-        return evaluate_sampled(*arguments, conventions)
+        return evaluate_sampled(*arguments, (run_ties, run_columns, run_format), conventions)
     names = [metric.name for metric in requested]
     cutoffs = sorted({metric.k for metric in requested if metric.k is not None}) or [1]
     metric = RankingMetrics(

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 import torch
@@ -33,6 +33,43 @@ def sampled_options(sampled: Any) -> dict:
     return options
 
 
+def run_scores(run: Any, test: Any, catalog: int, ties: str, columns: Any, format: Any) -> Callable:
+    """A run (a file or a table) as a model's scores: ``users -> (batch, catalog)`` float64, each
+    listed item scored minus its position in the user's list (``ties`` orders equal scores), every
+    item the run does not list for the user ``-inf`` (below the listed ones, tied together)."""
+    from .data.runs import RunStream, run_file_chunks, run_frame_chunks
+
+    if columns is not None and (isinstance(columns, str) or len(columns) != 3):
+        raise ValueError(f"run_columns must be (user, item, score) column names, got {columns!r}")
+    names = {role: name for role, name in zip(("user", "item", "score"), columns or ()) if name is not None}
+    if isinstance(run, (str, os.PathLike)):
+        chunks = run_file_chunks(run, format, **names)
+    else:
+        chunks = run_frame_chunks(
+            run, names.get("user", "user"), names.get("item", "item"), names.get("score", "score")
+        )
+    parts = list(RunStream(chunks, test, ties=ties, unknown_base=catalog))
+    if parts:
+        positions, items, lengths = (np.concatenate([part[j] for part in parts]) for j in range(3))
+    else:
+        positions = items = lengths = np.zeros(0, dtype=np.int64)
+    offsets = np.concatenate([[0], np.cumsum(lengths)])
+    list_of_user = np.full(int(test.users.max()) + 1, -1, dtype=np.int64)
+    list_of_user[test.users.numpy()[positions]] = np.arange(len(positions))
+
+    def scores(users: torch.Tensor) -> torch.Tensor:
+        table = np.full((len(users), catalog), -np.inf)
+        for row, user in enumerate(users.cpu().numpy()):
+            which = list_of_user[user] if user < len(list_of_user) else -1
+            if which >= 0:
+                ranked = items[offsets[which] : offsets[which + 1]]
+                known = ranked < catalog  # items outside the test table's catalog are not candidates
+                table[row, ranked[known]] = -np.arange(len(ranked), dtype=np.float64)[known]
+        return torch.from_numpy(table).to(users.device)
+
+    return scores
+
+
 def evaluate_sampled(
     scores: Any,
     test: Any,
@@ -44,9 +81,11 @@ def evaluate_sampled(
     device: Any,
     per_user: bool,
     level: float,
+    run_options: tuple,
     conventions: dict,
 ) -> Any:
-    """The sampled path of :func:`~ignite_recsys.evaluate` (its arguments, already checked)."""
+    """The sampled path of :func:`~ignite_recsys.evaluate` (its arguments, already checked); a
+    run is read whole and scored by :func:`run_scores` (``run_options``: ties, columns, format)."""
     import ignite.distributed as idist
     from ignite.exceptions import NotComputableError
 
@@ -56,11 +95,13 @@ def evaluate_sampled(
     options = sampled_options(sampled)
     if conventions:
         raise TypeError(f"evaluate(..., sampled=...) takes no RankingMetrics conventions, got {sorted(conventions)}")
-    if not callable(scores) or isinstance(scores, (str, os.PathLike, tuple, dict)) or hasattr(scores, "columns"):
+    if isinstance(scores, tuple):
         raise TypeError(
-            "evaluate(..., sampled=...) ranks a model's scores: scores must be a callable from user ids to "
-            "their (batch, num_items) scores (runs and ranked lists hold no scores of sampled items)"
+            "evaluate(..., sampled=...) ranks a model's scores or a run: scores must be a callable from user "
+            "ids to their (batch, num_items) scores, a run file or a run table (not ranked lists)"
         )
+    if not callable(scores) or hasattr(scores, "columns") or hasattr(scores, "column_names"):
+        scores = run_scores(scores, test, catalog, *run_options)
     unsupported = [item.key for item in requested if item.name not in METRICS or item.k is None]
     if unsupported:
         raise ValueError(f"evaluate(..., sampled=...) computes {list(METRICS)} at cut-offs, got {unsupported}")

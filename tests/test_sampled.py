@@ -8,6 +8,7 @@ RecBole's evaluator is compared in tests/peers/test_peer_recbole.py (its own ven
 from __future__ import annotations
 
 import math
+import os
 
 import numpy as np
 import pytest
@@ -17,6 +18,8 @@ from scipy import optimize, stats
 
 from ignite_recsys import SampledMetrics
 from ignite_recsys._core import sampled_estimators as E
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 # --- numpy references, from the formulas ------------------------------------------------------------
@@ -418,3 +421,40 @@ def test_evaluate_with_sampled_negatives():
         evaluate((torch.arange(2), torch.zeros(2, 3, dtype=torch.int64)), test, ["ndcg@10"], sampled=10)
     with pytest.raises(TypeError, match="unknown"):
         evaluate(lambda users: scores[users], test, ["ndcg@10"], sampled={"negatives": 10}, progress=False)
+
+
+@pytest.mark.slow  # (a subprocess and the full-catalog estimators of two runs: about a minute on a busy machine)
+def test_evaluate_sampled_reads_a_run_as_scores(tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    from ignite_recsys import Interactions, evaluate
+
+    generator = torch.Generator().manual_seed(4)
+    num_users, num_items = 30, 120
+    scores = torch.rand(num_users, num_items, generator=generator, dtype=torch.float64)
+    test = Interactions(torch.arange(num_users), (torch.arange(num_users) * 5) % num_items, num_items=num_items)
+    users, items = torch.meshgrid(torch.arange(num_users), torch.arange(num_items), indexing="ij")
+    run = {"user": users.flatten().numpy(), "item": items.flatten().numpy(), "score": scores.flatten().numpy()}
+    options = {"num_negatives": 25, "seed": 1, "estimators": ["naive", "rescaled"]}
+    from_model = evaluate(lambda u: scores[u], test, ["ndcg@10"], sampled=options, progress=False)
+    from_run = evaluate(run, test, ["ndcg@10"], sampled=options, progress=False)
+    assert from_run.means == from_model.means
+    # the command line, with a TREC run file and qrels
+    qrels, run_file = tmp_path / "qrels", tmp_path / "run"
+    qrels.write_text("".join(f"{u} 0 {i} 1\n" for u, i in zip(test.users.tolist(), _first_items(test))))
+    run_file.write_text(
+        "".join(f"{u} Q0 {i} 0 {scores[u, i].item()!r} m\n" for u in range(num_users) for i in range(num_items))
+    )
+    command = [sys.executable, "-m", "ignite_recsys", "evaluate", "--qrels", str(qrels), "--run", str(run_file)]
+    command += ["--metrics", "ndcg@10", "--sampled", "25", "--format", "json", "--no-progress"]
+    done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, check=True)
+    printed = json.loads(done.stdout)
+    file_result = evaluate(str(run_file), str(qrels), ["ndcg@10"], sampled=25, progress=False)
+    assert printed["means"]["ndcg@10/naive"] == pytest.approx(file_result["ndcg@10/naive"], abs=1e-12)
+    assert set(printed["means"]) == {f"ndcg@10/{e}" for e in E.ESTIMATORS}
+
+
+def _first_items(test):
+    return [int(i) for i in test.item_ids(test.users, grades=False).ids[:, 0]]
