@@ -104,6 +104,7 @@ def _parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--batch-size", type=int, help="users per update (default 16384)")
     evaluate.add_argument("--device", default="cpu", help="torch device of the metrics")
     evaluate.add_argument("--no-progress", action="store_true", help="no progress bar")
+    evaluate.add_argument("--sampled", type=int, metavar="N", help="rank each test item among N sampled negatives")
     return parser
 
 
@@ -193,6 +194,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             run_columns=columns,
             run_format=args.run_format,
             num_threads=max(1, torch.get_num_threads() - 1),
+            sampled=args.sampled,
             **_conventions(args),
         )
     except FileNotFoundError as error:
