@@ -458,3 +458,16 @@ def test_evaluate_sampled_reads_a_run_as_scores(tmp_path):
 
 def _first_items(test):
     return [int(i) for i in test.item_ids(test.users, grades=False).ids[:, 0]]
+
+
+@pytest.mark.slow  # (every estimator on a 2000-item catalog: about 10 s)
+def test_the_docs_page_runs():
+    """The python blocks of docs/sampled.md, in order, in one namespace (their asserts included)."""
+    import re
+
+    page = open(os.path.join(ROOT, "docs", "sampled.md")).read()
+    blocks = re.findall(r"^```python\n(.*?)^```$", page, flags=re.MULTILINE | re.DOTALL)
+    assert len(blocks) == 3
+    namespace: dict = {}
+    for block in blocks:
+        exec(compile(block, "docs/sampled.md", "exec"), namespace)
