@@ -471,3 +471,48 @@ def test_the_docs_page_runs():
     namespace: dict = {}
     for block in blocks:
         exec(compile(block, "docs/sampled.md", "exec"), namespace)
+
+
+def test_no_autograd_graph_in_state():
+    weights = torch.rand(8, 50, requires_grad=True)
+    metric = SampledMetrics(num_negatives=10, estimators=["naive"], per_user=True)
+    from_model = SampledMetrics(
+        num_negatives=10,
+        estimators=["naive"],
+        per_user=True,
+        num_items=50,
+        model=lambda users, items: torch.sigmoid(weights * 2.0)[users.unsqueeze(1), items],
+    )
+    for _ in range(3):
+        metric.update((torch.sigmoid(weights * 2.0), torch.arange(8)))
+        from_model.update((torch.arange(8), torch.arange(8)))
+    for m in (metric, from_model):
+        for attribute, value in vars(m).items():
+            if isinstance(value, torch.Tensor):
+                assert value.grad_fn is None and not value.requires_grad, attribute
+        assert all(not rows.requires_grad for rows in m._per_user_ranks)
+        m.compute()
+    assert weights.grad is None
+
+
+@pytest.mark.parametrize("form", ["uniform", "popularity", "model", "pessimistic", "per_user"])
+def test_update_makes_no_host_read(form):
+    """On the meta device (no values: a host read, a value-dependent shape or a CPU tensor in the
+    way raises), as tests/test_meta_device.py does for the other metrics. torch has no meta
+    generator: the draws use the default one there."""
+    meta = torch.device("meta")
+    options: dict = {"num_negatives": 10, "estimators": ["naive"], "device": meta}
+    if form == "popularity":
+        options.update(sampling="popularity", item_weights=torch.rand(50))
+    if form == "model":
+        options.update(model=lambda users, items: torch.empty(items.shape, device=meta), num_items=50)
+    if form == "pessimistic":
+        options.update(ties="pessimistic")
+    if form == "per_user":
+        options.update(per_user=True)
+    metric = SampledMetrics(**options)
+    metric._generator = lambda device: None  # type: ignore[method-assign]
+    head = torch.empty(4, dtype=torch.int64, device=meta) if form == "model" else torch.empty(4, 50, device=meta)
+    positives = torch.empty(4, 2, dtype=torch.int64, device=meta)
+    metric.update((head, positives, torch.empty(4, 50, dtype=torch.bool, device=meta)))
+    assert metric._histogram.device == meta
