@@ -334,7 +334,7 @@ def test_arguments_are_checked():
     with pytest.raises(ValueError, match="item_weights"):
         SampledMetrics(sampling="popularity")
     with pytest.raises(ValueError, match="estimators"):
-        SampledMetrics(sampling="popularity", item_weights=torch.ones(3))
+        SampledMetrics(sampling="popularity", item_weights=torch.ones(3), estimators=["naive", "kr_bv"])
     with pytest.raises(ValueError, match="num_items"):
         SampledMetrics(model=lambda users, items: items.double())
     with pytest.raises(ValueError, match="gamma"):
@@ -516,3 +516,13 @@ def test_update_makes_no_host_read(form):
     positives = torch.empty(4, 2, dtype=torch.int64, device=meta)
     metric.update((head, positives, torch.empty(4, 50, dtype=torch.bool, device=meta)))
     assert metric._histogram.device == meta
+
+
+def test_default_estimators_follow_the_sampling_and_the_seed_is_not_configuration():
+    assert SampledMetrics().estimators == list(E.ESTIMATORS)
+    assert SampledMetrics(sampling="popularity", item_weights=torch.ones(3)).estimators == ["naive"]
+    scores, positives = _ranked_scores(), torch.arange(40)
+    a, b = SampledMetrics(seed=1, estimators=["naive"]), SampledMetrics(seed=2, estimators=["naive"])
+    a.update((scores, positives))
+    b.load_state_dict(a.state_dict())  # the same meaning: states of two seeds may be combined
+    assert b.compute() == a.compute()

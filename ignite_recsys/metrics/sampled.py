@@ -47,6 +47,8 @@ def _check_seed(name: str, value: Any, arguments: Any) -> Any:
 
 
 def _check_estimators(name: str, value: Any, arguments: Any) -> list:
+    if value is None:  # every one that the sampling defines
+        return list(E.ESTIMATORS) if arguments.get("sampling") != "popularity" else ["naive"]
     value = _check_names(name, value, E.ESTIMATORS)
     if arguments.get("sampling") == "popularity" and value != ["naive"]:
         raise ValueError(
@@ -91,7 +93,9 @@ class SampledMetrics(StatefulMetric):
     ``"naive"`` (the sampled metric itself), ``"kr_bias"`` and ``"kr_bv"`` (Krichene and
     Rendle's least-bias and bias-variance corrections; ``gamma`` weighs the variance),
     ``"rescaled"`` (the metric at the full rank :math:`1 + (r-1)(N-1)/n`), ``"mle"`` (the
-    maximum-likelihood full-rank distribution of Jin et al.). They need uniform sampling. They
+    maximum-likelihood full-rank distribution of Jin et al.); default (None): all of them for
+    uniform sampling, ``"naive"`` alone for popularity sampling, as the others need uniform
+    sampling. They
     estimate the full-catalog metric of each test item ranked among its :math:`N` candidates
     (itself and the user's non-excluded non-test items) with ties broken at random; when
     :math:`N` differs between users (exclusions), they use its mean over the test items
@@ -148,9 +152,9 @@ class SampledMetrics(StatefulMetric):
             (torch.tensor([1.0, -1.0]), [1.0], "w"),
         ),
         "estimators": V.Custom(
-            f"a non-empty sequence of distinct names from {list(E.ESTIMATORS)}",
+            f"None or a non-empty sequence of distinct names from {list(E.ESTIMATORS)}",
             _check_estimators,
-            ("nope", [], ["naive", "naive"], 3, None),
+            ("nope", [], ["naive", "naive"], 3),
         ),
         "gamma": V.Interval(float, 0, 1, low_included=False),
         "ties": V.Options(SAMPLED_TIES),
@@ -176,7 +180,7 @@ class SampledMetrics(StatefulMetric):
         num_negatives: int = 100,
         sampling: str = "uniform",
         item_weights: Optional[torch.Tensor] = None,
-        estimators: Sequence[str] = E.ESTIMATORS,
+        estimators: Optional[Sequence[str]] = None,
         gamma: float = 0.01,
         ties: str = "random",
         model: Optional[Callable] = None,
@@ -192,7 +196,8 @@ class SampledMetrics(StatefulMetric):
         if item_weights is not None and num_items is not None and item_weights.numel() != num_items:
             raise ValueError(f"item_weights must have num_items={num_items} entries, got {item_weights.numel()}")
         self.top_k, self.metrics, self.num_negatives = top_k, metrics, num_negatives
-        self.sampling, self.item_weights, self.estimators = sampling, item_weights, estimators
+        self.sampling, self.item_weights = sampling, item_weights
+        self.estimators: list = list(estimators or E.ESTIMATORS)  # (checked: None is resolved)
         self.gamma, self.ties, self.model, self.num_items, self.seed = gamma, ties, model, num_items, seed
         self.keeps_per_user = per_user
         self._tables: dict = {}
@@ -375,6 +380,12 @@ class SampledMetrics(StatefulMetric):
         if totals.rows is not None:
             rows = totals.rows if bad is None else torch.where(bad, torch.nan, totals.rows)
             self._per_user_ranks.append(rows.to(self._device))
+
+    def _configuration(self) -> dict:
+        """The seed only chooses the samples: states of different seeds add up."""
+        configuration = super()._configuration()
+        configuration.pop("seed", None)
+        return configuration
 
     # Results -----------------------------------------------------------------------------------
     def _pairs(self) -> tuple:
