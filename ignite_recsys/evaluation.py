@@ -329,8 +329,9 @@ def evaluate(
             ``gamma``, ``ties``, ``seed``). ``scores``: a model's callable or a run (an item
             the run does not list ranks below the listed ones, ties at random); the metrics
             ``ndcg``, ``recall``, ``hit_rate``, ``precision``, ``map``, ``mrr`` at cut-offs; the
-            result's keys ``"ndcg@10/naive"``, ``"ndcg@10/kr_bv"``, ...; per-user values are per
-            test item (``user_ids`` repeats a user for each of its test items). See
+            result's keys ``"ndcg@10/naive"``, ``"ndcg@10/kr_bv"``, ...; the test items are the
+            interactions graded 1 or more; per-user values are per test item (``user_ids``
+            repeats a user for each of its test items). See
             :doc:`sampled`.
         conventions: passed to :class:`~ignite_recsys.RankingMetrics`: ``gain_function``,
             ``relevance_threshold``, ``ties``, ``map_normalization``, ``recall_normalization``,

@@ -120,7 +120,8 @@ def evaluate_sampled(
             raise ValueError(
                 f"scores(users) must return a (batch, num_items) = ({len(batch)}, {catalog}) tensor, got {shape}"
             )
-        listed = test.item_ids(batch, grades=False).ids
+        graded = test.item_ids(batch)  # the test items: interactions graded >= 1 (all, without grades)
+        listed = torch.where(graded.grades >= 1, graded.ids, -1)
         parts: tuple = (y_pred, listed.to(y_pred.device))
         if exclude is not None:
             parts += (exclude.csr(batch, grades=False, num_items=catalog, device=y_pred.device),)

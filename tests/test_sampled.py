@@ -526,3 +526,15 @@ def test_default_estimators_follow_the_sampling_and_the_seed_is_not_configuratio
     a.update((scores, positives))
     b.load_state_dict(a.state_dict())  # the same meaning: states of two seeds may be combined
     assert b.compute() == a.compute()
+
+
+def test_evaluate_sampled_counts_the_interactions_graded_one_or_more():
+    from ignite_recsys import Interactions, evaluate
+
+    scores = torch.randn(3, 50, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    graded = Interactions(
+        torch.tensor([0, 0, 1, 2]), torch.tensor([1, 2, 3, 4]), torch.tensor([1.0, 0.0, 2.0, 0.0]), num_items=50
+    )
+    options = {"num_negatives": 10, "estimators": ["naive"]}
+    result = evaluate(lambda u: scores[u], graded, ["ndcg@10"], sampled=options, per_user=True, progress=False)
+    assert result.info["test_items"] == 2 and list(result.user_ids) == [0, 1]
