@@ -380,7 +380,7 @@ def evaluate(
         from .sampled import evaluate_sampled
 
         arguments = (scores, test, requested, sampled, exclude, catalog, batch_size, device, per_user, level)
-        return evaluate_sampled(*arguments, (run_ties, run_columns, run_format), conventions)
+        return EvaluationResult(*evaluate_sampled(*arguments, (run_ties, run_columns, run_format), conventions))
     names = [metric.name for metric in requested]
     cutoffs = sorted({metric.k for metric in requested if metric.k is not None}) or [1]
     metric = RankingMetrics(

@@ -84,12 +84,13 @@ def evaluate_sampled(
     run_options: tuple,
     conventions: dict,
 ) -> Any:
-    """The sampled path of :func:`~ignite_recsys.evaluate` (its arguments, already checked); a
-    run is read whole and scored by :func:`run_scores` (``run_options``: ties, columns, format)."""
+    """The sampled path of :func:`~ignite_recsys.evaluate` (its arguments, already checked): the
+    arguments of its EvaluationResult (means, intervals, level, per-item values, their user ids,
+    info). A run is read whole and scored by :func:`run_scores` (``run_options``: ties, columns,
+    format)."""
     import ignite.distributed as idist
     from ignite.exceptions import NotComputableError
 
-    from .evaluation import EvaluationResult
     from .metrics.sampled import SampledMetrics
 
     options = sampled_options(sampled)
@@ -150,4 +151,4 @@ def evaluate_sampled(
         kept = {key: rows[label][valid].cpu() for key, label in labels.items() if label in rows}
         user_ids = test.original_users(torch.cat(kept_users).cpu()) if kept_users else []
     info = {"test_users": len(test.users), "test_items": int(metric._state()[1]), "sampled": options}
-    return EvaluationResult(means, intervals() if world_size > 1 else intervals, level, kept, user_ids, info)
+    return means, intervals() if world_size > 1 else intervals, level, kept, user_ids, info
