@@ -186,6 +186,13 @@ def _parser() -> argparse.ArgumentParser:
         help="each user's values too: with --format table as trec_eval -q (metric, user, value lines, then "
         "'all' for the means), with --format json under per_user",
     )
+    evaluate_command.add_argument(
+        "--sampled",
+        type=int,
+        metavar="N",
+        help="rank each test item among N sampled negatives (naive and corrected estimates; see the docs' Sampled "
+        "evaluation page)",
+    )
     _common(evaluate_command, ("table", "json", "latex", "markdown"))
     compare_command = commands.add_parser(
         "compare",
@@ -440,6 +447,7 @@ def _evaluate(run: Any, test: Any, exclude: Any, args: argparse.Namespace, per_u
         run_columns=(args.user_col, args.item_col, args.score_col),
         run_format=args.run_format,
         num_threads=max(1, torch.get_num_threads() - 1),
+        sampled=getattr(args, "sampled", None),
         **_conventions(args),
     )
 

@@ -327,6 +327,7 @@ def evaluate(
     run_format: Optional[str] = None,
     num_threads: Optional[int] = None,
     score_precision: str = "float64",
+    sampled: Any = None,
     **conventions: Any,
 ) -> EvaluationResult:
     r"""Evaluate a model's scores or a run on test interactions, in one call.
@@ -370,6 +371,16 @@ def evaluate(
         score_precision: how a run's scores are compared: ``"float64"`` (default: as read) or
             ``"float32"`` (as trec_eval and pytrec_eval store them: scores equal in float32 tie,
             and ``run_ties`` orders them).
+        sampled: rank each test item against sampled negatives instead of the full catalog
+            (:class:`~ignite_recsys.SampledMetrics`): the number of negatives, or a dict of its
+            arguments (``num_negatives``, ``sampling``, ``item_weights``, ``estimators``,
+            ``gamma``, ``ties``, ``seed``). ``scores``: a model's callable or a run (an item
+            the run does not list ranks below the listed ones, ties at random); the metrics
+            ``ndcg``, ``recall``, ``hit_rate``, ``precision``, ``map``, ``mrr`` at cut-offs; the
+            result's keys ``"ndcg@10/naive"``, ``"ndcg@10/kr_bv"``, ...; the test items are the
+            interactions graded 1 or more; per-user values are per test item (``user_ids``
+            repeats a user for each of its test items). See
+            :doc:`sampled`.
         conventions: passed to :class:`~ignite_recsys.RankingMetrics`: ``gain_function``,
             ``relevance_threshold``, ``ties``, ``map_normalization``, ``recall_normalization``,
             ``precision_normalization``, ``ignore_zero_hits``.
@@ -439,6 +450,11 @@ def evaluate(
     catalog = test.num_items if num_items is None else num_items
     # the catalog when it is known (given here or to the test table): ids past it are refused
     known = num_items if num_items is not None else test._explicit_num_items
+    if sampled is not None:  # each test item among sampled negatives (sampled.py)
+        from .sampled import evaluate_sampled
+
+        arguments = (scores, test, requested, sampled, exclude, catalog, batch_size, device, per_user, level)
+        return EvaluationResult(*evaluate_sampled(*arguments, (run_ties, run_columns, run_format), conventions))
     names = [metric.name for metric in requested]
     cutoffs = sorted({metric.k for metric in requested if metric.k is not None}) or [1]
     # the metrics learn the catalog, except for a run of named items, whose items the test

@@ -10,6 +10,7 @@ from .popularity_bias import ACLT, APLT, ExposureGini, ItemGroupExposure, MeanPo
 from .ranking import *  # noqa: F401,F403  (one class per entry of the registry of ranking metrics)
 from .ranking import __all__ as _ranking_names
 from .ranking_metrics import RankingMetrics, RecallAtFixedPrecision
+from .sampled import SampledMetrics
 from .score_based import AUC, GAUC, MAE, RMSE, LogLoss
 
 # The metric classes by family: what the package exports, and the groups of the API reference
@@ -40,6 +41,7 @@ FAMILIES = {
         "Intersection",
     ],
     "Score-based": ["GAUC", "AUC", "LogLoss", "MAE", "RMSE"],
+    "Sampled evaluation": ["SampledMetrics"],  # test items among sampled negatives, full-catalog estimates
 }
 
 __all__ = [

@@ -21,6 +21,7 @@ GROUPS_SPEC=(
   "rectools|rectools==0.19.0 numpy<2 pandas<3 torch==2.13.0 pytorch-ignite==0.5.5 scipy|test_peer_rectools.py test_peer_rectools_metrics.py"
   "lenskit|torch==2.13.0 lenskit==2025.8.1 pytorch-ignite==0.5.5|test_peer_lenskit.py test_peer_lenskit_metrics.py"
   "recpack|torch==2.13.0 recpack==0.3.6|test_peer_recpack.py"
+  "recbole|recbole==1.2.1|test_peer_recbole.py"  # --system-site-packages: the main torch, numpy, ignite
 )
 
 status=0
@@ -30,12 +31,12 @@ for spec in "${GROUPS_SPEC[@]}"; do
   t0=$(date +%s)
   if [[ -z "${PEER_REUSE:-}" || ! -x "$venv/bin/python" ]]; then
     rm -rf "$venv"
-    python -m venv "$venv"
+    python -m venv $([[ $name == recbole ]] && echo --system-site-packages) "$venv"
     # shellcheck disable=SC2086
     "$venv/bin/python" -m pip install --quiet $reqs pytest
   fi
   t1=$(date +%s)
-  echo "== $name: venv $((t1 - t0)) s; $("$venv/bin/python" -m pip freeze | grep -iE '^(numpy|pandas|scipy|torch|pytorch.ignite|ranx|torchmetrics|pytrec.eval.terrier|ir.measures|rectools|lenskit|recpack)==' | tr '\n' ' ')"
+  echo "== $name: venv $((t1 - t0)) s; $("$venv/bin/python" -m pip freeze | grep -iE '^(numpy|pandas|scipy|torch|pytorch.ignite|ranx|torchmetrics|pytrec.eval.terrier|ir.measures|rectools|lenskit|recpack|recbole)==' | tr '\n' ' ')"
   args=()
   for f in $files; do args+=("tests/peers/$f"); done
   "$venv/bin/python" -m pytest --noconftest -p no:cacheprovider -c /dev/null --rootdir tests/peers -q \

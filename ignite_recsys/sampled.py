@@ -1,0 +1,154 @@
+"""``evaluate(..., sampled=...)``: a model's scores ranked against sampled negatives, through
+:class:`~ignite_recsys.SampledMetrics`, with the full-catalog estimates."""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Mapping
+from typing import Any, Callable
+
+import numpy as np
+import torch
+
+from ._core.sampled_estimators import METRICS
+
+# the SampledMetrics arguments evaluate(sampled={...}) passes on
+SAMPLED_OPTIONS = ("num_negatives", "sampling", "item_weights", "estimators", "gamma", "ties", "seed")
+DEFAULT_BATCH_SIZE = 256  # users per update: each reads a (batch, num_items) mask and its sort
+
+
+def sampled_options(sampled: Any) -> dict:
+    """``sampled`` of :func:`~ignite_recsys.evaluate` (the number of negatives, or a dict of
+    SampledMetrics arguments) as keyword arguments."""
+    if isinstance(sampled, bool) or not isinstance(sampled, (int, Mapping)):
+        raise TypeError(
+            f"sampled must be the number of negatives (an int) or a dict of SampledMetrics arguments "
+            f"{list(SAMPLED_OPTIONS)}, got {sampled!r:.60}"
+        )
+    options = {"num_negatives": sampled} if isinstance(sampled, int) else dict(sampled)
+    unknown = sorted(set(options) - set(SAMPLED_OPTIONS))
+    if unknown:
+        raise TypeError(f"sampled: unknown argument(s) {unknown}; evaluate passes {list(SAMPLED_OPTIONS)}")
+    return options
+
+
+def run_scores(run: Any, test: Any, catalog: int, ties: str, columns: Any, format: Any) -> Callable:
+    """A run (a file or a table) as a model's scores: ``users -> (batch, catalog)`` float64, each
+    listed item scored minus its position in the user's list (``ties`` orders equal scores), every
+    item the run does not list for the user ``-inf`` (below the listed ones, tied together)."""
+    from .data.runs import RunStream, run_file_chunks, run_frame_chunks
+
+    if columns is not None and (isinstance(columns, str) or len(columns) != 3):
+        raise ValueError(f"run_columns must be (user, item, score) column names, got {columns!r}")
+    names = {role: name for role, name in zip(("user", "item", "score"), columns or ()) if name is not None}
+    if isinstance(run, (str, os.PathLike)):
+        chunks = run_file_chunks(run, format, **names)
+    else:
+        chunks = run_frame_chunks(
+            run, names.get("user", "user"), names.get("item", "item"), names.get("score", "score")
+        )
+    parts = list(RunStream(chunks, test, ties=ties, unknown_base=catalog))
+    if parts:
+        positions, items, lengths = (np.concatenate([part[j] for part in parts]) for j in range(3))
+    else:
+        positions = items = lengths = np.zeros(0, dtype=np.int64)
+    offsets = np.concatenate([[0], np.cumsum(lengths)])
+    list_of_user = np.full(int(test.users.max()) + 1, -1, dtype=np.int64)
+    list_of_user[test.users.numpy()[positions]] = np.arange(len(positions))
+
+    def scores(users: torch.Tensor) -> torch.Tensor:
+        table = np.full((len(users), catalog), -np.inf)
+        for row, user in enumerate(users.cpu().numpy()):
+            which = list_of_user[user] if user < len(list_of_user) else -1
+            if which >= 0:
+                ranked = items[offsets[which] : offsets[which + 1]]
+                known = ranked < catalog  # items outside the test table's catalog are not candidates
+                table[row, ranked[known]] = -np.arange(len(ranked), dtype=np.float64)[known]
+        return torch.from_numpy(table).to(users.device)
+
+    return scores
+
+
+def evaluate_sampled(
+    scores: Any,
+    test: Any,
+    requested: list,
+    sampled: Any,
+    exclude: Any,
+    catalog: int,
+    batch_size: Any,
+    device: Any,
+    per_user: bool,
+    level: float,
+    run_options: tuple,
+    conventions: dict,
+) -> Any:
+    """The sampled path of :func:`~ignite_recsys.evaluate` (its arguments, already checked): the
+    arguments of its EvaluationResult (means, intervals, level, per-item values, their user ids,
+    info). A run is read whole and scored by :func:`run_scores` (``run_options``: ties, columns,
+    format)."""
+    import ignite.distributed as idist
+    from ignite.exceptions import NotComputableError
+
+    from .metrics.sampled import SampledMetrics
+
+    options = sampled_options(sampled)
+    if conventions:
+        raise TypeError(f"evaluate(..., sampled=...) takes no RankingMetrics conventions, got {sorted(conventions)}")
+    if isinstance(scores, tuple):
+        raise TypeError(
+            "evaluate(..., sampled=...) ranks a model's scores or a run: scores must be a callable from user "
+            "ids to their (batch, num_items) scores, a run file or a run table (not ranked lists)"
+        )
+    if not callable(scores) or hasattr(scores, "columns") or hasattr(scores, "column_names"):
+        scores = run_scores(scores, test, catalog, *run_options)
+    unsupported = [item.key for item in requested if item.name not in METRICS or item.k is None]
+    if unsupported:
+        raise ValueError(f"evaluate(..., sampled=...) computes {list(METRICS)} at cut-offs, got {unsupported}")
+    if per_user and idist.get_world_size() > 1:
+        raise ValueError("evaluate(..., sampled=..., per_user=True) keeps the values of one process: run it on one")
+    names = list(dict.fromkeys(item.name for item in requested))
+    cutoffs = sorted({item.k for item in requested})
+    metric = SampledMetrics(cutoffs, names, num_items=catalog, device=device, per_user=per_user, **options)
+    rank, world_size = idist.get_rank(), idist.get_world_size()
+    users = test.users[torch.from_numpy(np.arange(len(test.users)) % world_size == rank)]
+    kept_users = []
+    for batch in users.split(batch_size or DEFAULT_BATCH_SIZE):
+        y_pred = scores(batch.to(device))
+        if not isinstance(y_pred, torch.Tensor) or tuple(y_pred.shape) != (len(batch), catalog):
+            shape = tuple(y_pred.shape) if isinstance(y_pred, torch.Tensor) else type(y_pred).__name__
+            raise ValueError(
+                f"scores(users) must return a (batch, num_items) = ({len(batch)}, {catalog}) tensor, got {shape}"
+            )
+        graded = test.item_ids(batch)  # the test items: interactions graded >= 1 (all, without grades)
+        listed = torch.where(graded.grades >= 1, graded.ids, -1)
+        parts: tuple = (y_pred, listed.to(y_pred.device))
+        if exclude is not None:
+            parts += (exclude.csr(batch, grades=False, num_items=catalog, device=y_pred.device),)
+        metric.update(parts)
+        if per_user:
+            kept_users.append(batch.unsqueeze(1).expand(listed.shape)[listed >= 0])
+    values = metric.compute()
+    labels = {
+        f"{item.key}/{estimator}": f"{item.name}@{item.k}/{estimator}"
+        for item in requested
+        for estimator in metric.estimators
+    }
+    means = {key: values[label] for key, label in labels.items()}
+
+    def intervals() -> dict:
+        try:
+            bounds = metric.confidence_interval(level)
+        except NotComputableError:
+            bounds = {}
+        return {key: bounds.get(label, (math.nan, math.nan)) for key, label in labels.items()}
+
+    kept, user_ids = None, None
+    if per_user:
+        rows = metric.per_user()
+        valid = ~metric.sampled_ranks().isnan()
+        kept = {key: rows[label][valid].cpu() for key, label in labels.items() if label in rows}
+        user_ids = test.original_users(torch.cat(kept_users).cpu()) if kept_users else []
+    info = {"test_users": len(test.users), "test_items": int(metric._state()[1]), "sampled": options}
+    return means, intervals() if world_size > 1 else intervals, level, kept, user_ids, info

@@ -1,0 +1,540 @@
+"""SampledMetrics: the estimators against numpy written from the papers' formulas, the sampling
+(never an excluded item or a test item, uniform or by weight, reproducible), the tie rules, the
+naive values against the sampled ranks, the input forms (scores, a model callable, padded test
+items), an Engine and a plain loop, and bad input (a clear error, the state unchanged).
+
+RecBole's evaluator is compared in tests/peers/test_peer_recbole.py (its own venv)."""
+
+from __future__ import annotations
+
+import math
+import os
+
+import numpy as np
+import pytest
+import torch
+from ignite.engine import Engine
+from scipy import optimize, stats
+
+from ignite_recsys import SampledMetrics
+from ignite_recsys._core import sampled_estimators as E
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+# --- numpy references, from the formulas ------------------------------------------------------------
+def np_metric(name, k, ranks):
+    ranks = np.asarray(ranks, dtype=np.float64)
+    inside = ranks <= k
+    if name == "ndcg":
+        return np.where(inside, 1 / np.log2(ranks + 1), 0.0)
+    if name in ("recall", "hit_rate"):
+        return inside * 1.0
+    if name == "precision":
+        return inside / k
+    return np.where(inside, 1 / ranks, 0.0)  # map, mrr: one relevant item
+
+
+def np_probabilities(N, n):
+    """A[R-1, r-1] = P(sampled rank r | full rank R): r - 1 ~ Binomial(n, (R - 1)/(N - 1))."""
+    R = np.arange(1, N + 1)
+    return stats.binom.pmf(np.arange(n + 1)[None, :], n, ((R - 1) / (N - 1))[:, None])
+
+
+def np_objective(x, A, M, gamma):
+    """sum_R (E[x(r) | R] - M(R))^2 + gamma Var[x(r) | R]."""
+    mean = A @ x
+    return np.sum((mean - M) ** 2 + gamma * (A @ x**2 - mean**2))
+
+
+def np_em(histogram, A, iterations):
+    share = histogram / histogram.sum()
+    pi = np.full(A.shape[0], 1 / A.shape[0])
+    for _ in range(iterations):
+        q = pi @ A
+        pi = pi * (A @ np.where(share > 0, share / q, 0.0))
+        pi /= pi.sum()
+    return pi
+
+
+PAIRS = (("ndcg", 3), ("recall", 3), ("precision", 5), ("map", 5), ("mrr", 1), ("hit_rate", 1))
+
+
+def test_metric_of_rank_and_the_naive_table():
+    ranks = torch.arange(1, 30, dtype=torch.float64)
+    for name, k in PAIRS:
+        np.testing.assert_allclose(
+            E.metric_of_rank(name, k, ranks).numpy(), np_metric(name, k, ranks.numpy()), 0, 1e-15
+        )
+    np.testing.assert_allclose(
+        E.naive_tables(PAIRS, 7).numpy(), np.stack([np_metric(n, k, np.arange(1, 9)) for n, k in PAIRS], 1), 0, 1e-15
+    )
+
+
+def test_sampled_rank_probabilities_are_binomial():
+    N, n = 57, 9
+    got = E.sampled_rank_probabilities(torch.arange(1, N + 1, dtype=torch.float64), N, n).numpy()
+    np.testing.assert_allclose(got, np_probabilities(N, n), rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(got.sum(1), 1.0, rtol=1e-12)
+
+
+@pytest.mark.parametrize("gamma", [0.01, 0.3, 1.0])
+def test_bias_variance_correction_minimises_its_objective(gamma):
+    N, n = 60, 6
+    A = np_probabilities(N, n)
+    got = E.krichene_rendle_tables(PAIRS, N, n, gamma).numpy()
+    for column, (name, k) in enumerate(PAIRS):
+        M = np_metric(name, k, np.arange(1, N + 1))
+        best = optimize.minimize(np_objective, np.zeros(n + 1), args=(A, M, gamma), method="BFGS", tol=1e-14).x
+        np.testing.assert_allclose(got[:, column], best, atol=1e-5)
+        # and no perturbation does better
+        rng = np.random.default_rng(column)
+        base = np_objective(got[:, column], A, M, gamma)
+        for _ in range(20):
+            assert np_objective(got[:, column] + 1e-3 * rng.standard_normal(n + 1), A, M, gamma) >= base - 1e-12
+
+
+def test_least_bias_correction_is_the_least_squares_solution():
+    N, n = 80, 6  # well conditioned: no eigenvalue is dropped
+    A = np_probabilities(N, n)
+    got = E.krichene_rendle_tables(PAIRS, N, n, 0.0).numpy()
+    for column, (name, k) in enumerate(PAIRS):
+        M = np_metric(name, k, np.arange(1, N + 1))
+        np.testing.assert_allclose(got[:, column], np.linalg.lstsq(A, M, rcond=None)[0], atol=1e-8)
+
+
+def test_rescaled_metric_is_the_metric_at_the_expected_rank_inverse():
+    N, n = 1000, 20
+    r = np.arange(1, n + 2)
+    want = np.stack([np_metric(name, k, 1 + (r - 1) * (N - 1) / n) for name, k in PAIRS], 1)
+    np.testing.assert_allclose(E.rescaled_tables(PAIRS, N, n).numpy(), want, 0, 1e-15)
+
+
+def test_mle_is_the_em_estimate_of_the_rank_distribution():
+    N, n = 150, 12  # every full rank its own bin
+    rng = np.random.default_rng(3)
+    full = np.minimum(N, np.ceil(N * rng.random(2000) ** 3)).astype(int)
+    sampled = rng.binomial(n, (full - 1) / (N - 1)) + 1
+    histogram = np.bincount(sampled - 1, minlength=n + 1).astype(float)
+    starts, pi = E.mle_rank_distribution(torch.tensor(histogram), N, exact_up_to=N, max_iterations=300, tolerance=0.0)
+    assert starts.tolist() == list(range(1, N + 1))
+    want = np_em(histogram, np_probabilities(N, n), 300)
+    np.testing.assert_allclose(pi.numpy(), want, rtol=1e-9, atol=1e-14)
+    estimates = E.mle_estimates(PAIRS, torch.tensor(histogram), N, exact_up_to=N).numpy()
+    pi_converged = E.mle_rank_distribution(torch.tensor(histogram), N, exact_up_to=N)[1].numpy()
+    for column, (name, k) in enumerate(PAIRS):
+        assert estimates[column] == pytest.approx(pi_converged @ np_metric(name, k, np.arange(1, N + 1)), abs=1e-12)
+
+
+def test_mle_bins_group_ranks_past_exact_up_to():
+    starts = E.rank_bins(5000, 100)
+    assert starts[:100].tolist() == list(range(1, 101))
+    widths = np.diff(np.append(starts.numpy(), 5001))
+    assert widths.min() >= 1 and widths[100:].max() <= 0.03 * 5000 and starts[-1] <= 5000
+
+
+# --- the class ----------------------------------------------------------------------------------------
+def _ranked_scores(users=40, items=300, seed=0):
+    generator = torch.Generator().manual_seed(seed)
+    return torch.randn(users, items, generator=generator, dtype=torch.float64)
+
+
+def _numpy_naive(ranks, pairs):
+    return {f"{name}@{k}/naive": float(np.mean(np_metric(name, k, ranks))) for name, k in pairs}
+
+
+def test_naive_values_are_the_metrics_of_the_sampled_ranks():
+    scores = _ranked_scores()
+    positives = torch.arange(40) * 7
+    metric = SampledMetrics(top_k=[1, 5, 10], num_negatives=50, estimators=["naive"], per_user=True)
+    metric.update((scores, positives))
+    ranks = metric.sampled_ranks().numpy()
+    assert ranks.min() >= 1 and ranks.max() <= 51 and np.all(ranks == np.round(ranks))
+    want = _numpy_naive(ranks, [(name, k) for name in metric.metrics for k in (1, 5, 10)])
+    got = metric.compute()
+    assert got.keys() == want.keys()
+    for key in want:
+        assert got[key] == pytest.approx(want[key], abs=1e-12)
+    for key, values in metric.per_user().items():
+        name, k = key.split("/")[0].split("@")
+        np.testing.assert_allclose(values.numpy(), np_metric(name, int(k), ranks), 0, 1e-15)
+
+
+def test_negatives_are_never_excluded_items_nor_test_items():
+    users, items = 30, 200
+    generator = torch.Generator().manual_seed(1)
+    exclude = torch.rand(users, items, generator=generator) < 0.3
+    positives = torch.stack([torch.arange(users), torch.arange(users) + 100, torch.full((users,), -1)], 1)
+    exclude[torch.arange(users).unsqueeze(1), positives[:, :2]] = False
+    # every excluded item and test item scores above the test items' 0.5, every candidate below
+    scores = torch.where(exclude, 1.0, 0.0).double()
+    scores[torch.arange(users).unsqueeze(1), positives[:, :2]] = 0.5
+    scores[torch.arange(users), torch.arange(users) + 100] = 0.75  # above the other test item too
+    metric = SampledMetrics(top_k=[1], metrics=["hit_rate"], num_negatives=200, estimators=["naive"], per_user=True)
+    metric.update((scores, positives, exclude))
+    ranks = metric.sampled_ranks().view(users, 3)
+    assert torch.all(ranks[:, :2] == 1) and torch.all(ranks[:, 2].isnan())
+    assert metric.compute()["hit_rate@1/naive"] == 1.0
+    mean, low, high = metric.num_candidates()
+    allowed = (~exclude).sum(1) - 2  # less the two test items
+    assert (low, high) == (int(allowed.min()) + 1, int(allowed.max()) + 1)
+    assert mean == round(float((allowed + 1).double().mean()))
+
+
+@pytest.mark.parametrize("sampling", ["uniform", "popularity"])
+def test_negatives_are_drawn_with_the_given_probabilities(sampling):
+    users, items, n = 400, 50, 200
+    weights = torch.arange(1.0, items + 1) if sampling == "popularity" else None
+    scores = torch.arange(float(items)).repeat(users, 1)  # item i scores i
+    positives = torch.full((users,), 20)
+    metric = SampledMetrics(
+        top_k=[1], num_negatives=n, sampling=sampling, item_weights=weights, estimators=["naive"], per_user=True
+    )
+    metric.update((scores, positives))
+    above = metric.sampled_ranks().numpy() - 1  # negatives above item 20: Binomial(n, p) per user
+    w = np.arange(1.0, items + 1) if sampling == "popularity" else np.ones(items)
+    others = np.delete(w, 20)
+    p = w[21:].sum() / others.sum()
+    assert abs(above.mean() - n * p) < 5 * math.sqrt(n * p * (1 - p) / users)
+    assert abs(above.var() - n * p * (1 - p)) < 0.2 * n * p * (1 - p)
+
+
+def test_a_zero_weight_item_is_never_drawn():
+    weights = torch.ones(20)
+    weights[15:] = 0  # items 15..19 score highest and are never drawn
+    scores = torch.arange(20.0).repeat(50, 1)
+    metric = SampledMetrics(
+        top_k=[1], num_negatives=30, sampling="popularity", item_weights=weights, estimators=["naive"], per_user=True
+    )
+    metric.update((scores, torch.full((50,), 14)))
+    assert torch.all(metric.sampled_ranks() == 1)
+
+
+def test_ties():
+    constant = torch.zeros(2000, 101)
+    positives = torch.zeros(2000, dtype=torch.int64)
+    results = {}
+    for ties in ("optimistic", "pessimistic", "random"):
+        metric = SampledMetrics(top_k=[10], num_negatives=100, ties=ties, estimators=["naive"], per_user=True)
+        metric.update((constant, positives))
+        results[ties] = metric.sampled_ranks().numpy()
+    assert np.all(results["optimistic"] == 1) and np.all(results["pessimistic"] == 101)
+    counts = np.bincount(results["random"].astype(int) - 1, minlength=101)
+    assert stats.chisquare(counts).pvalue > 1e-4  # uniform over 1..101
+    assert abs(np.mean(results["random"] <= 10) - 10 / 101) < 0.03
+
+
+def test_sampling_is_reproducible_and_restarts_at_reset():
+    scores, positives = _ranked_scores(), torch.arange(40)
+    a = SampledMetrics(num_negatives=20, estimators=["naive"], seed=3, per_user=True)
+    b = SampledMetrics(num_negatives=20, estimators=["naive"], seed=3, per_user=True)
+    c = SampledMetrics(num_negatives=20, estimators=["naive"], seed=4, per_user=True)
+    for metric in (a, b, c):
+        metric.update((scores, positives))
+    assert torch.equal(a.sampled_ranks(), b.sampled_ranks())
+    assert not torch.equal(a.sampled_ranks(), c.sampled_ranks())
+    first = a.sampled_ranks().clone()
+    a.reset()
+    a.update((scores, positives))
+    assert torch.equal(a.sampled_ranks(), first)
+    generator = torch.Generator().manual_seed(3)
+    d = SampledMetrics(num_negatives=20, estimators=["naive"], seed=generator, per_user=True)
+    d.update((scores, positives))
+    assert torch.equal(d.sampled_ranks(), first)  # the same stream as seed=3
+
+
+def test_a_model_callable_ranks_what_the_score_matrix_ranks():
+    scores, positives = _ranked_scores(), torch.arange(40) * 3
+    exclude = torch.zeros(40, 300, dtype=torch.bool)
+    exclude[:, 200:] = True
+    from_scores = SampledMetrics(num_negatives=30, per_user=True, estimators=["naive", "kr_bias"])
+    from_model = SampledMetrics(
+        num_negatives=30,
+        per_user=True,
+        estimators=["naive", "kr_bias"],
+        model=lambda users, items: scores[users.unsqueeze(1), items],
+        num_items=300,
+    )
+    for batch in torch.arange(40).split(16):
+        from_scores.update((scores[batch], positives[batch], exclude[batch]))
+        from_model.update((batch, positives[batch], exclude[batch]))
+    assert torch.equal(from_scores.sampled_ranks(), from_model.sampled_ranks())
+    assert from_scores.compute() == from_model.compute()
+
+
+def test_engine_and_plain_loop_agree():
+    scores, positives = _ranked_scores(64), torch.arange(64)
+    batches = [(scores[i : i + 16], positives[i : i + 16]) for i in range(0, 64, 16)]
+    loop = SampledMetrics(top_k=[5, 10], num_negatives=40, estimators=["naive", "kr_bv", "rescaled"])
+    for batch in batches:
+        loop.update(batch)
+    engine = Engine(lambda engine, batch: batch)
+    attached = SampledMetrics(top_k=[5, 10], num_negatives=40, estimators=["naive", "kr_bv", "rescaled"])
+    attached.attach(engine, "sampled")
+    state = engine.run(batches, max_epochs=2)  # reset each epoch: the same samples again
+    assert state.metrics["sampled"] == loop.compute()
+    assert state.metrics["sampled/ndcg@10/kr_bv"] == loop.compute()["ndcg@10/kr_bv"]
+
+
+def test_intervals_are_student_t_over_the_per_item_values():
+    scores, positives = _ranked_scores(), torch.arange(40)
+    metric = SampledMetrics(top_k=[10], metrics=["ndcg"], num_negatives=25, per_user=True)
+    metric.update((scores, positives))
+    intervals, means = metric.confidence_interval(0.9), metric.compute()
+    assert "ndcg@10/mle" in means and "ndcg@10/mle" not in intervals and "ndcg@10/mle" not in metric.per_user()
+    for key, values in metric.per_user().items():
+        x = values.numpy()
+        want = stats.t.interval(0.9, len(x) - 1, loc=x.mean(), scale=stats.sem(x))
+        assert intervals[key] == pytest.approx(want, abs=1e-9)
+        assert means[key] == pytest.approx(x.mean(), abs=1e-12)
+
+
+def test_state_round_trip_and_constant_size():
+    scores, positives = _ranked_scores(), torch.arange(40)
+    metric = SampledMetrics(num_negatives=30, estimators=["naive", "kr_bv"])
+    for _ in range(3):
+        metric.update((scores, positives))
+    sizes = {key: value.numel() for key, value in metric.state_dict()["__metric_state_per_rank"][0].items()}
+    assert sizes["_histogram"] == 31
+    copy = SampledMetrics(num_negatives=30, estimators=["naive", "kr_bv"])
+    copy.load_state_dict(metric.state_dict())
+    assert copy.compute() == metric.compute()
+    with pytest.raises(ValueError, match="num_negatives"):
+        SampledMetrics(num_negatives=31, estimators=["naive", "kr_bv"]).load_state_dict(metric.state_dict())
+
+
+@pytest.mark.parametrize(
+    "output, message",
+    [
+        ((torch.zeros(4, 10), torch.tensor([0, 1, 2, 10])), "outside"),
+        ((torch.zeros(4, 10), torch.tensor([0, 1, 2, -2])), "outside"),
+        ((torch.full((4, 10), math.nan), torch.tensor([0, 1, 2, 3])), "NaN"),
+        (
+            (torch.zeros(4, 10), torch.tensor([0, 1, 2, 3]), torch.ones(4, 10, dtype=torch.bool).fill_diagonal_(False)),
+            "no candidate",
+        ),
+        ((torch.zeros(4, 10), torch.tensor([0.0, 1, 2, 3])), "positives must hold item ids"),
+        ((torch.zeros(4, 10), torch.tensor([0, 1, 2])), "batch=3"),
+        ((torch.zeros(4, 10), torch.tensor([0, 1, 2, 3]), torch.zeros(4, 9, dtype=torch.bool)), "exclude must be"),
+        ((torch.zeros(4, 10, dtype=torch.int64), torch.tensor([0, 1, 2, 3])), "floating"),
+        ((torch.zeros(4, 10),), "update expects"),
+    ],
+)
+def test_bad_input_raises_and_leaves_the_state(output, message):
+    metric = SampledMetrics(num_negatives=5)
+    metric.update((torch.randn(4, 10), torch.tensor([0, 1, 2, 3])))
+    before = {key: value.clone() for key, value in metric.state_dict()["__metric_state_per_rank"][0].items()}
+    with pytest.raises((ValueError, TypeError), match=message):
+        metric.update(output)
+    after = metric.state_dict()["__metric_state_per_rank"][0]
+    assert all(torch.equal(before[key], after[key]) for key in before)
+
+
+def test_arguments_are_checked():
+    with pytest.raises(ValueError, match="item_weights"):
+        SampledMetrics(sampling="popularity")
+    with pytest.raises(ValueError, match="estimators"):
+        SampledMetrics(sampling="popularity", item_weights=torch.ones(3), estimators=["naive", "kr_bv"])
+    with pytest.raises(ValueError, match="num_items"):
+        SampledMetrics(model=lambda users, items: items.double())
+    with pytest.raises(ValueError, match="gamma"):
+        SampledMetrics(gamma=0.0)
+    with pytest.raises(ValueError, match="metrics"):
+        SampledMetrics(metrics=["ndcg", "auc"])
+
+
+@pytest.mark.slow
+def test_each_correction_has_less_bias_than_the_naive_metric():
+    """Synthetic data (examples/data.py), a noisy model, n = 100 uniform negatives, 30 seeds: the
+    mean over seeds of estimate - exact is smaller in magnitude for every estimator than for the
+    naive sampled metric (NDCG@10, Recall@10; exact ranks from numpy)."""
+    import os
+    import sys
+
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples"))
+    from data import synthetic
+
+    users, items = 300, 2000
+    split, (user_taste, item_taste, item_bias) = synthetic(users=users, items=items, seed=0)
+    generator = torch.Generator().manual_seed(1)
+    scores = (user_taste @ item_taste.T / 4 + item_bias + torch.randn(users, items, generator=generator)).double()
+    test, train = split.test, split.train
+    positives = torch.full((users, int(test.sum(1).max())), -1)
+    s, candidate, full_ranks = scores.numpy(), (~(train | test)).numpy(), []
+    for u in range(users):
+        mine = test[u].nonzero().flatten()
+        positives[u, : len(mine)] = mine
+        full_ranks += [1 + np.sum(candidate[u] & (s[u] > s[u, i])) for i in mine.tolist()]
+    full_ranks = np.array(full_ranks, dtype=float)
+    exact = {"ndcg@10": np.mean(np_metric("ndcg", 10, full_ranks)), "recall@10": np.mean(full_ranks <= 10)}
+    estimates = []
+    for seed in range(30):
+        metric = SampledMetrics(top_k=[10], metrics=["ndcg", "recall"], num_negatives=100, seed=seed)
+        metric.update((scores, positives, train))
+        estimates.append(metric.compute())
+    for key, truth in exact.items():
+        bias = {e: np.mean([x[f"{key}/{e}"] for x in estimates]) - truth for e in E.ESTIMATORS}
+        assert bias["naive"] > 0.2  # the sampled metric overstates the full-catalog one
+        for estimator in E.ESTIMATORS[1:]:
+            assert abs(bias[estimator]) < abs(bias["naive"]) / 2, (key, estimator, bias)
+
+
+def test_evaluate_with_sampled_negatives():
+    from ignite_recsys import Interactions, evaluate
+
+    generator = torch.Generator().manual_seed(2)
+    num_users, num_items = 50, 400
+    scores = torch.randn(num_users, num_items, generator=generator, dtype=torch.float64)
+    test_users = torch.arange(num_users).repeat_interleave(2)
+    test_items = (torch.arange(num_users * 2) * 7) % num_items
+    train_users = torch.arange(num_users).repeat_interleave(3)
+    train_items = (torch.arange(num_users * 3) * 11 + 1) % num_items
+    test = Interactions(test_users, test_items, num_items=num_items)
+    train = Interactions(train_users, train_items, num_items=num_items)
+    sampled = {"num_negatives": 40, "seed": 5, "estimators": ["naive", "kr_bv"]}
+    result = evaluate(
+        lambda users: scores[users],
+        test,
+        ["ndcg@10", "hr@5"],
+        exclude=train,
+        sampled=sampled,
+        per_user=True,
+        progress=False,
+    )
+    assert list(result.means) == ["ndcg@10/naive", "ndcg@10/kr_bv", "hit_rate@5/naive", "hit_rate@5/kr_bv"]
+    # the same as the metric on the same batches (one batch: 50 users < 256)
+    positives = torch.stack([test_items[0::2], test_items[1::2]], 1)
+    exclude = torch.zeros(num_users, num_items, dtype=torch.bool)
+    exclude[train_users, train_items] = True
+    metric = SampledMetrics([5, 10], ["ndcg", "hit_rate"], num_negatives=40, seed=5, estimators=["naive", "kr_bv"])
+    metric.update((scores, positives, exclude))
+    want = metric.compute()
+    assert result["ndcg@10/naive"] == want["ndcg@10/naive"] and result["hit_rate@5/kr_bv"] == want["hit_rate@5/kr_bv"]
+    assert result.per_user()["ndcg@10/naive"].shape == (100,)
+    assert list(result.user_ids) == test_users.tolist()
+    assert result.per_user()["ndcg@10/naive"].mean().item() == pytest.approx(result["ndcg@10/naive"], abs=1e-12)
+    low, high = result.intervals["ndcg@10/naive"]
+    assert low < result["ndcg@10/naive"] < high
+    with pytest.raises(ValueError, match="r_precision"):
+        evaluate(lambda users: scores[users], test, ["r_precision"], sampled=10, progress=False)
+    with pytest.raises(TypeError, match="callable"):
+        evaluate((torch.arange(2), torch.zeros(2, 3, dtype=torch.int64)), test, ["ndcg@10"], sampled=10)
+    with pytest.raises(TypeError, match="unknown"):
+        evaluate(lambda users: scores[users], test, ["ndcg@10"], sampled={"negatives": 10}, progress=False)
+
+
+@pytest.mark.slow  # (a subprocess and the full-catalog estimators of two runs: about a minute on a busy machine)
+def test_evaluate_sampled_reads_a_run_as_scores(tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    from ignite_recsys import Interactions, evaluate
+
+    generator = torch.Generator().manual_seed(4)
+    num_users, num_items = 30, 120
+    scores = torch.rand(num_users, num_items, generator=generator, dtype=torch.float64)
+    test = Interactions(torch.arange(num_users), (torch.arange(num_users) * 5) % num_items, num_items=num_items)
+    users, items = torch.meshgrid(torch.arange(num_users), torch.arange(num_items), indexing="ij")
+    run = {"user": users.flatten().numpy(), "item": items.flatten().numpy(), "score": scores.flatten().numpy()}
+    options = {"num_negatives": 25, "seed": 1, "estimators": ["naive", "rescaled"]}
+    from_model = evaluate(lambda u: scores[u], test, ["ndcg@10"], sampled=options, progress=False)
+    from_run = evaluate(run, test, ["ndcg@10"], sampled=options, progress=False)
+    assert from_run.means == from_model.means
+    # the command line, with a TREC run file and qrels
+    qrels, run_file = tmp_path / "qrels", tmp_path / "run"
+    qrels.write_text("".join(f"{u} 0 {i} 1\n" for u, i in zip(test.users.tolist(), _first_items(test))))
+    run_file.write_text(
+        "".join(f"{u} Q0 {i} 0 {scores[u, i].item()!r} m\n" for u in range(num_users) for i in range(num_items))
+    )
+    command = [sys.executable, "-m", "ignite_recsys", "evaluate", "--qrels", str(qrels), "--run", str(run_file)]
+    command += ["--metrics", "ndcg@10", "--sampled", "25", "--format", "json", "--no-progress"]
+    done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, check=True)
+    printed = json.loads(done.stdout)
+    file_result = evaluate(str(run_file), str(qrels), ["ndcg@10"], sampled=25, progress=False)
+    assert printed["means"]["ndcg@10/naive"] == pytest.approx(file_result["ndcg@10/naive"], abs=1e-12)
+    assert set(printed["means"]) == {f"ndcg@10/{e}" for e in E.ESTIMATORS}
+
+
+def _first_items(test):
+    return [int(i) for i in test.item_ids(test.users, grades=False).ids[:, 0]]
+
+
+@pytest.mark.slow  # (every estimator on a 2000-item catalog: about 10 s)
+def test_the_docs_page_runs():
+    """The python blocks of docs/sampled.md, in order, in one namespace (their asserts included)."""
+    import re
+
+    page = open(os.path.join(ROOT, "docs", "sampled.md")).read()
+    blocks = re.findall(r"^```python\n(.*?)^```$", page, flags=re.MULTILINE | re.DOTALL)
+    assert len(blocks) == 3
+    namespace: dict = {}
+    for block in blocks:
+        exec(compile(block, "docs/sampled.md", "exec"), namespace)
+
+
+def test_no_autograd_graph_in_state():
+    weights = torch.rand(8, 50, requires_grad=True)
+    metric = SampledMetrics(num_negatives=10, estimators=["naive"], per_user=True)
+    from_model = SampledMetrics(
+        num_negatives=10,
+        estimators=["naive"],
+        per_user=True,
+        num_items=50,
+        model=lambda users, items: torch.sigmoid(weights * 2.0)[users.unsqueeze(1), items],
+    )
+    for _ in range(3):
+        metric.update((torch.sigmoid(weights * 2.0), torch.arange(8)))
+        from_model.update((torch.arange(8), torch.arange(8)))
+    for m in (metric, from_model):
+        for attribute, value in vars(m).items():
+            if isinstance(value, torch.Tensor):
+                assert value.grad_fn is None and not value.requires_grad, attribute
+        assert all(not rows.requires_grad for rows in m._per_user_ranks)
+        m.compute()
+    assert weights.grad is None
+
+
+@pytest.mark.parametrize("form", ["uniform", "popularity", "model", "pessimistic", "per_user"])
+def test_update_makes_no_host_read(form):
+    """On the meta device (no values: a host read, a value-dependent shape or a CPU tensor in the
+    way raises), as tests/test_meta_device.py does for the other metrics. torch has no meta
+    generator: the draws use the default one there."""
+    meta = torch.device("meta")
+    options: dict = {"num_negatives": 10, "estimators": ["naive"], "device": meta}
+    if form == "popularity":
+        options.update(sampling="popularity", item_weights=torch.rand(50))
+    if form == "model":
+        options.update(model=lambda users, items: torch.empty(items.shape, device=meta), num_items=50)
+    if form == "pessimistic":
+        options.update(ties="pessimistic")
+    if form == "per_user":
+        options.update(per_user=True)
+    metric = SampledMetrics(**options)
+    metric._generator = lambda device: None  # type: ignore[method-assign]
+    head = torch.empty(4, dtype=torch.int64, device=meta) if form == "model" else torch.empty(4, 50, device=meta)
+    positives = torch.empty(4, 2, dtype=torch.int64, device=meta)
+    metric.update((head, positives, torch.empty(4, 50, dtype=torch.bool, device=meta)))
+    assert metric._histogram.device == meta
+
+
+def test_default_estimators_follow_the_sampling_and_the_seed_is_not_configuration():
+    assert SampledMetrics().estimators == list(E.ESTIMATORS)
+    assert SampledMetrics(sampling="popularity", item_weights=torch.ones(3)).estimators == ["naive"]
+    scores, positives = _ranked_scores(), torch.arange(40)
+    a, b = SampledMetrics(seed=1, estimators=["naive"]), SampledMetrics(seed=2, estimators=["naive"])
+    a.update((scores, positives))
+    b.load_state_dict(a.state_dict())  # the same meaning: states of two seeds may be combined
+    assert b.compute() == a.compute()
+
+
+def test_evaluate_sampled_counts_the_interactions_graded_one_or_more():
+    from ignite_recsys import Interactions, evaluate
+
+    scores = torch.randn(3, 50, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    graded = Interactions(
+        torch.tensor([0, 0, 1, 2]), torch.tensor([1, 2, 3, 4]), torch.tensor([1.0, 0.0, 2.0, 0.0]), num_items=50
+    )
+    options = {"num_negatives": 10, "estimators": ["naive"]}
+    result = evaluate(lambda u: scores[u], graded, ["ndcg@10"], sampled=options, per_user=True, progress=False)
+    assert result.info["test_items"] == 2 and list(result.user_ids) == [0, 1]
