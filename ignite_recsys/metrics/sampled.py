@@ -455,9 +455,9 @@ class SampledMetrics(StatefulMetric):
         for estimator in self.estimators:
             if estimator in E.PER_ITEM_ESTIMATORS:
                 table = self._table(estimator, num_candidates)
-                low, high = t_intervals(
-                    histogram @ table, histogram @ table.square(), torch.tensor(count, dtype=torch.float64), level
-                )
+                total = histogram @ table
+                deviations = histogram @ (table - total / count).square()  # about the mean: no cancellation
+                low, high = t_intervals(total, deviations, torch.tensor(count, dtype=torch.float64), level)
                 bounds[estimator] = (low.tolist(), high.tolist())
         for column, (name, k) in enumerate(self._pairs()):
             for estimator, (low, high) in bounds.items():
