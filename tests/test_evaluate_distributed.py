@@ -37,7 +37,10 @@ def _write_files(folder):
 
 
 def _evaluate_all(folder):
-    test = R.Interactions.from_frame({"user": np.arange(30) % 7 * 3, "item": np.arange(30) % 11}, duplicates="max")
+    # the model indexes the original user ids (rows 0..18 of the scores): ids kept as they are
+    test = R.Interactions.from_frame(
+        {"user": np.arange(30) % 7 * 3, "item": np.arange(30) % 11}, duplicates="max", map_ids=False
+    )
     scores = torch.from_numpy(np.random.default_rng(0).random((19, 11)))
     options = dict(progress=False, per_user=True, gain_function="linear_rank", batch_size=4)
     results = {
