@@ -25,7 +25,7 @@ from ._registry import ALL_METRICS, CUTOFF_METRICS, REGISTRY, ranking_metrics_op
 from .data._optional import require
 from .data.files import read_interactions
 from .data.interactions import Interactions
-from .data.runs import SCORE_PRECISIONS, RunStream, SplitUserError, grouped_chunks, run_file_chunks, run_frame_chunks
+from .data.runs import SCORE_PRECISIONS, RunStream, SplitUserError, grouped_chunks, run_chunks
 from .inputs import RankedItems, UserIds
 from .metrics import RankingMetrics
 from .stats import paired_test
@@ -664,15 +664,7 @@ def _from_run(
     known: Optional[int] = None,
 ) -> None:
 
-    if columns is not None and (isinstance(columns, str) or len(columns) != 3):
-        raise ValueError(f"run_columns must be (user, item, score) column names, got {columns!r}")
-    names = {role: name for role, name in zip(("user", "item", "score"), columns or ()) if name is not None}
-    if isinstance(run, (str, os.PathLike)):
-        chunks = run_file_chunks(run, format, **names)
-    else:
-        chunks = run_frame_chunks(
-            run, names.get("user", "user"), names.get("item", "item"), names.get("score", "score")
-        )
+    chunks = run_chunks(run, columns, format)
     base = max(test.num_items, len(test.item_map) if test.item_map is not None else 0)
     source = chunks.source
 
@@ -722,7 +714,7 @@ def _from_run(
         reset()
         if bar is not None:
             bar.reset()
-        chunks = run_file_chunks(run, format, **names)
+        chunks = run_chunks(run, columns, format)
         stream = evaluated(grouped_chunks(chunks))
         grouped = True
     missing = np.flatnonzero(~stream.seen & mine)

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Mapping
 from typing import Any, Callable
 
@@ -37,17 +36,9 @@ def run_scores(run: Any, test: Any, catalog: int, ties: str, columns: Any, forma
     """A run (a file or a table) as a model's scores: ``users -> (batch, catalog)`` float64, each
     listed item scored minus its position in the user's list (``ties`` orders equal scores), every
     item the run does not list for the user ``-inf`` (below the listed ones, tied together)."""
-    from .data.runs import RunStream, run_file_chunks, run_frame_chunks
+    from .data.runs import RunStream, run_chunks
 
-    if columns is not None and (isinstance(columns, str) or len(columns) != 3):
-        raise ValueError(f"run_columns must be (user, item, score) column names, got {columns!r}")
-    names = {role: name for role, name in zip(("user", "item", "score"), columns or ()) if name is not None}
-    if isinstance(run, (str, os.PathLike)):
-        chunks = run_file_chunks(run, format, **names)
-    else:
-        chunks = run_frame_chunks(
-            run, names.get("user", "user"), names.get("item", "item"), names.get("score", "score")
-        )
+    chunks = run_chunks(run, columns, format)
     parts = list(RunStream(chunks, test, ties=ties, unknown_base=catalog))
     if parts:
         positions, items, lengths = (np.concatenate([part[j] for part in parts]) for j in range(3))

@@ -91,6 +91,17 @@ def run_file_chunks(
     )
 
 
+def run_chunks(run: Any, columns: Optional[Any] = None, format: Optional[str] = None) -> Chunks:
+    """The chunks of a run given as a file path (:func:`run_file_chunks`) or an in-memory table
+    (:func:`run_frame_chunks`); ``columns``: (user, item, score) names, None entries for the usual."""
+    if columns is not None and (isinstance(columns, str) or len(columns) != 3):
+        raise ValueError(f"run_columns must be (user, item, score) column names, got {columns!r}")
+    names = {role: name for role, name in zip(("user", "item", "score"), columns or ()) if name is not None}
+    if isinstance(run, (str, os.PathLike)):
+        return run_file_chunks(run, format, **names)
+    return run_frame_chunks(run, names.get("user", "user"), names.get("item", "item"), names.get("score", "score"))
+
+
 def run_frame_chunks(
     frame: Any, user: str = "user", item: str = "item", score: str = "score", rows_per_chunk: int = 1 << 20
 ) -> Chunks:
