@@ -87,9 +87,12 @@ def _cumulative_weights(top_k: tuple, device: torch.device, discount: Any) -> to
     if top_k[-1] <= _WEIGHT_PIECE:
         positions = torch.arange(1, top_k[-1] + 1, dtype=torch.float64, device=device)
         running = discount_weights(discount, positions).cumsum(0)
-        return running.index_select(0, torch.tensor([k - 1 for k in top_k], device=device)).unsqueeze(0)
+        # views stacked on the device: an index tensor built from a list would be a copy from
+        # the host, which on CUDA waits for the GPU
+        return torch.stack([running[k - 1] for k in top_k]).unsqueeze(0)
     if discount in ("log2", "log2_clip"):
-        return torch.tensor([[_log_weight_sum(k, discount) for k in top_k]], dtype=torch.float64, device=device)
+        sums = [torch.full((), _log_weight_sum(k, discount), dtype=torch.float64, device=device) for k in top_k]
+        return torch.stack(sums).unsqueeze(0)
     totals, total, start = [], torch.zeros((), dtype=torch.float64, device=device), 1
     for k in top_k:
         while start <= k:
