@@ -16,12 +16,40 @@ import itertools
 
 import pytest
 import torch
+from torch.overrides import TorchFunctionMode
 
 import ignite_recsys as R
 import harness as H
 
 META = torch.device("meta")
 NUM_GROUPS = 3
+
+
+class NoCopiesFromHost(TorchFunctionMode):
+    """Raises where a tensor is made from host data on another device, or a CPU tensor is moved
+    there without ``non_blocking=True``: on CUDA either is a copy from pageable memory, which
+    waits for the GPU (``tuning.device_constant`` copies its constants from pinned memory without
+    blocking). A meta tensor made from a Python list raises nothing by itself."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        result = func(*args, **kwargs)
+        if func in (torch.tensor, torch.as_tensor) and args and not isinstance(args[0], torch.Tensor):
+            moved = isinstance(result, torch.Tensor) and result.device.type != "cpu"
+        else:
+            source = args[0] if args else None
+            moved = (
+                func in (torch.Tensor.to, torch.Tensor.cuda, torch.Tensor.copy_)
+                and not kwargs.get("non_blocking", False)
+                and isinstance(source, torch.Tensor)
+                and isinstance(result, torch.Tensor)
+                and (source.device.type == "cpu") != (result.device.type == "cpu")
+            )
+            if func is torch.Tensor.copy_ and len(args) > 1 and isinstance(args[1], torch.Tensor):
+                moved = args[1].device.type == "cpu" and args[0].device.type != "cpu" and not kwargs.get("non_blocking")
+        if moved:
+            raise RuntimeError(f"{getattr(func, '__name__', func)}: host data copied to {result.device}")
+        return result
 
 
 def to_meta(value, coalesced: bool = True):
@@ -99,17 +127,35 @@ def test_update_runs_on_the_meta_device(variant, target, prediction, exclude, ti
     modes = MODES if variant.family != "catalog" else ("plain",)
     for mode in modes:
         metric = _build(variant, prediction, ties, mode)
-        if mode == "paired":
-            metric = R.Paired(metric)
-            metric.update((y_pred, y_pred, y, *rest))
-            states = [getattr(metric, key) for key in metric._state_dict_all_req_keys]
-        else:
-            tags = (
-                (R.UserGroups(torch.zeros(H.DATA.users, dtype=torch.int64, device=META)),) if mode == "groups" else ()
-            )
-            metric.update((y_pred, y, *rest, *tags))
-            states = [getattr(metric, key) for key in metric._state_dict_all_req_keys]
+        with NoCopiesFromHost():
+            states = _update(metric, mode, y_pred, y, rest)
         assert all(state.device == META and state.dtype == torch.float64 for state in states), mode
+
+
+def _update(metric, mode, y_pred, y, rest) -> list:
+    """Updates ``metric`` once in ``mode``; returns its state tensors."""
+    if mode == "paired":
+        metric = R.Paired(metric)
+        metric.update((y_pred, y_pred, y, *rest))
+    else:
+        groups = torch.zeros(H.DATA.users, dtype=torch.int64, device=META)
+        tags = (R.UserGroups(groups),) if mode == "groups" else ()
+        metric.update((y_pred, y, *rest, *tags))
+    return [getattr(metric, key) for key in metric._state_dict_all_req_keys]
+
+
+def test_copies_from_the_host_are_caught():
+    """The check itself: the mode above raises on a tensor made from a list on the device and on a
+    CPU tensor moved there, and lets device-side work through."""
+    with NoCopiesFromHost():
+        with pytest.raises(RuntimeError, match="host data copied"):
+            torch.tensor([1, 2], device=META)
+        with pytest.raises(RuntimeError, match="host data copied"):
+            torch.arange(3).to(META)
+        torch.arange(3).to(META, non_blocking=True)  # from pinned memory on CUDA: no wait
+        with pytest.raises(RuntimeError, match="host data copied"):
+            torch.zeros(3, device=META).copy_(torch.ones(3))
+        torch.stack([torch.zeros((), device=META), torch.full((), 2.0, device=META)])
 
 
 def test_meta_inputs_are_refused_where_a_value_is_needed():
