@@ -63,30 +63,9 @@ def _gloo_test_worker(local_rank, test, kwargs):
 
 
 def _run_in_gloo_processes(test, world_size, **kwargs):
-    import os
-    import socket
+    from gloo import launch
 
-    import ignite.distributed as idist
-
-    # One thread per process (torch, and numba under ranx): the processes share the machine's cores.
-    threads = {"OMP_NUM_THREADS": "1", "NUMBA_NUM_THREADS": "1"}
-    saved = {name: os.environ.get(name) for name in threads}
-    os.environ.update(threads)
-    try:
-        # a free port, not ignite's default 2222, which other test runs on the machine may hold
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            port = probe.getsockname()[1]
-        with idist.Parallel(
-            backend="gloo", nproc_per_node=world_size, master_addr="127.0.0.1", master_port=port
-        ) as parallel:
-            parallel.run(_gloo_test_worker, test, kwargs)
-    finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
+    launch(_gloo_test_worker, test, kwargs, processes=world_size)
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -2,8 +2,6 @@
 
 import json
 import os
-import socket
-import tempfile
 
 import numpy as np
 import pytest
@@ -13,6 +11,7 @@ import ignite.distributed as idist
 from conftest import random_batch, run_metric
 import ignite_recsys as R
 from test_reliability import FACTORIES
+from gloo import free_port, run_in_processes  # noqa: F401  (free_port: imported from here by older tests)
 
 pytestmark = pytest.mark.slow  # multi-process (gloo) runs: .ci/run runs them
 
@@ -33,13 +32,6 @@ FACTORIES.update(
     rmse=lambda: R.RMSE(),
     log_loss=lambda: _BinaryLogLoss(from_logits=True),
 )
-
-
-def free_port() -> int:
-    """A TCP port free on this machine now (a fixed port collides with concurrent runs)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 class _BinaryLogLoss(R.LogLoss):
@@ -103,30 +95,20 @@ def test_rank_without_batches_contributes_nothing():
         "gini": run_metric(R.GiniIndex([1, 3]), [_EMPTY_RANK_BATCH]),
         "auc": run_metric(R.AUC(), [_EMPTY_RANK_BATCH]),
     }
-    with tempfile.TemporaryDirectory() as folder:
-        with idist.Parallel(backend="gloo", nproc_per_node=2, master_port=free_port()) as parallel:
-            parallel.run(_empty_rank_worker, folder)
-        for rank in range(2):
-            with open(os.path.join(folder, f"rank{rank}.json")) as handle:
-                assert json.load(handle) == expected
+    assert run_in_processes(_empty_rank_worker) == [expected, expected]
 
 
 @pytest.mark.parametrize("world_size", [2, 3])
 def test_distributed_equals_single_process(world_size):
     union = [batch for share in _shares(world_size).values() for batch in share]
     expected = {name: run_metric(factory(), union) for name, factory in FACTORIES.items()}
-    with tempfile.TemporaryDirectory() as folder:
-        with idist.Parallel(backend="gloo", nproc_per_node=world_size, master_port=free_port()) as parallel:
-            parallel.run(_worker, folder, world_size)
-        for rank in range(world_size):
-            with open(os.path.join(folder, f"rank{rank}.json")) as handle:
-                got = json.load(handle)
-            for name, value in expected.items():
-                if isinstance(value, dict):
-                    assert got[name].keys() == value.keys()
-                    np.testing.assert_allclose(list(got[name].values()), list(value.values()), atol=1e-9)
-                else:
-                    np.testing.assert_allclose(got[name], value, atol=1e-9, err_msg=f"{name} rank {rank}")
+    for rank, got in enumerate(run_in_processes(_worker, world_size, processes=world_size)):
+        for name, value in expected.items():
+            if isinstance(value, dict):
+                assert got[name].keys() == value.keys()
+                np.testing.assert_allclose(list(got[name].values()), list(value.values()), atol=1e-9)
+            else:
+                np.testing.assert_allclose(got[name], value, atol=1e-9, err_msg=f"{name} rank {rank}")
 
 
 # --- compute() leaves the local state as it was, also when it raises ---------------------------
@@ -185,17 +167,12 @@ def _raising_compute_worker(local_rank, folder):
 
 def test_compute_that_raises_leaves_the_local_state_unchanged():
     union = [batch for rank in range(2) for batch in [_rank_batches(rank)[0]] + _rank_batches(rank)[1]]
-    with tempfile.TemporaryDirectory() as folder:
-        with idist.Parallel(backend="gloo", nproc_per_node=2, master_port=free_port()) as parallel:
-            parallel.run(_raising_compute_worker, folder)
-        for rank in range(2):
-            with open(os.path.join(folder, f"rank{rank}.json")) as handle:
-                got = json.load(handle)
-            for name, factory in _RAISING_FACTORIES.items():
-                assert got[name + "_first"] == "NotComputableError", name
-                np.testing.assert_allclose(got[name], run_metric(factory(), union), rtol=0, atol=1e-9, err_msg=name)
-            assert len(got["invalid_messages"]) == 2
-            assert all("NDCG: 1 update(s)" in message for message in got["invalid_messages"])
+    for got in run_in_processes(_raising_compute_worker):
+        for name, factory in _RAISING_FACTORIES.items():
+            assert got[name + "_first"] == "NotComputableError", name
+            np.testing.assert_allclose(got[name], run_metric(factory(), union), rtol=0, atol=1e-9, err_msg=name)
+        assert len(got["invalid_messages"]) == 2
+        assert all("NDCG: 1 update(s)" in message for message in got["invalid_messages"])
 
 
 # --- catalog sizes that differ across processes -------------------------------------------------
@@ -216,13 +193,7 @@ def _catalog_size_worker(local_rank, folder):
 
 
 def test_different_catalog_sizes_raise_the_same_error_on_every_rank():
-    with tempfile.TemporaryDirectory() as folder:
-        with idist.Parallel(backend="gloo", nproc_per_node=2, master_port=free_port()) as parallel:
-            parallel.run(_catalog_size_worker, folder)
-        got = []
-        for rank in range(2):
-            with open(os.path.join(folder, f"rank{rank}.json")) as handle:
-                got.append(json.load(handle))
+    got = run_in_processes(_catalog_size_worker)
     assert got[0] == got[1]
     for name, message in got[0].items():
         assert "different catalog sizes (from 10 to 12 items); pass num_items" in message, name
@@ -278,18 +249,13 @@ def test_input_forms_distributed_equal_single_process():
                 continue
             union = [batch[form] for batch in _form_batches(0, 1)]
             expected[f"{form}/{name}"] = run_metric(factory(), union)
-    with tempfile.TemporaryDirectory() as folder:
-        with idist.Parallel(backend="gloo", nproc_per_node=2, master_port=free_port()) as parallel:
-            parallel.run(_form_worker, folder, 2)
-        for rank in range(2):
-            with open(os.path.join(folder, f"rank{rank}.json")) as handle:
-                got = json.load(handle)
-            for key, value in expected.items():
-                if isinstance(value, dict):
-                    assert got[key].keys() == value.keys()
-                    np.testing.assert_allclose(list(got[key].values()), list(value.values()), atol=1e-9, err_msg=key)
-                else:
-                    np.testing.assert_allclose(got[key], value, atol=1e-9, err_msg=key)
+    for got in run_in_processes(_form_worker, 2):
+        for key, value in expected.items():
+            if isinstance(value, dict):
+                assert got[key].keys() == value.keys()
+                np.testing.assert_allclose(list(got[key].values()), list(value.values()), atol=1e-9, err_msg=key)
+            else:
+                np.testing.assert_allclose(got[key], value, atol=1e-9, err_msg=key)
 
 
 # --- Confidence intervals and per-user values across processes ---------------------------------
@@ -333,19 +299,14 @@ def test_confidence_interval_and_per_user_distributed_equal_single_process():
         for batch in union:
             metric.update(batch)
         expected[name] = {"interval": metric.confidence_interval(0.9), "rows": _as_lists(metric.per_user())}
-    with tempfile.TemporaryDirectory() as folder:
-        with idist.Parallel(backend="gloo", nproc_per_node=2, master_port=free_port()) as parallel:
-            parallel.run(_statistics_worker, folder)
-        for rank in range(2):
-            with open(os.path.join(folder, f"rank{rank}.json")) as handle:
-                got = json.load(handle)
-            for name, value in expected.items():
-                interval, rows = value["interval"], value["rows"]
-                if isinstance(interval, dict):
-                    assert list(got[name]["interval"]) == list(interval)
-                    interval, got_interval = list(interval.values()), list(got[name]["interval"].values())
-                    rows, got_rows = list(rows.values()), list(got[name]["rows"].values())
-                else:
-                    got_interval, got_rows = got[name]["interval"], got[name]["rows"]
-                np.testing.assert_allclose(got_interval, interval, rtol=0, atol=1e-9, err_msg=f"{name} rank {rank}")
-                np.testing.assert_allclose(got_rows, rows, rtol=0, atol=1e-12, err_msg=f"{name} rank {rank}")
+    for rank, got in enumerate(run_in_processes(_statistics_worker)):
+        for name, value in expected.items():
+            interval, rows = value["interval"], value["rows"]
+            if isinstance(interval, dict):
+                assert list(got[name]["interval"]) == list(interval)
+                interval, got_interval = list(interval.values()), list(got[name]["interval"].values())
+                rows, got_rows = list(rows.values()), list(got[name]["rows"].values())
+            else:
+                got_interval, got_rows = got[name]["interval"], got[name]["rows"]
+            np.testing.assert_allclose(got_interval, interval, rtol=0, atol=1e-9, err_msg=f"{name} rank {rank}")
+            np.testing.assert_allclose(got_rows, rows, rtol=0, atol=1e-12, err_msg=f"{name} rank {rank}")

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import tempfile
 
 import ignite.distributed as idist
@@ -14,6 +13,7 @@ import pytest
 import torch
 
 import ignite_recsys as R
+from gloo import run_in_processes
 
 pytestmark = pytest.mark.slow  # multi-process (gloo) runs: .ci/run runs them
 
@@ -59,23 +59,16 @@ def _evaluate_all(folder):
     }
 
 
-def _worker(local_rank, folder):
+def _worker(local_rank, folder, data_folder):
     with open(os.path.join(folder, f"rank{idist.get_rank()}.json"), "w") as handle:
-        json.dump(_evaluate_all(folder), handle)
+        json.dump(_evaluate_all(data_folder), handle)
 
 
 def test_two_processes_equal_one():
-    with tempfile.TemporaryDirectory() as folder:
-        _write_files(folder)
-        expected = _evaluate_all(folder)
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            port = probe.getsockname()[1]
-        with idist.Parallel(backend="gloo", nproc_per_node=2, master_addr="127.0.0.1", master_port=port) as parallel:
-            parallel.run(_worker, folder)
-        for rank in range(2):
-            with open(os.path.join(folder, f"rank{rank}.json")) as handle:
-                got = json.load(handle)
+    with tempfile.TemporaryDirectory() as data_folder:
+        _write_files(data_folder)
+        expected = _evaluate_all(data_folder)
+        for rank, got in enumerate(run_in_processes(_worker, data_folder)):
             for name, value in expected.items():
                 assert got[name]["users"] == value["users"], (name, rank)
                 assert got[name]["info"] == value["info"]

@@ -6,7 +6,6 @@ refusals, and two gloo processes equal to one."""
 import json
 import os
 import re
-import tempfile
 
 import numpy as np
 import pytest
@@ -17,7 +16,7 @@ from ignite.engine import Engine
 import ignite_recsys as R
 from ignite_recsys import UserGroups, UserIds
 from test_statistics import ALL, TOP_K, _batches, _expected_rows, _metric, _scipy_interval
-from test_distributed import free_port
+from gloo import run_in_processes
 
 NUM_GROUPS = 5  # group 4 never appears; group 3 holds a single user
 
@@ -441,19 +440,14 @@ def test_two_gloo_processes_equal_one():
     shares = _shares()
     expected = _results(shares[0] + shares[1])
     assert expected["ndcg"]["ids"] == list(range(40))
-    with tempfile.TemporaryDirectory() as folder:
-        with idist.Parallel(backend="gloo", nproc_per_node=2, master_port=free_port()) as parallel:
-            parallel.run(_worker, folder)
-        for rank in range(2):
-            with open(os.path.join(folder, f"rank{rank}.json")) as handle:
-                got = json.load(handle)
-            for name, value in expected.items():
-                assert got[name]["ids"] == value["ids"] and got[name]["counts"] == value["counts"]
-                for part in ("groups", "intervals", "rows"):
-                    np.testing.assert_allclose(
-                        _flat(got[name][part]),
-                        _flat(value[part]),
-                        rtol=0,
-                        atol=1e-9,
-                        err_msg=f"{name} {part} rank {rank}",
-                    )
+    for rank, got in enumerate(run_in_processes(_worker)):
+        for name, value in expected.items():
+            assert got[name]["ids"] == value["ids"] and got[name]["counts"] == value["counts"]
+            for part in ("groups", "intervals", "rows"):
+                np.testing.assert_allclose(
+                    _flat(got[name][part]),
+                    _flat(value[part]),
+                    rtol=0,
+                    atol=1e-9,
+                    err_msg=f"{name} {part} rank {rank}",
+                )

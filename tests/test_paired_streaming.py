@@ -6,7 +6,6 @@ processes."""
 import json
 import os
 import re
-import tempfile
 
 import numpy as np
 import pytest
@@ -19,7 +18,7 @@ from scipy import stats as sps
 import ignite_recsys as R
 from conftest import CUTOFF_CLASSES
 from test_statistics import ALL, TOP_K, _batches, _expected_rows, _metric
-from test_distributed import free_port
+from gloo import run_in_processes
 
 
 def _models(seed, sizes=(40, 1, 33)):
@@ -350,11 +349,6 @@ def _worker(local_rank, folder):
 def test_two_gloo_processes_equal_one():
     shares = _shares()
     expected = _results(shares[0] + shares[1])
-    with tempfile.TemporaryDirectory() as folder:
-        with idist.Parallel(backend="gloo", nproc_per_node=2, master_port=free_port()) as parallel:
-            parallel.run(_worker, folder)
-        for rank in range(2):
-            with open(os.path.join(folder, f"rank{rank}.json")) as handle:
-                got = json.load(handle)
-            for name, value in expected.items():
-                np.testing.assert_allclose(got[name], value, rtol=0, atol=1e-9, err_msg=f"{name} rank {rank}")
+    for rank, got in enumerate(run_in_processes(_worker)):
+        for name, value in expected.items():
+            np.testing.assert_allclose(got[name], value, rtol=0, atol=1e-9, err_msg=f"{name} rank {rank}")

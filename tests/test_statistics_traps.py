@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 
 import ignite.distributed as idist
 import numpy as np
@@ -14,6 +13,7 @@ import pytest
 import torch
 
 import ignite_recsys as R
+from gloo import run_in_processes
 
 st = pytest.importorskip("scipy.stats")
 
@@ -131,23 +131,16 @@ def _worker(local_rank, folder):
 
 
 def test_shifted_sums_across_processes_match_scipy():
-    from test_distributed import free_port
-
     popularity, a, b, y = _far_from_zero()
     va, vb = _per_user(popularity, a, y), _per_user(popularity, b, y)
     groups = np.arange(USERS) % 2
-    with tempfile.TemporaryDirectory() as folder:
-        with idist.Parallel(backend="gloo", nproc_per_node=2, master_port=free_port()) as parallel:
-            parallel.run(_worker, folder)
-        for rank in range(2):
-            with open(os.path.join(folder, f"rank{rank}.json")) as handle:
-                got = json.load(handle)
-            _close(got["paired"], _interval(va - vb), (va - vb).std())
-            assert got["p"] == pytest.approx(st.ttest_rel(va, vb).pvalue, abs=1e-12)
-            _close(got["plain"], _interval(va), va.std())
-            for group in range(2):
-                kept = va[groups == group]
-                _close(got["groups"][group], _interval(kept), kept.std())
+    for got in run_in_processes(_worker):
+        _close(got["paired"], _interval(va - vb), (va - vb).std())
+        assert got["p"] == pytest.approx(st.ttest_rel(va, vb).pvalue, abs=1e-12)
+        _close(got["plain"], _interval(va), va.std())
+        for group in range(2):
+            kept = va[groups == group]
+            _close(got["groups"][group], _interval(kept), kept.std())
 
 
 # --- paired_test of metrics that cannot be paired ------------------------------------------------
