@@ -12,14 +12,13 @@ categories of the listed items and of the history items, never of the whole cata
 from __future__ import annotations
 
 from collections.abc import Sequence as SequenceABC
-from typing import Any, Callable, Optional, Sequence, Union
+from typing import Any, Optional
 
 import torch
 
 from .. import _validation as V
 from .._core.adapters import RankingInput
-from ._lists import RANK_WEIGHT, DeviceCopies, ListMean, at_cutoffs, at_items, history_sums, rank_weight_values
-from ._state import _identity
+from ._lists import RANK_WEIGHT, check_item_matrix, ListMean, at_cutoffs, at_items, entry_of, history_sums, rank_weights
 
 _NOT_ACCEPTED = object()
 
@@ -29,18 +28,7 @@ def check_item_categories(name: str, value: Any) -> torch.Tensor:
     tensor as given (a 0/1 membership matrix, or weights), or a sequence of each item's category
     ids (width = the largest id + 1)."""
     if isinstance(value, torch.Tensor):
-        if value.layout != torch.strided:
-            raise TypeError(f"{name} must be a dense tensor (num_items, num_categories), got layout {value.layout}")
-        if value.ndim != 2 or value.shape[0] == 0 or value.shape[1] == 0:
-            raise ValueError(
-                f"{name} must be a non-empty 2-D tensor (num_items, num_categories), got shape {tuple(value.shape)}"
-            )
-        if value.is_complex():
-            raise TypeError(f"{name} must hold real weights, got dtype {value.dtype}")
-        matrix = value.detach().to("cpu", torch.float64).clone()
-        if not bool(torch.isfinite(matrix).all()) or bool((matrix < 0).any()):
-            raise ValueError(f"{name} must hold finite, non-negative weights (1 = the item is in the category)")
-        return matrix
+        return check_item_matrix(name, value, "num_categories", non_negative=True)
     if not isinstance(value, SequenceABC) or isinstance(value, (str, bytes)) or len(value) == 0:
         raise TypeError(
             f"{name} must be a 2-D tensor (num_items, num_categories) or a non-empty sequence of each item's "
@@ -138,38 +126,21 @@ class Miscalibration(ListMean):
     }
     _catalog_argument = "item_categories"
 
-    def __init__(
-        self,
-        top_k: Union[int, Sequence[int]],
-        item_categories: Any,
-        num_categories: Optional[int] = None,
-        alpha: float = 0.01,
-        rank_weight: Any = None,
-        output_transform: Callable = _identity,
-        device: Union[str, torch.device] = torch.device("cpu"),
-        skip_unrolling: bool = False,
-        *,
-        per_user: bool = False,
-        num_groups: Optional[int] = None,
-    ):
-        self.top_k = list(top_k)  # type: ignore[arg-type]  # checked and sorted: a list
-        width = num_categories if num_categories is not None else item_categories.shape[1]
-        matrix = torch.nn.functional.pad(item_categories, (0, width - item_categories.shape[1]))
+    entry = entry_of("miscalibration")
+    item_categories: torch.Tensor
+    num_categories: int
+    alpha: float
+    rank_weight: Any
+
+    def _prepare(self) -> dict:
+        given = self.item_categories
+        width = self.num_categories if self.num_categories is not None else given.shape[1]
+        matrix = torch.nn.functional.pad(given, (0, width - given.shape[1]))
         self.item_categories = matrix
         self.num_categories = width
-        self.alpha = alpha
-        self.rank_weight = rank_weight
         totals = matrix.sum(1, keepdim=True)
-        weights = rank_weight_values("rank_weight", rank_weight, self.top_k[-1])
-        if weights is None:
-            weights = torch.ones(self.top_k[-1], dtype=torch.float64)
-        self._copies = DeviceCopies(
-            categories=torch.where(totals > 0, matrix / totals.clamp(min=1e-300), 0.0), weights=weights
-        )
-        super().__init__(output_transform, device, skip_unrolling, per_user=per_user, num_groups=num_groups)
-
-    def _catalog_size(self) -> int:
-        return self.item_categories.shape[0]
+        categories = torch.where(totals > 0, matrix / totals.clamp(min=1e-300), 0.0)
+        return {"categories": categories, "weights": rank_weights(self.rank_weight, self.top_k[-1])}
 
     def _parse(self, output: Any) -> RankingInput:
         batch = super()._parse(output)
