@@ -12,7 +12,7 @@ from __future__ import annotations
 import inspect
 import numbers
 from collections.abc import Sequence
-from typing import Any, Optional
+from typing import Any, Optional, TypeVar
 
 import torch
 
@@ -71,7 +71,7 @@ def check_rank_weight(name: str, value: Any) -> Any:
         return V.check_choice(name, value, RANK_WEIGHT_NAMES)
     if isinstance(value, (tuple, list)) and len(value) == 2 and value[0] == "geometric":
         p = value[1]
-        if isinstance(p, bool) or not isinstance(p, numbers.Real) or not 0 < p < 1:
+        if isinstance(p, bool) or not isinstance(p, numbers.Real) or not 0 < float(p) < 1:
             raise ValueError(
                 f"{name}: the patience p of ('geometric', p) must be a number strictly between 0 and 1, got {p!r}"
             )
@@ -157,12 +157,12 @@ class DeviceCopies:
         self._copies: dict = {}
 
     def host(self, name: str) -> torch.Tensor:
-        return self._host[name]
+        return present(self._host[name], name)
 
     def get(self, name: str, device: torch.device) -> torch.Tensor:
         key = (name, device)
         if key not in self._copies:
-            self._copies[key] = self._host[name].to(device)
+            self._copies[key] = self.host(name).to(device)
         return self._copies[key]
 
 
@@ -191,6 +191,22 @@ def list_lengths(listed: torch.Tensor, top_k: Sequence[int]) -> torch.Tensor:
     return at_cutoffs(listed.to(torch.float64), top_k)
 
 
+# --- What a parsed update holds ------------------------------------------------------------------
+_T = TypeVar("_T")
+
+
+def present(value: Optional[_T], what: str) -> _T:
+    """A part of a parsed update that its form guarantees (the targets when there are no dense
+    labels, an exclusion list's table, the catalog size once parsed): a Python check, no tensor read."""
+    if value is None:
+        raise ValueError(f"the update holds no {what}")
+    return value
+
+
+def catalog_size(batch: RankingInput) -> int:
+    return present(batch.num_items, "catalog size (pass num_items)")
+
+
 # --- Relevance of the listed items ---------------------------------------------------------------
 def relevant_at(batch: RankingInput, order: torch.Tensor, threshold: float) -> tuple:
     """(relevant (batch, depth) float64 0/1 of the items at each position, 0 past the list;
@@ -205,7 +221,7 @@ def relevant_at(batch: RankingInput, order: torch.Tensor, threshold: float) -> t
         highest = labels.any(1) if labels.dtype == torch.bool else labels.amax(1)
         has_relevant, label_nan = relevance.mask(highest), any_nan(highest)
     else:
-        table = batch.targets
+        table = present(batch.targets, "targets")
         relevance = Relevance.of(threshold, table.values.dtype)
         top = table.lookup(order)[0]
         has_relevant = table.per_user_sum(relevance.indicator(table.values)) > 0
@@ -219,9 +235,9 @@ def history_sums(batch: RankingInput, matrix: torch.Tensor) -> tuple:
     """Over each user's history (the update's exclusion, each item once): (batch, width) the sum of
     ``matrix`` (num_items, width) rows of its items, and (batch,) float64 the number of its items.
     Zeros without an exclusion."""
-    num_users, num_items = batch.num_users, batch.num_items
+    num_users, num_items = batch.num_users, catalog_size(batch)
     if batch.excluded_list is not None:
-        table = batch.excluded_table
+        table = present(batch.excluded_table, "exclusion")
         weight = table.distinct_entries(num_items).to(torch.float64)
         items = (table.keys & _ITEM_MASK).clamp(max=num_items - 1)
         sums = torch.zeros(num_users + 1, matrix.shape[1], dtype=torch.float64, device=matrix.device)
@@ -238,9 +254,9 @@ def history_mask(batch: RankingInput) -> Optional[torch.Tensor]:
     """(batch, num_items) bool, True at each user's history items (None without an exclusion)."""
     if batch.excluded_list is None or batch.scores is not None:
         return batch.excluded  # as given, or (with scores) the list made dense once for the update
-    table = batch.excluded_table
-    marks = torch.zeros(batch.num_users + 1, batch.num_items, dtype=torch.int32, device=table.keys.device)
-    items = (table.keys & _ITEM_MASK).clamp(max=batch.num_items - 1)
+    table, num_items = present(batch.excluded_table, "exclusion"), catalog_size(batch)
+    marks = torch.zeros(batch.num_users + 1, num_items, dtype=torch.int32, device=table.keys.device)
+    items = (table.keys & _ITEM_MASK).clamp(max=num_items - 1)
     # accumulated: a key held twice (an uncoalesced sparse exclusion) marks its item whatever the order
     marks.index_put_(
         (table.users.clamp(max=batch.num_users), items), (table.values != 0).to(torch.int32), accumulate=True
@@ -253,7 +269,7 @@ def in_history(batch: RankingInput, keys: torch.Tensor) -> torch.Tensor:
     the update's exclusion (False without one): one ``searchsorted`` into an exclusion list, or a
     lookup in a dense mask."""
     if batch.excluded_list is not None:
-        excluded = batch.excluded_table.keys  # sorted; entries of value 0 are padding keys
+        excluded = present(batch.excluded_table, "exclusion").keys  # sorted; entries of value 0 are padding keys
         if excluded.numel() == 0:
             return torch.zeros(keys.shape, dtype=torch.bool, device=keys.device)
         at = torch.searchsorted(excluded, keys).clamp(max=excluded.numel() - 1)
@@ -263,13 +279,13 @@ def in_history(batch: RankingInput, keys: torch.Tensor) -> torch.Tensor:
         return torch.zeros(keys.shape, dtype=torch.bool, device=keys.device)
     padded = torch.cat([mask, torch.zeros_like(mask[:1])])  # padding keys belong to the row past the users
     users = (keys >> ITEM_BITS).clamp(max=batch.num_users)
-    return padded[users, (keys & _ITEM_MASK).clamp(max=batch.num_items - 1)]
+    return padded[users, (keys & _ITEM_MASK).clamp(max=catalog_size(batch) - 1)]
 
 
 def relevant_counts(batch: RankingInput, threshold: float, membership: torch.Tensor) -> torch.Tensor:
     """(batch, groups) float64: each user's relevant items outside its history (each item once)
     in each group of the 0/1 ``membership`` (num_items, groups) matrix."""
-    num_users, num_items = batch.num_users, batch.num_items
+    num_users, num_items = batch.num_users, catalog_size(batch)
     if batch.labels is not None:
         labels = batch.labels
         relevant = Relevance.of(threshold, labels.dtype).mask(labels)
@@ -279,7 +295,7 @@ def relevant_counts(batch: RankingInput, threshold: float, membership: torch.Ten
         # counts of 0/1 products: exact in float32 below 2**24 items
         wide = torch.float32 if num_items < (1 << 24) else torch.float64
         return (relevant.to(wide) @ membership.to(wide)).to(torch.float64)
-    table = batch.targets
+    table = present(batch.targets, "targets")
     users = table.users.clamp(max=num_users)
     items = (table.keys & _ITEM_MASK).clamp(max=num_items - 1)
     keep = Relevance.of(threshold, table.values.dtype).mask(table.values) & table.distinct_entries(num_items)
