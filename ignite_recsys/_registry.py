@@ -582,6 +582,16 @@ LIST_ENTRIES: tuple = (
         needs=("item_categories", "history"),
     ),
     ListEntry(
+        "rank_biased_entropy",
+        "RankBiasedEntropy",
+        "rank-weighted entropy of the list's categories",
+        "per-user mean",
+        "LensKit",
+        "LensKit `rank_biased_entropy` (`rank_weight=None`: `entropy`)",
+        (("item_categories", REQUIRED), ("rank_weight", ("geometric", 0.85)), ("smoothing", 1e-6)),
+        needs=("item_categories",),
+    ),
+    ListEntry(
         "aplt",
         "APLT",
         "share of long-tail items (Elliot's tail rule)",

@@ -470,6 +470,7 @@ LIST_REFERENCES = {
         lambda u, items, k: fam.mean_inverse_user_frequency(items, k, c.popularity, LIST_NUM_USERS)
     ),
     "miscalibration": _miscalibration,
+    "rank_biased_entropy": lambda c: c.rows(lambda u, items, k: fam.rank_biased_entropy(items, k, LIST_CATEGORIES, 4)),
     "aplt": lambda c: c.rows(lambda u, items, k: fam.aplt(items, k, _tail(c))),
     "aclt": lambda c: c.rows(lambda u, items, k: fam.aclt(items, k, _tail(c))),
     "mean_pop_rank": lambda c: c.rows(lambda u, items, k: fam.mean_pop_rank(items, k, c.popularity)),

@@ -1,7 +1,7 @@
 from ._engine import scalar_metric_names
 from ._ranking import BoundaryTieWarning
 from .beyond_accuracy import AveragePopularity, GiniIndex, ItemCoverage, Novelty, ShannonEntropy, TailPercentage
-from .calibration import Miscalibration
+from .calibration import Miscalibration, RankBiasedEntropy
 from .diversity import IntraListDiversity, Serendipity
 from .novelty import EFD, EPC, MeanInvUserFreq
 from .overlap import Intersection, RankBiasedOverlap
@@ -30,6 +30,7 @@ FAMILIES = {
         "EFD",
         "MeanInvUserFreq",
         "Miscalibration",
+        "RankBiasedEntropy",
         "APLT",
         "ACLT",
         "PopREO",

@@ -66,6 +66,13 @@ def check_num_categories(name: str, value: Any, arguments: dict) -> Optional[int
     return value
 
 
+ITEM_CATEGORIES = V.Custom(
+    "a 2-D tensor (num_items, num_categories) of non-negative weights, or a sequence of each item's category ids",
+    lambda name, value, arguments: check_item_categories(name, value),
+    (torch.zeros(3), torch.tensor([[-1.0]]), [[-1]], [[0.5]], [], "01", None, _NOT_ACCEPTED),
+)
+
+
 class Miscalibration(ListMean):
     r"""Miscalibration of each user's top-k list to the user's history, Steck's :math:`C_{KL}`
     ("Calibrated Recommendations", RecSys 2018, eq. 3-5), averaged over users (0: the list's
@@ -110,12 +117,7 @@ class Miscalibration(ListMean):
     """
 
     _parameter_constraints = {
-        "item_categories": V.Custom(
-            "a 2-D tensor (num_items, num_categories) of non-negative weights, or a sequence of each item's "
-            "category ids",
-            lambda name, value, arguments: check_item_categories(name, value),
-            (torch.zeros(3), torch.tensor([[-1.0]]), [[-1]], [[0.5]], [], "01", None, _NOT_ACCEPTED),
-        ),
+        "item_categories": ITEM_CATEGORIES,
         "num_categories": V.Custom(
             "a positive int at least the number of categories of item_categories, or None",
             check_num_categories,
@@ -163,3 +165,49 @@ class Miscalibration(ListMean):
         terms = torch.where(p > 0, p * (torch.log(p.clamp(min=1e-300)) - torch.log(mixed.clamp(min=1e-300))), 0.0)
         counted = (length > 0).to(torch.float64) * listed[:, 0]
         return terms.sum(2), counted, {}
+
+
+class RankBiasedEntropy(ListMean):
+    r"""Rank-biased category entropy of each user's top-k list, LensKit ``rank_biased_entropy``
+    (``entropy`` with ``rank_weight=None``), averaged over users (0: one category; higher: the
+    list spreads over more categories):
+
+    .. math:: m_g = \epsilon + \sum_{i=1}^{n} w(i)\, c_{\hat r_i, g},\qquad
+              \mathrm{RBE@k}(u) = -\sum_g \frac{m_g}{\sum_h m_h} \log_2 \frac{m_g}{\sum_h m_h},
+              \qquad n = \min(k, |\hat R(u)|)
+
+    with :math:`c_{j, g}` item j's row of ``item_categories`` (as given: 0/1 or weights), w the
+    rank weight (LensKit's default ``GeometricRankWeight(0.85)``: :math:`0.85^{i-1}`) and
+    :math:`\epsilon` = ``smoothing`` (LensKit adds 1e-6 to every category; 0: the plain entropy).
+    A user with an empty list is not counted (LensKit: NaN).
+
+    >>> import torch
+    >>> from ignite_recsys import RankBiasedEntropy
+    >>> metric = RankBiasedEntropy(top_k=2, item_categories=[[0], [1], [0]], rank_weight=None, smoothing=0.0)
+    >>> metric.update((torch.tensor([[0.9, 0.8, 0.7], [0.9, 0.0, 0.8]]), torch.zeros(2, 3)))
+    >>> metric.compute()  # categories {0, 1}: 1 bit; {0, 0}: 0
+    [0.5]
+    """
+
+    entry = entry_of("rank_biased_entropy")
+    _parameter_constraints = {
+        "item_categories": ITEM_CATEGORIES,
+        "rank_weight": RANK_WEIGHT,
+        "smoothing": V.Interval(float, 0, None),
+    }
+    _catalog_argument = "item_categories"
+    item_categories: torch.Tensor
+    rank_weight: Any
+    smoothing: float
+
+    def _prepare(self) -> dict:
+        return {"categories": self.item_categories, "weights": rank_weights(self.rank_weight, self.top_k[-1])}
+
+    def _list_values(self, batch: RankingInput, order: torch.Tensor) -> tuple:
+        listed = order >= 0
+        slot = self._copies.get("weights", order.device)[: order.shape[1]] * listed
+        rows = at_items(self._copies.get("categories", order.device), order) * slot.unsqueeze(2)
+        mass = at_cutoffs(rows, self.top_k) + self.smoothing  # (batch, len(top_k), categories)
+        share = mass / mass.sum(2, keepdim=True).clamp(min=1e-300)
+        entropy = -torch.where(share > 0, share * torch.log2(share.clamp(min=1e-300)), 0.0).sum(2)
+        return entropy, listed[:, 0].to(torch.float64), {}
