@@ -461,6 +461,7 @@ class ListEntry:
 _POPULARITY = ("item_popularity", REQUIRED)
 _THRESHOLD = ("relevance_threshold", 1.0)
 _CONVENTION = (("num_items", None), ("convention", "recbole"))
+_LONG_TAIL = (_POPULARITY, ("pop_ratio", 0.8))
 
 LIST_ENTRIES: tuple = (
     ListEntry(
@@ -598,7 +599,7 @@ LIST_ENTRIES: tuple = (
         "per-user mean",
         "Abdollahpouri et al. 2017",
         "Elliot `APLT`",
-        (_POPULARITY, ("pop_ratio", 0.8)),
+        _LONG_TAIL,
         needs=("item_popularity",),
     ),
     ListEntry(
@@ -608,7 +609,7 @@ LIST_ENTRIES: tuple = (
         "per-user mean",
         "Abdollahpouri et al. 2019",
         "Elliot `ACLT`",
-        (_POPULARITY, ("pop_ratio", 0.8)),
+        _LONG_TAIL,
         needs=("item_popularity",),
     ),
     ListEntry(
@@ -618,7 +619,7 @@ LIST_ENTRIES: tuple = (
         "global",
         "Zhu et al. 2020",
         "Elliot `PopREO`",
-        (_POPULARITY, ("pop_ratio", 0.8), _THRESHOLD),
+        (*_LONG_TAIL, _THRESHOLD),
         needs=("item_popularity", "relevance", "history"),
     ),
     ListEntry(
@@ -628,7 +629,7 @@ LIST_ENTRIES: tuple = (
         "global",
         "Zhu et al. 2020",
         "Elliot `PopRSP`",
-        (_POPULARITY, ("pop_ratio", 0.8)),
+        _LONG_TAIL,
         needs=("item_popularity", "history"),
     ),
     ListEntry(

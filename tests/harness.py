@@ -389,9 +389,20 @@ def catalog_variants() -> list:
 
 
 # --- The per-user list metrics of the registry -----------------------------------------------
-_LIST_RNG = np.random.default_rng(31)
-LIST_FEATURES = _LIST_RNG.normal(size=(9, 4))  # one row per item of every Data here (9 items)
-LIST_CATEGORIES = [[0], [1, 2], [], [3], [0, 3], [1], [2], [0, 1, 2], [3]]  # item 2: no category
+_BASE_CATEGORIES = [[0], [1, 2], [], [3], [0, 3], [1], [2], [0, 1, 2], [3]]  # item 2: no category
+
+
+@lru_cache(maxsize=None)
+def list_features(items: int) -> np.ndarray:
+    """Item features (items, 4) of the list metrics, the same for every data set of that size."""
+    return np.random.default_rng(31).normal(size=(items, 4))
+
+
+def list_categories(items: int) -> list:
+    """Each item's category ids (4 categories; item 2 has none)."""
+    return [_BASE_CATEGORIES[i % len(_BASE_CATEGORIES)] for i in range(items)]
+
+
 LIST_NUM_USERS = 20  # training users, above every popularity count
 
 
@@ -400,8 +411,8 @@ def list_arguments(entry, data: Data) -> dict:
     given = {
         "item_popularity": torch.as_tensor(data.popularity),
         "num_users": LIST_NUM_USERS,
-        "item_features": torch.as_tensor(LIST_FEATURES),
-        "item_categories": LIST_CATEGORIES,
+        "item_features": torch.as_tensor(list_features(data.items)),
+        "item_categories": list_categories(data.items),
     }
     arguments = {name: given[name] for name, default in entry.arguments if default is REQUIRED}
     if "num_items" in dict(entry.arguments):  # RankedItems with ids targets need it; given always
@@ -448,7 +459,7 @@ def _tail(context: ListContext) -> set:
 def _miscalibration(c: ListContext) -> np.ndarray:
     return np.array(
         [
-            [fam.calibration_kl(items, k, sorted(c.histories[u]), LIST_CATEGORIES, 4) for k in KS]
+            [fam.calibration_kl(items, k, sorted(c.histories[u]), list_categories(len(c.popularity)), 4) for k in KS]
             if items and c.histories[u]
             else [np.nan] * len(KS)
             for u, items in enumerate(c.lists)
@@ -460,7 +471,9 @@ def _miscalibration(c: ListContext) -> np.ndarray:
 # each written from the formula in references_families.py; a per-user list metric of the registry
 # without one here is refused when the variants are made ("add a reference for ...")
 LIST_REFERENCES = {
-    "intra_list_diversity": lambda c: c.rows(lambda u, items, k: fam.intra_list_diversity(items, k, LIST_FEATURES)),
+    "intra_list_diversity": lambda c: c.rows(
+        lambda u, items, k: fam.intra_list_diversity(items, k, list_features(len(c.popularity)))
+    ),
     "serendipity": lambda c: c.rows(
         lambda u, items, k: fam.serendipity(items, c.labels[u], k, c.popularity, len(c.popularity))
     ),
@@ -470,7 +483,9 @@ LIST_REFERENCES = {
         lambda u, items, k: fam.mean_inverse_user_frequency(items, k, c.popularity, LIST_NUM_USERS)
     ),
     "miscalibration": _miscalibration,
-    "rank_biased_entropy": lambda c: c.rows(lambda u, items, k: fam.rank_biased_entropy(items, k, LIST_CATEGORIES, 4)),
+    "rank_biased_entropy": lambda c: c.rows(
+        lambda u, items, k: fam.rank_biased_entropy(items, k, list_categories(len(c.popularity)), 4)
+    ),
     "aplt": lambda c: c.rows(lambda u, items, k: fam.aplt(items, k, _tail(c))),
     "aclt": lambda c: c.rows(lambda u, items, k: fam.aclt(items, k, _tail(c))),
     "mean_pop_rank": lambda c: c.rows(lambda u, items, k: fam.mean_pop_rank(items, k, c.popularity)),

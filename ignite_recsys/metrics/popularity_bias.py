@@ -175,18 +175,18 @@ class _PopularityParity(CutoffResults, StatefulMetric):
     top_k: list
     _copies: DeviceCopies
 
+    def _prepare(self) -> dict:
+        """The state (per cut-off and group, and per group) and the groups of the catalog's items."""
+        self.add_state("_hits", (len(self.top_k), 2))
+        self.add_state("_available", (2,))
+        head = elliot_short_head(self.item_popularity, self.pop_ratio)
+        return {"groups": torch.stack([head, ~head], 1).to(torch.float64)}
+
     def __init_subclass__(cls, **kwargs: Any) -> None:
         declare_constructor(cls, super(), kwargs)
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
-        machinery = configure(self)
-        self.add_state("_hits", (len(self.top_k), 2))
-        self.add_state("_available", (2,))
-        super().__init__(**machinery)
-
-    def _prepare(self) -> dict:
-        head = elliot_short_head(self.item_popularity, self.pop_ratio)
-        return {"groups": torch.stack([head, ~head], 1).to(torch.float64)}
+        super().__init__(**configure(self))
 
     def _parse(self, output: Any) -> RankingInput:
         return parse_catalog_lists(output, self.item_popularity.numel(), type(self).__name__, "item_popularity", False)
