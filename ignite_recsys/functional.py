@@ -16,7 +16,7 @@ accelerators).
 
 The metrics of the top-k lists that have per-user values (``average_popularity``,
 ``tail_percentage``, ``novelty``, ``intra_list_diversity``, ``serendipity``, ``epc``, ``efd``,
-``mean_inv_user_freq``, ``miscalibration``, ``aplt``, ``aclt``, ``mean_pop_rank``,
+``mean_inv_user_freq``, ``miscalibration``, ``rank_biased_entropy``, ``aplt``, ``aclt``, ``mean_pop_rank``,
 ``rank_biased_overlap``, ``intersection``) have a function each too, named after the class in
 snake_case: the update's inputs, then the constructor's arguments (those without a default
 positional, the others keyword-only), returning the (batch, len(top_k)) values that the class's

@@ -173,6 +173,7 @@ def test_every_list_metric_class_has_its_registry_entry():
         assert set(entry.needs) <= set(LIST_NEEDS), entry.name
         assert (metric_class in F.LIST_METRICS) == entry.per_user
         assert not entry.per_user or getattr(F, entry.name).__name__ == entry.name
+        assert (f"``{entry.name}``" in F.__doc__) == entry.per_user, entry.name  # the module's list
 
 
 def test_no_list_metric_subclasses_another_metric():
