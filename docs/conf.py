@@ -16,7 +16,7 @@ sys.path.insert(0, str(ROOT.parent))
 
 import ignite_recsys  # noqa: E402
 from ignite.metrics import Metric  # noqa: E402
-from ignite_recsys._registry import ENTRIES  # noqa: E402
+from ignite_recsys._registry import ENTRIES, LIST_ENTRIES, LIST_NEEDS  # noqa: E402
 from ignite_recsys.metrics import FAMILIES  # noqa: E402
 
 project = "ignite_recsys"
@@ -238,7 +238,24 @@ def _defaults_by_bytes(app, obj, bound_method):
         function.__signature__ = signature.replace(parameters=parameters)
 
 
+def _write_list_registry_page(app):
+    """The table of the metrics of the top-k lists (included by beyond_accuracy.md), read from the
+    library's registry (the same entries the classes, ``functional`` and the tests read)."""
+    lines = [
+        "| metric | measures | kind | reads | source / convention | reproduces |",
+        "|---|---|---|---|---|---|",
+    ]
+    for entry in LIST_ENTRIES:
+        reads = ", ".join(f"`{need}`" for need in entry.needs if need in LIST_NEEDS) or "the lists only"
+        name = f"`{entry.class_name}`" + (f" (`functional.{entry.name}`)" if entry.per_user else "")
+        lines.append(
+            f"| {name} | {entry.summary} | {entry.kind} | {reads} | {entry.source} | {entry.reproduces} |"
+        )
+    _write_if_changed(ROOT / "api" / "list_metrics_table.inc", "\n".join(lines) + "\n")
+
+
 def setup(app):
     app.connect("autodoc-before-process-signature", _defaults_by_bytes)
     app.connect("builder-inited", _write_metric_pages)
     app.connect("builder-inited", _write_registry_page)
+    app.connect("builder-inited", _write_list_registry_page)

@@ -11,6 +11,7 @@ the full ranking), its function in :mod:`ignite_recsys.functional`, its Engine k
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Optional
 
@@ -418,3 +419,269 @@ def ranking_metrics_options() -> dict:
         for option in entry.options:
             options.setdefault(option.argument, option)
     return options
+
+
+# --- The metrics of the top-k lists (beyond accuracy) -------------------------------------------
+REQUIRED = inspect.Parameter.empty  # the default of an argument the caller must give
+
+# what a list metric reads beyond the top-k item ids (a constructor argument or an update entry)
+LIST_NEEDS = {
+    "item_popularity": "each item's training popularity (constructor)",
+    "num_users": "the number of training users (constructor)",
+    "item_features": "each item's features (constructor)",
+    "item_categories": "each item's categories (constructor)",
+    "item_groups": "each item's group id (constructor)",
+    "relevance": "the relevance labels ``y`` of the update",
+    "history": "each user's history, the ``exclude`` entry of the update",
+    "two_lists": "two models' predictions for the same users: ``update((y_pred_a, y_pred_b[, y[, exclude]]))``",
+}
+
+
+@dataclass(frozen=True)
+class ListEntry:
+    """One metric of the top-k lists: its class, what it reads, its constructor arguments (in
+    order, after ``top_k``; ``keywords`` come after ``output_transform, device, skip_unrolling``
+    and are keyword-only) and its row of the documentation's table."""
+
+    name: str  # its function in ignite_recsys.functional (per-user metrics), snake_case of the class
+    class_name: str  # its class in ignite_recsys.metrics
+    summary: str  # what it measures, one line
+    kind: str  # "per-user mean", "per-user mean, two models" or "global"
+    source: str  # the paper or library that defines it
+    reproduces: str  # the libraries whose numbers it reproduces (and how it is tested)
+    arguments: tuple = ()  # (name, default or REQUIRED), positional after top_k
+    keywords: tuple = ()  # (name, default), keyword-only
+    needs: tuple = ()  # keys of LIST_NEEDS
+
+    @property
+    def per_user(self) -> bool:
+        return self.kind.startswith("per-user")
+
+
+_POPULARITY = ("item_popularity", REQUIRED)
+_THRESHOLD = ("relevance_threshold", 1.0)
+_CONVENTION = (("num_items", None), ("convention", "recbole"))
+_LONG_TAIL = (_POPULARITY, ("pop_ratio", 0.8))
+
+LIST_ENTRIES: tuple = (
+    ListEntry(
+        "item_coverage",
+        "ItemCoverage",
+        "share (or number) of the catalog in at least one list",
+        "global",
+        "RecBole",
+        "RecBole `ItemCoverage`, RecPack `CoverageK`, Elliot (`convention='elliot'`)",
+        _CONVENTION,
+    ),
+    ListEntry(
+        "gini_index",
+        "GiniIndex",
+        "concentration of the recommendations over the catalog",
+        "global",
+        "RecBole",
+        "RecBole `GiniIndex`, LensKit `ListGini`, Elliot (`convention='elliot'`)",
+        _CONVENTION,
+    ),
+    ListEntry(
+        "shannon_entropy",
+        "ShannonEntropy",
+        "entropy of the recommended items over all lists",
+        "global",
+        "RecBole",
+        "RecBole `ShannonEntropy`; `convention='log2'`: Elliot, Recommenders `distributional_coverage`",
+        _CONVENTION,
+    ),
+    ListEntry(
+        "average_popularity",
+        "AveragePopularity",
+        "training popularity of the recommended items",
+        "per-user mean",
+        "RecBole",
+        "RecBole `AveragePopularity`, Elliot `ARP`",
+        (_POPULARITY,),
+        needs=("item_popularity",),
+    ),
+    ListEntry(
+        "tail_percentage",
+        "TailPercentage",
+        "share of long-tail items (RecBole's tail rule)",
+        "per-user mean",
+        "RecBole",
+        "RecBole `TailPercentage`",
+        (_POPULARITY, ("tail_ratio", 0.1), ("unseen_items_are_tail", False)),
+        needs=("item_popularity",),
+    ),
+    ListEntry(
+        "novelty",
+        "Novelty",
+        "self-information of the recommended items",
+        "per-user mean",
+        "Recommenders",
+        "Recommenders `novelty`",
+        (_POPULARITY,),
+        keywords=(("unseen_items", "rarest_seen"),),
+        needs=("item_popularity",),
+    ),
+    ListEntry(
+        "intra_list_diversity",
+        "IntraListDiversity",
+        "mean pairwise distance within a list",
+        "per-user mean",
+        "Ziegler et al. 2005",
+        "RecTools `IntraListDiversity` (tested, 4e-16)",
+        (("item_features", REQUIRED), ("distance", "cosine")),
+        needs=("item_features",),
+    ),
+    ListEntry(
+        "serendipity",
+        "Serendipity",
+        "relevant and unpopular-for-its-rank items",
+        "per-user mean",
+        "Lab41 / RecTools",
+        "RecTools `Serendipity` (tested, 0)",
+        (_POPULARITY, _THRESHOLD),
+        needs=("item_popularity", "relevance"),
+    ),
+    ListEntry(
+        "epc",
+        "EPC",
+        "popularity complement of the relevant recommended items",
+        "per-user mean",
+        "Vargas & Castells 2011",
+        "Elliot `EPC` (from its source, worked cases)",
+        (_POPULARITY, ("num_users", REQUIRED), _THRESHOLD, ("rank_weight", "log2"), ("ignore_zero_hits", True)),
+        needs=("item_popularity", "num_users", "relevance"),
+    ),
+    ListEntry(
+        "efd",
+        "EFD",
+        "self-information of the relevant recommended items",
+        "per-user mean",
+        "Vargas & Castells 2011",
+        "Elliot `EFD` (from its source, worked cases)",
+        (_POPULARITY, _THRESHOLD, ("rank_weight", "log2"), ("ignore_zero_hits", True)),
+        needs=("item_popularity", "relevance"),
+    ),
+    ListEntry(
+        "mean_inv_user_freq",
+        "MeanInvUserFreq",
+        "self-information against the users",
+        "per-user mean",
+        "RecTools",
+        "RecTools `MeanInvUserFreq` (tested, 9e-16)",
+        (_POPULARITY, ("num_users", REQUIRED)),
+        needs=("item_popularity", "num_users"),
+    ),
+    ListEntry(
+        "miscalibration",
+        "Miscalibration",
+        "KL divergence of the list's categories from the history's",
+        "per-user mean",
+        "Steck 2018",
+        "no library has it (numpy reference from the paper, worked cases)",
+        (("item_categories", REQUIRED), ("num_categories", None), ("alpha", 0.01), ("rank_weight", None)),
+        needs=("item_categories", "history"),
+    ),
+    ListEntry(
+        "rank_biased_entropy",
+        "RankBiasedEntropy",
+        "rank-weighted entropy of the list's categories",
+        "per-user mean",
+        "LensKit",
+        "LensKit `rank_biased_entropy` (`rank_weight=None`: `entropy`)",
+        (("item_categories", REQUIRED), ("rank_weight", ("geometric", 0.85)), ("smoothing", 1e-6)),
+        needs=("item_categories",),
+    ),
+    ListEntry(
+        "aplt",
+        "APLT",
+        "share of long-tail items (Elliot's tail rule)",
+        "per-user mean",
+        "Abdollahpouri et al. 2017",
+        "Elliot `APLT`",
+        _LONG_TAIL,
+        needs=("item_popularity",),
+    ),
+    ListEntry(
+        "aclt",
+        "ACLT",
+        "number of long-tail items (Elliot's tail rule)",
+        "per-user mean",
+        "Abdollahpouri et al. 2019",
+        "Elliot `ACLT`",
+        _LONG_TAIL,
+        needs=("item_popularity",),
+    ),
+    ListEntry(
+        "pop_reo",
+        "PopREO",
+        "parity of head and tail recall",
+        "global",
+        "Zhu et al. 2020",
+        "Elliot `PopREO`",
+        (*_LONG_TAIL, _THRESHOLD),
+        needs=("item_popularity", "relevance", "history"),
+    ),
+    ListEntry(
+        "pop_rsp",
+        "PopRSP",
+        "parity of head and tail recommendation rates",
+        "global",
+        "Zhu et al. 2020",
+        "Elliot `PopRSP`",
+        _LONG_TAIL,
+        needs=("item_popularity", "history"),
+    ),
+    ListEntry(
+        "exposure_gini",
+        "ExposureGini",
+        "concentration of rank-weighted exposure",
+        "global",
+        "LensKit",
+        "LensKit `ExposureGini` (tested, 6e-9: LensKit sums in float32); `rank_weight=None` is `ListGini`, "
+        "which is `GiniIndex`",
+        (("num_items", None), ("rank_weight", ("geometric", 0.85))),
+    ),
+    ListEntry(
+        "mean_pop_rank",
+        "MeanPopRank",
+        "popularity quantile of the items",
+        "per-user mean",
+        "LensKit",
+        "LensKit `MeanPopRank` (tested, 2e-16)",
+        (_POPULARITY,),
+        needs=("item_popularity",),
+    ),
+    ListEntry(
+        "item_group_exposure",
+        "ItemGroupExposure",
+        "share of the slots per item group",
+        "global",
+        "Singh & Joachims 2018 (exposure)",
+        "no library (reference, worked case)",
+        (("item_groups", REQUIRED), ("num_item_groups", None), ("rank_weight", None)),
+        needs=("item_groups",),
+    ),
+    ListEntry(
+        "rank_biased_overlap",
+        "RankBiasedOverlap",
+        "agreement of two models' lists",
+        "per-user mean, two models",
+        "Webber et al. 2010",
+        "LensKit `rank_biased_overlap` (tested, 3e-16)",
+        (("patience", 0.85), ("normalize", "lenskit"), ("num_items", None)),
+        needs=("two_lists",),
+    ),
+    ListEntry(
+        "intersection",
+        "Intersection",
+        "share of model a's top k in model b's",
+        "per-user mean, two models",
+        "RecTools",
+        "RecTools `Intersection` (tested, 0)",
+        (("ref_k", None), ("num_items", None)),
+        needs=("two_lists",),
+    ),
+)
+
+LIST_REGISTRY: dict = {entry.name: entry for entry in LIST_ENTRIES}

@@ -16,7 +16,7 @@ accelerators).
 
 The metrics of the top-k lists that have per-user values (``average_popularity``,
 ``tail_percentage``, ``novelty``, ``intra_list_diversity``, ``serendipity``, ``epc``, ``efd``,
-``mean_inv_user_freq``, ``miscalibration``, ``aplt``, ``aclt``, ``mean_pop_rank``,
+``mean_inv_user_freq``, ``miscalibration``, ``rank_biased_entropy``, ``aplt``, ``aclt``, ``mean_pop_rank``,
 ``rank_biased_overlap``, ``intersection``) have a function each too, named after the class in
 snake_case: the update's inputs, then the constructor's arguments (those without a default
 positional, the others keyword-only), returning the (batch, len(top_k)) values that the class's
@@ -50,7 +50,7 @@ import torch
 from . import _validation as V
 from ._core.adapters import parse_ranking_input
 from ._core.input_checks import raise_if_invalid
-from ._registry import ALL_METRICS, DEFAULT_METRICS, REGISTRY, RankingEntry, ranking_metrics_options
+from ._registry import ALL_METRICS, DEFAULT_METRICS, LIST_ENTRIES, REGISTRY, RankingEntry, ranking_metrics_options
 from . import metrics
 from .metrics._ranking import _skip_users, evaluate_entries, ranking_request
 from .metrics._users import UserMean
@@ -239,12 +239,8 @@ for _entry in REGISTRY.values():
 
 
 # --- The metrics of the top-k lists ----------------------------------------------------------------
-# the beyond-accuracy classes that keep per-user values (the others are global: coverage, Gini, ...)
-LIST_METRICS = tuple(
-    metric_class
-    for metric_class in (getattr(metrics, name) for name in metrics.FAMILIES["Beyond accuracy"])
-    if "per_user" in inspect.signature(metric_class).parameters
-)
+# the list metrics of the registry that keep per-user values (the others are global: coverage, Gini, ...)
+LIST_METRICS = tuple(getattr(metrics, entry.class_name) for entry in LIST_ENTRIES if entry.per_user)
 _MACHINERY = ("output_transform", "device", "skip_unrolling", "per_user", "num_groups")  # not a metric's choice
 
 
@@ -253,7 +249,7 @@ def function_name(metric_class: type) -> str:
     return re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", "_", metric_class.__name__).lower()
 
 
-def _function_of_class(metric_class: "type[UserMean]"):
+def _function_of_class(metric_class: "type[UserMean]", name: str):
     """The function of a per-user list metric: its ``_parse`` and ``_user_rows`` (what ``update``
     sums) on one batch, with the constructor's checks."""
     empty = inspect.Parameter.empty
@@ -276,7 +272,6 @@ def _function_of_class(metric_class: "type[UserMean]"):
         raise_if_invalid(rows.invalid)
         return torch.where(rows.weight.unsqueeze(1) > 0, rows.values, torch.nan)
 
-    name = function_name(metric_class)
     metric_values.__signature__ = signature  # type: ignore[attr-defined]
     metric_values.__name__ = metric_values.__qualname__ = name
     metric_values.__module__ = __name__
@@ -289,6 +284,6 @@ def _function_of_class(metric_class: "type[UserMean]"):
 
 
 for _class in LIST_METRICS:
-    globals()[function_name(_class)] = _function_of_class(_class)
+    globals()[_class.entry.name] = _function_of_class(_class, _class.entry.name)
 
-__all__ = [*REGISTRY, "ranking_metrics", *(function_name(metric_class) for metric_class in LIST_METRICS)]
+__all__ = [*REGISTRY, "ranking_metrics", *(metric_class.entry.name for metric_class in LIST_METRICS)]

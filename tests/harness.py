@@ -39,7 +39,8 @@ from ignite.exceptions import NotComputableError
 
 import ignite_recsys as R
 import references as ref
-from ignite_recsys._registry import ALL_METRICS, REGISTRY
+import references_families as fam
+from ignite_recsys._registry import ALL_METRICS, LIST_ENTRIES, LIST_REGISTRY, REGISTRY, REQUIRED
 
 TOP_K = (5, 1, 12, 2)  # given unsorted (results come in ascending k); 12 is past the catalog
 KS = tuple(sorted(TOP_K))
@@ -185,6 +186,11 @@ def batch_output(data: Data, case: "Case"):
     y_pred = prediction_form(data, case.prediction, dtype, case.device)
     y = target_form(data.labels, case.target, dtype, case.device)
     exclude = exclude_form(data.excluded, case.exclude, case.device)
+    if case.spec.two_lists:  # model a's and model b's predictions, then y and the exclusion
+        y_pred_b = prediction_form(second_model(data), case.prediction, dtype, case.device)
+        if case.container == "engine":
+            return {"y_pred_a": y_pred, "y_pred_b": y_pred_b, "y": y, "exclude": exclude}
+        return (y_pred, y_pred_b, y) if exclude is None else (y_pred, y_pred_b, y, exclude)
     if case.container == "engine":
         output = {"y_pred": y_pred, "y": y}
         if exclude is not None:
@@ -207,7 +213,8 @@ def split_rows(start: int, stop: int, pattern=BATCH_PATTERN) -> list:
 @dataclass(frozen=True)
 class Variant:
     """One metric configuration. ``family``: "ranking" (a registry class), "ranking_metrics",
-    "catalog" (item counts over the catalog) or "item_value" (a mean over users of item values).
+    "catalog" (item counts over the catalog), "item_value" (a mean over users of item values) or
+    "list" (a per-user list metric of the registry, at its defaults, built from its needs).
     ``options``: constructor keywords; ``reference``: ``references.user_values`` keywords;
     ``blocked``: for RankingMetrics, {metric name: its normalization keyword} of the choices that
     refuse ``ties="average"``."""
@@ -224,8 +231,10 @@ class Variant:
     def axes(self) -> dict:
         """The values of each axis this variant takes."""
         axes = dict(AXES)
-        if self.family in ("catalog", "item_value"):  # no tie rule, no ignore_zero_hits
+        if self.family in ("catalog", "item_value", "list"):  # no tie rule, no ignore_zero_hits
             axes["ties"], axes["ignore_zero_hits"] = ("stable",), (True,)
+        if self.family == "list" and "history" in LIST_REGISTRY[self.metric].needs:
+            axes["exclude"] = tuple(form for form in EXCLUDE_FORMS if form != "none")
         if self.family == "catalog":  # no per-user values
             axes["per_user"] = (False,)
         return axes
@@ -248,11 +257,20 @@ class Variant:
                 return getattr(R, entry.class_name)(list(TOP_K), **options, **common)
             return getattr(R, entry.class_name)(**options, **common)
         popularity = torch.as_tensor(data.popularity)
+        if self.family == "list":
+            entry = LIST_REGISTRY[self.metric]
+            return getattr(R, entry.class_name)(
+                list(TOP_K), **list_arguments(entry, data), per_user=case.per_user, **options, **common
+            )
         if self.family == "item_value":
             cls = CATALOG_CLASSES[self.metric]
             return cls(list(TOP_K), popularity, per_user=case.per_user, **options, **common)
         num_items = data.items if case.prediction == "ranked" else None  # RankedItems need it
         return CATALOG_CLASSES[self.metric](list(TOP_K), num_items=num_items, **options, **common)
+
+    @property
+    def two_lists(self) -> bool:
+        return self.family == "list" and "two_lists" in LIST_REGISTRY[self.metric].needs
 
     def without_blocked(self) -> "Variant":
         """RankingMetrics without the metrics whose choice refuses ``ties="average"``."""
@@ -370,7 +388,132 @@ def catalog_variants() -> list:
     return out
 
 
-VARIANTS = {variant.name: variant for variant in ranking_variants() + catalog_variants()}
+# --- The per-user list metrics of the registry -----------------------------------------------
+_BASE_CATEGORIES = [[0], [1, 2], [], [3], [0, 3], [1], [2], [0, 1, 2], [3]]  # item 2: no category
+
+
+@lru_cache(maxsize=None)
+def list_features(items: int) -> np.ndarray:
+    """Item features (items, 4) of the list metrics, the same for every data set of that size."""
+    return np.random.default_rng(31).normal(size=(items, 4))
+
+
+def list_categories(items: int) -> list:
+    """Each item's category ids (4 categories; item 2 has none)."""
+    return [_BASE_CATEGORIES[i % len(_BASE_CATEGORIES)] for i in range(items)]
+
+
+LIST_NUM_USERS = 20  # training users, above every popularity count
+
+
+def list_arguments(entry, data: Data) -> dict:
+    """The required constructor arguments of a list metric, from what it needs."""
+    given = {
+        "item_popularity": torch.as_tensor(data.popularity),
+        "num_users": LIST_NUM_USERS,
+        "item_features": torch.as_tensor(list_features(data.items)),
+        "item_categories": list_categories(data.items),
+    }
+    arguments = {name: given[name] for name, default in entry.arguments if default is REQUIRED}
+    if "num_items" in dict(entry.arguments):  # RankedItems with ids targets need it; given always
+        arguments["num_items"] = data.items
+    return arguments
+
+
+def second_model(data: Data) -> Data:
+    """Model b of the two-list metrics: item i gets model a's score of item i - 1, a ranked list
+    of model a becomes the next item ids (-1 kept)."""
+    ranked = np.where(data.ranked_ids >= 0, (data.ranked_ids + 1) % data.items, -1)
+    return Data(np.roll(data.scores, 1, axis=1), data.labels, data.excluded, ranked, data.popularity)
+
+
+@dataclass(frozen=True)
+class ListContext:
+    """What a list metric's reference reads: each user's candidate ranking (model a and model
+    b), labels, history (the excluded items, or empty sets) and the training popularity."""
+
+    lists: list
+    lists_b: list
+    labels: np.ndarray
+    histories: list
+    popularity: np.ndarray
+
+    def rows(self, value_of) -> np.ndarray:
+        """(users, len(KS)): ``value_of(u, items, k)``, NaN for a user with an empty list."""
+        return np.array(
+            [[value_of(u, items, k) if items else np.nan for k in KS] for u, items in enumerate(self.lists)]
+        )
+
+    def with_relevant(self, value_of) -> np.ndarray:
+        """Rows for the users with a relevant item (Elliot's ignore_zero_hits), NaN for the others."""
+        relevant = (self.labels >= THRESHOLD).any(1)
+        return np.array(
+            [[value_of(u, items, k) if relevant[u] else np.nan for k in KS] for u, items in enumerate(self.lists)]
+        )
+
+
+def _tail(context: ListContext) -> set:
+    return fam.elliot_short_head(context.popularity, 0.8)[1]
+
+
+def _miscalibration(c: ListContext) -> np.ndarray:
+    return np.array(
+        [
+            [fam.calibration_kl(items, k, sorted(c.histories[u]), list_categories(len(c.popularity)), 4) for k in KS]
+            if items and c.histories[u]
+            else [np.nan] * len(KS)
+            for u, items in enumerate(c.lists)
+        ]
+    )
+
+
+# name -> (ListContext -> reference per-user rows (users, len(KS)), NaN for a user not counted),
+# each written from the formula in references_families.py; a per-user list metric of the registry
+# without one here is refused when the variants are made ("add a reference for ...")
+LIST_REFERENCES = {
+    "intra_list_diversity": lambda c: c.rows(
+        lambda u, items, k: fam.intra_list_diversity(items, k, list_features(len(c.popularity)))
+    ),
+    "serendipity": lambda c: c.rows(
+        lambda u, items, k: fam.serendipity(items, c.labels[u], k, c.popularity, len(c.popularity))
+    ),
+    "epc": lambda c: c.with_relevant(lambda u, items, k: fam.epc(items, c.labels[u], k, c.popularity, LIST_NUM_USERS)),
+    "efd": lambda c: c.with_relevant(lambda u, items, k: fam.efd(items, c.labels[u], k, c.popularity)),
+    "mean_inv_user_freq": lambda c: c.rows(
+        lambda u, items, k: fam.mean_inverse_user_frequency(items, k, c.popularity, LIST_NUM_USERS)
+    ),
+    "miscalibration": _miscalibration,
+    "rank_biased_entropy": lambda c: c.rows(
+        lambda u, items, k: fam.rank_biased_entropy(items, k, list_categories(len(c.popularity)), 4)
+    ),
+    "aplt": lambda c: c.rows(lambda u, items, k: fam.aplt(items, k, _tail(c))),
+    "aclt": lambda c: c.rows(lambda u, items, k: fam.aclt(items, k, _tail(c))),
+    "mean_pop_rank": lambda c: c.rows(lambda u, items, k: fam.mean_pop_rank(items, k, c.popularity)),
+    "rank_biased_overlap": lambda c: np.array(
+        [[fam.rank_biased_overlap(a, b, k) for k in KS] for a, b in zip(c.lists, c.lists_b)]
+    ),
+    "intersection": lambda c: np.array([[fam.intersection(a, b, k) for k in KS] for a, b in zip(c.lists, c.lists_b)]),
+}
+
+
+def list_variants(entries=LIST_ENTRIES, references=LIST_REFERENCES) -> list:
+    """A variant for each per-user list metric of the registry that the item-value variants do not
+    cover, at its defaults; each needs its reference in :data:`LIST_REFERENCES`."""
+    out = []
+    for entry in entries:
+        if not entry.per_user or entry.name in CATALOG_CLASSES:
+            continue
+        if entry.name not in references:
+            raise LookupError(
+                f"add a reference for {entry.name!r}: every per-user list metric of the registry goes through "
+                "the harness; write its per-user formula in numpy (references_families.py) and add it to "
+                "harness.LIST_REFERENCES"
+            )
+        out.append(Variant(entry.name, "list", entry.name))
+    return out
+
+
+VARIANTS = {variant.name: variant for variant in ranking_variants() + catalog_variants() + list_variants()}
 
 
 # --- Cases -----------------------------------------------------------------------------------
@@ -520,6 +663,17 @@ def reference_rows(case: Case, data: Data) -> Optional[dict]:
     variant = case.spec
     if variant.family == "catalog":
         return None
+    if variant.family == "list":
+        sets = _excluded_sets(data, case.exclude)
+        context = ListContext(
+            [r[0] for r in _rankings(data, case.prediction, case.exclude, "stable")],
+            [r[0] for r in _rankings(second_model(data), case.prediction, case.exclude, "stable")],
+            data.labels,
+            [set() for _ in range(data.users)] if sets is None else sets,
+            data.popularity,
+        )
+        rows = LIST_REFERENCES[variant.metric](context)
+        return {f"{variant.metric}@{k}": rows[:, j] for j, k in enumerate(KS)}
     if variant.family == "item_value":
         lists = [r[0] for r in _rankings(data, case.prediction, case.exclude, "stable")]
         rows = ref.list_value_rows(lists, _item_values(data, variant.metric), KS)
@@ -581,7 +735,9 @@ def expected_outcome(case: Case, data: Data = DATA) -> dict:
     {key: (users,)} or RuntimeError, "interval": {key: (low, high)} or NotComputableError}; or
     {"error": (type, text)} when the constructor must refuse the case. (Shared between cases
     that differ only in forms the references do not see: do not modify.)"""
-    ties = "stable" if case.prediction == "ranked" or case.spec.family in ("catalog", "item_value") else case.ties
+    ties = (
+        "stable" if case.prediction == "ranked" or case.spec.family in ("catalog", "item_value", "list") else case.ties
+    )
     target = "dense" if case.target == "dense" or not _reads_judgements(case.spec) else "coo"
     return _expected(
         data,
@@ -612,6 +768,8 @@ def _expected(data, name, prediction, excluded, ties, ignore_zero_hits, per_user
         return {"error": (ValueError, "ties='average'")}
     if variant.family == "catalog":
         return {"compute": _catalog_reference(case, data), "per_user": None, "interval": None}
+    if variant.family == "list" and "history" in LIST_REGISTRY[variant.metric].needs and not excluded:
+        return {"error": (ValueError, "history as the exclusion")}
     rows = reference_rows(case, data)
     if asked_ties == "average" and variant.blocked:
         blocked = dict(variant.blocked)
@@ -676,12 +834,13 @@ def run_case(case: Case, data: Data = DATA, rows: Optional[slice] = None) -> dic
 
             engine = Engine(lambda engine, batch: batch)
             metric.attach(engine, "metric")
-            engine.run(batches, max_epochs=1)
-            attached = engine.state.metrics["metric"]
+            ran = _call(lambda: engine.run(batches, max_epochs=1))
+            attached = None if isinstance(ran, Exception) else engine.state.metrics["metric"]
         else:
-            for batch in batches:
-                metric.update(batch)
+            ran = _call(lambda: [metric.update(batch) for batch in batches])
             attached = None
+        if isinstance(ran, Exception):  # an input the metric refuses (e.g. no history where it needs one)
+            return {"error": (type(ran), str(ran))}
         computed = _call(metric.compute)
         if isinstance(computed, Exception):
             return {"error": (type(computed), str(computed))}

@@ -579,6 +579,29 @@ def calibration_kl(
     return float(sum(pg * (log(pg) - log(qg)) for pg, qg in zip(p, q_t) if pg > 0))
 
 
+def rank_biased_entropy(
+    ranked, k: int, categories, n_categories: int, *, discount=("geometric", 0.85), smoothing: float = 1e-6
+) -> float:
+    """Rank-biased category entropy of the top k (LensKit ``rank_biased_entropy``): m_g = smoothing +
+    sum_i w(i) [g in categories(i)] over the listed positions i (a 0/1 membership, each item's category
+    ids), H = -sum_g (m_g / sum m) log2(m_g / sum m); ``discount`` in :func:`rank_weights`'s forms (None:
+    every rank 1, LensKit ``entropy``). NaN for an empty list.
+
+    >>> rank_biased_entropy([0, 1], 2, [[0], [1]], 2, discount=None, smoothing=0.0)   # two categories, equal
+    1.0
+    """
+    top = _top(ranked, k)
+    if not top:
+        return math.nan
+    w = np.ones(len(top)) if discount is None else rank_weights(len(top), discount)
+    mass = np.full(n_categories, smoothing)
+    for wi, i in zip(w, top):
+        for g in set(categories[i]):
+            mass[g] += wi
+    share = mass / mass.sum()
+    return float(-sum(s * math.log2(s) for s in share if s > 0))
+
+
 def elliot_short_head(counts, pop_ratio: float = 0.8) -> tuple[set, set]:
     """Elliot's popular / long-tail split (elliot/evaluation/popularity_utils/popularity.py): items in
     descending popularity (c = number of distinct training users; equal counts keep item-id order) enter

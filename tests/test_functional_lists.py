@@ -153,3 +153,74 @@ def test_every_per_user_class_has_a_function():
     assert all(callable(getattr(F, name)) for name in F.__all__)
     assert len(F.__all__) == len(set(F.__all__)) == len(per_user_classes)
     assert F.function_name(R.MeanInvUserFreq) == "mean_inv_user_freq" and F.function_name(R.EPC) == "epc"
+
+
+# --- The registry of the list metrics ----------------------------------------------------------------
+def test_every_list_metric_class_has_its_registry_entry():
+    """The beyond-accuracy family is the registry's list entries: each class holds its entry, whose
+    arguments are the class's signature, whose name is its function's, and per_user agrees."""
+    from ignite_recsys._registry import LIST_ENTRIES, LIST_NEEDS, LIST_REGISTRY
+
+    assert [entry.class_name for entry in LIST_ENTRIES] == list(R.metrics.FAMILIES["Beyond accuracy"])
+    assert len(LIST_REGISTRY) == len(LIST_ENTRIES)
+    for entry in LIST_ENTRIES:
+        metric_class = getattr(R, entry.class_name)
+        assert metric_class.entry is entry
+        assert entry.name == F.function_name(metric_class)
+        parameters = inspect.signature(metric_class).parameters
+        assert list(parameters)[1 : len(entry.arguments) + 1] == [name for name, _ in entry.arguments]
+        assert entry.per_user == ("per_user" in parameters), entry.name
+        assert set(entry.needs) <= set(LIST_NEEDS), entry.name
+        assert (metric_class in F.LIST_METRICS) == entry.per_user
+        assert not entry.per_user or getattr(F, entry.name).__name__ == entry.name
+        assert (f"``{entry.name}``" in F.__doc__) == entry.per_user, entry.name  # the module's list
+
+
+def test_no_list_metric_subclasses_another_metric():
+    """Each list metric class derives from its family base only: no metric class of the package
+    (other than that base) in its MRO, at most 5 classes of the package in all once the shared bases
+    are one."""
+    from ignite_recsys._registry import LIST_ENTRIES
+
+    metric_classes = {getattr(R, entry.class_name) for entry in LIST_ENTRIES}
+    for entry in LIST_ENTRIES:
+        metric_class = getattr(R, entry.class_name)
+        assert len(metric_class.__bases__) == 1, entry.class_name
+        assert not set(metric_class.__mro__[1:]) & metric_classes, entry.class_name
+        family_base = metric_class.__bases__[0]
+        assert family_base.__name__ in ("ListMean", "CatalogCounts", "_PopularityParity", "_TwoLists")
+
+
+def test_every_per_user_list_metric_goes_through_the_harness():
+    import harness
+
+    from ignite_recsys._registry import LIST_ENTRIES
+
+    covered = {v.metric for v in harness.VARIANTS.values() if v.family in ("list", "item_value")}
+    assert covered == {entry.name for entry in LIST_ENTRIES if entry.per_user}
+
+
+def test_the_harness_names_a_missing_list_reference():
+    """A per-user list metric added to the registry without its reference: the harness says what
+    to add instead of failing later with a KeyError."""
+    import dataclasses
+
+    import harness
+
+    from ignite_recsys._registry import LIST_ENTRIES, LIST_REGISTRY
+
+    new = dataclasses.replace(LIST_REGISTRY["aplt"], name="new_metric")
+    with pytest.raises(LookupError, match="add a reference for 'new_metric'"):
+        harness.list_variants(LIST_ENTRIES + (new,))
+    assert [v.name for v in harness.list_variants()] == [v.name for v in harness.list_variants(LIST_ENTRIES)]
+
+
+def test_the_beyond_accuracy_page_reads_the_generated_table():
+    """docs/beyond_accuracy.md includes the table that docs/conf.py writes from the registry."""
+    import pathlib
+
+    docs = pathlib.Path(__file__).resolve().parent.parent / "docs"
+    page = (docs / "beyond_accuracy.md").read_text()
+    assert "```{include} api/list_metrics_table.inc" in page
+    assert "| `IntraListDiversity` |" not in page  # no hand-kept rows
+    assert "_write_list_registry_page" in (docs / "conf.py").read_text()

@@ -83,7 +83,7 @@ def to_meta(value, coalesced: bool = True):
 
 def _forms(variant):
     targets = H.TARGET_FORMS + ("coo_uncoalesced",)
-    excludes = H.EXCLUDE_FORMS + ("coo_uncoalesced",)
+    excludes = tuple(form for form in H.EXCLUDE_FORMS if form in variant.axes["exclude"]) + ("coo_uncoalesced",)
     ties = H.TIES if variant.average_ties and variant.family in ("ranking", "ranking_metrics") else ("stable",)
     return itertools.product(targets, H.PREDICTION_FORMS, excludes, ties)
 
@@ -115,6 +115,7 @@ CASES = [
         variant, target, prediction, exclude, ties, id=f"{variant.name}-{target}-{prediction}-{exclude}-{ties}"
     )
     for variant in H.VARIANTS.values()
+    if not variant.two_lists  # two models' lists: on the meta device in test_beyond_families.py
     for target, prediction, exclude, ties in _forms(variant)
 ]
 

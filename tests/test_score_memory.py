@@ -177,6 +177,7 @@ def _all_metrics(num_items):
         "EFD": R.EFD(k, popularity),
         "MeanInvUserFreq": R.MeanInvUserFreq(k, popularity, num_items),
         "Miscalibration": _WithHistory(k, [[i % 3] for i in range(num_items)]),
+        "RankBiasedEntropy": R.RankBiasedEntropy(k, [[i % 3] for i in range(num_items)]),
         "APLT": R.APLT(k, popularity),
         "ACLT": R.ACLT(k, popularity),
         "PopREO": R.PopREO(k, popularity),

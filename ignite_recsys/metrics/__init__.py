@@ -1,7 +1,8 @@
+from .._registry import LIST_ENTRIES
 from ._engine import scalar_metric_names
 from ._ranking import BoundaryTieWarning
 from .beyond_accuracy import AveragePopularity, GiniIndex, ItemCoverage, Novelty, ShannonEntropy, TailPercentage
-from .calibration import Miscalibration
+from .calibration import Miscalibration, RankBiasedEntropy
 from .diversity import IntraListDiversity, Serendipity
 from .novelty import EFD, EPC, MeanInvUserFreq
 from .overlap import Intersection, RankBiasedOverlap
@@ -17,29 +18,8 @@ from .score_based import AUC, GAUC, MAE, RMSE, LogLoss
 FAMILIES = {
     # one class per registry entry, and many at once
     "Ranking quality at cut-offs": [*_ranking_names, "RankingMetrics", "RecallAtFixedPrecision"],
-    "Beyond accuracy": [
-        "ItemCoverage",
-        "GiniIndex",
-        "ShannonEntropy",
-        "AveragePopularity",
-        "TailPercentage",
-        "Novelty",
-        "IntraListDiversity",
-        "Serendipity",
-        "EPC",
-        "EFD",
-        "MeanInvUserFreq",
-        "Miscalibration",
-        "APLT",
-        "ACLT",
-        "PopREO",
-        "PopRSP",
-        "ExposureGini",
-        "MeanPopRank",
-        "ItemGroupExposure",
-        "RankBiasedOverlap",  # two ranked lists of the same users
-        "Intersection",
-    ],
+    # the metrics of the top-k lists, in the order of their registry (two models' lists last)
+    "Beyond accuracy": [entry.class_name for entry in LIST_ENTRIES],
     "Score-based": ["GAUC", "AUC", "LogLoss", "MAE", "RMSE"],
     "Sampled evaluation": ["SampledMetrics"],  # test items among sampled negatives, full-catalog estimates
 }

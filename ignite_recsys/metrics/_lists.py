@@ -9,41 +9,47 @@ Every function here runs on any device without reading a value on the host (chec
 
 from __future__ import annotations
 
+import inspect
 import numbers
 from collections.abc import Sequence
-from typing import Any, Optional
+from typing import Any, Optional, TypeVar
 
 import torch
 
 from .. import _validation as V
-from .._core.adapters import RankingInput
+from .._core.adapters import RankingInput, parse_ranking_input
+from .._core.input_checks import check_id_range
 from .._core.item_sets import ITEM_BITS
+from .._core.ranking import ranked_candidates
 from .._core.relevance import Relevance, any_nan, count_true
 from .._core.tuning import device_constant
+from .._registry import LIST_REGISTRY, ListEntry
 from ._engine import CutoffResults
+from ._state import _identity
 from ._users import UserMean, UserRows
-from .beyond_accuracy import _parse_lists, _top_items
 
 _ITEM_MASK = (1 << ITEM_BITS) - 1
 _LABEL_NAN = "y contains NaN relevance values (negative labels, -inf included, are allowed: not relevant)"
 
 
 # --- Constructor arguments -----------------------------------------------------------------------
-def check_item_matrix(name: str, value: Any) -> torch.Tensor:
-    """A 2-D (num_items, width) tensor of finite real values, as a float64 CPU copy."""
+def check_item_matrix(name: str, value: Any, columns: str = "num_features", non_negative: bool = False) -> torch.Tensor:
+    """A 2-D (num_items, width) tensor of finite real values (``non_negative``: >= 0), as a
+    float64 CPU copy."""
     if not isinstance(value, torch.Tensor):
-        raise TypeError(f"{name} must be a 2-D torch.Tensor (num_items, num_features), got {type(value).__name__}")
+        raise TypeError(f"{name} must be a 2-D torch.Tensor (num_items, {columns}), got {type(value).__name__}")
     if value.layout != torch.strided:
-        raise TypeError(f"{name} must be a dense tensor, got layout {value.layout}")
+        raise TypeError(f"{name} must be a dense tensor (num_items, {columns}), got layout {value.layout}")
     if value.ndim != 2 or value.shape[0] == 0 or value.shape[1] == 0:
         raise ValueError(
-            f"{name} must be a non-empty 2-D tensor (num_items, num_features), got shape {tuple(value.shape)}"
+            f"{name} must be a non-empty 2-D tensor (num_items, {columns}), got shape {tuple(value.shape)}"
         )
     if value.is_complex():
         raise TypeError(f"{name} must hold real numbers, got dtype {value.dtype}")
     copy = value.detach().to("cpu", torch.float64).clone()
-    if not bool(torch.isfinite(copy).all()):
-        raise ValueError(f"{name} must hold finite values (no NaN or infinity)")
+    if not bool(torch.isfinite(copy).all()) or (non_negative and bool((copy < 0).any())):
+        kind = "finite, non-negative weights (1 = the item is in the category)" if non_negative else "finite values"
+        raise ValueError(f"{name} must hold {kind} (no NaN or infinity)")
     return copy
 
 
@@ -65,7 +71,7 @@ def check_rank_weight(name: str, value: Any) -> Any:
         return V.check_choice(name, value, RANK_WEIGHT_NAMES)
     if isinstance(value, (tuple, list)) and len(value) == 2 and value[0] == "geometric":
         p = value[1]
-        if isinstance(p, bool) or not isinstance(p, numbers.Real) or not 0 < p < 1:
+        if isinstance(p, bool) or not isinstance(p, numbers.Real) or not 0 < float(p) < 1:
             raise ValueError(
                 f"{name}: the patience p of ('geometric', p) must be a number strictly between 0 and 1, got {p!r}"
             )
@@ -108,6 +114,12 @@ def rank_weight_values(name: str, rank_weight: Any, depth: int) -> Optional[torc
     return weights
 
 
+def rank_weights(rank_weight: Any, depth: int) -> torch.Tensor:
+    """:func:`rank_weight_values` of the argument ``rank_weight``, ones where every rank weighs 1."""
+    weights = rank_weight_values("rank_weight", rank_weight, depth)
+    return torch.ones(depth, dtype=torch.float64) if weights is None else weights
+
+
 def check_num_users(name: str, value: Any, arguments: dict) -> int:
     """The number of training users: a positive int, at least every item's count of users."""
     value = V.check_positive_int(name, value)
@@ -127,6 +139,15 @@ NUM_USERS = V.Custom(
 )
 
 
+def self_information(popularity: torch.Tensor, metric: str) -> torch.Tensor:
+    """-log2(c / sum c) per item; an item with count 0 gets the rarest seen item's value."""
+    seen = popularity > 0
+    if not bool(seen.any()):
+        raise ValueError(f"item_popularity must hold at least one positive count for {metric}")
+    rarest = popularity[seen].min()
+    return -torch.log2(torch.where(seen, popularity, rarest) / popularity.sum())
+
+
 # --- Tensors given once, on the inputs' device ---------------------------------------------------
 class DeviceCopies:
     """Copies of constructor-time CPU tensors on each device the inputs come on (made once)."""
@@ -135,10 +156,13 @@ class DeviceCopies:
         self._host = tensors
         self._copies: dict = {}
 
+    def host(self, name: str) -> torch.Tensor:
+        return present(self._host[name], name)
+
     def get(self, name: str, device: torch.device) -> torch.Tensor:
         key = (name, device)
         if key not in self._copies:
-            self._copies[key] = self._host[name].to(device)
+            self._copies[key] = self.host(name).to(device)
         return self._copies[key]
 
 
@@ -167,6 +191,22 @@ def list_lengths(listed: torch.Tensor, top_k: Sequence[int]) -> torch.Tensor:
     return at_cutoffs(listed.to(torch.float64), top_k)
 
 
+# --- What a parsed update holds ------------------------------------------------------------------
+_T = TypeVar("_T")
+
+
+def present(value: Optional[_T], what: str) -> _T:
+    """A part of a parsed update that its form guarantees (the targets when there are no dense
+    labels, an exclusion list's table, the catalog size once parsed): a Python check, no tensor read."""
+    if value is None:
+        raise ValueError(f"the update holds no {what}")
+    return value
+
+
+def catalog_size(batch: RankingInput) -> int:
+    return present(batch.num_items, "catalog size (pass num_items)")
+
+
 # --- Relevance of the listed items ---------------------------------------------------------------
 def relevant_at(batch: RankingInput, order: torch.Tensor, threshold: float) -> tuple:
     """(relevant (batch, depth) float64 0/1 of the items at each position, 0 past the list;
@@ -181,7 +221,7 @@ def relevant_at(batch: RankingInput, order: torch.Tensor, threshold: float) -> t
         highest = labels.any(1) if labels.dtype == torch.bool else labels.amax(1)
         has_relevant, label_nan = relevance.mask(highest), any_nan(highest)
     else:
-        table = batch.targets
+        table = present(batch.targets, "targets")
         relevance = Relevance.of(threshold, table.values.dtype)
         top = table.lookup(order)[0]
         has_relevant = table.per_user_sum(relevance.indicator(table.values)) > 0
@@ -195,9 +235,9 @@ def history_sums(batch: RankingInput, matrix: torch.Tensor) -> tuple:
     """Over each user's history (the update's exclusion, each item once): (batch, width) the sum of
     ``matrix`` (num_items, width) rows of its items, and (batch,) float64 the number of its items.
     Zeros without an exclusion."""
-    num_users, num_items = batch.num_users, batch.num_items
+    num_users, num_items = batch.num_users, catalog_size(batch)
     if batch.excluded_list is not None:
-        table = batch.excluded_table
+        table = present(batch.excluded_table, "exclusion")
         weight = table.distinct_entries(num_items).to(torch.float64)
         items = (table.keys & _ITEM_MASK).clamp(max=num_items - 1)
         sums = torch.zeros(num_users + 1, matrix.shape[1], dtype=torch.float64, device=matrix.device)
@@ -214,9 +254,9 @@ def history_mask(batch: RankingInput) -> Optional[torch.Tensor]:
     """(batch, num_items) bool, True at each user's history items (None without an exclusion)."""
     if batch.excluded_list is None or batch.scores is not None:
         return batch.excluded  # as given, or (with scores) the list made dense once for the update
-    table = batch.excluded_table
-    marks = torch.zeros(batch.num_users + 1, batch.num_items, dtype=torch.int32, device=table.keys.device)
-    items = (table.keys & _ITEM_MASK).clamp(max=batch.num_items - 1)
+    table, num_items = present(batch.excluded_table, "exclusion"), catalog_size(batch)
+    marks = torch.zeros(batch.num_users + 1, num_items, dtype=torch.int32, device=table.keys.device)
+    items = (table.keys & _ITEM_MASK).clamp(max=num_items - 1)
     # accumulated: a key held twice (an uncoalesced sparse exclusion) marks its item whatever the order
     marks.index_put_(
         (table.users.clamp(max=batch.num_users), items), (table.values != 0).to(torch.int32), accumulate=True
@@ -229,7 +269,7 @@ def in_history(batch: RankingInput, keys: torch.Tensor) -> torch.Tensor:
     the update's exclusion (False without one): one ``searchsorted`` into an exclusion list, or a
     lookup in a dense mask."""
     if batch.excluded_list is not None:
-        excluded = batch.excluded_table.keys  # sorted; entries of value 0 are padding keys
+        excluded = present(batch.excluded_table, "exclusion").keys  # sorted; entries of value 0 are padding keys
         if excluded.numel() == 0:
             return torch.zeros(keys.shape, dtype=torch.bool, device=keys.device)
         at = torch.searchsorted(excluded, keys).clamp(max=excluded.numel() - 1)
@@ -239,13 +279,13 @@ def in_history(batch: RankingInput, keys: torch.Tensor) -> torch.Tensor:
         return torch.zeros(keys.shape, dtype=torch.bool, device=keys.device)
     padded = torch.cat([mask, torch.zeros_like(mask[:1])])  # padding keys belong to the row past the users
     users = (keys >> ITEM_BITS).clamp(max=batch.num_users)
-    return padded[users, (keys & _ITEM_MASK).clamp(max=batch.num_items - 1)]
+    return padded[users, (keys & _ITEM_MASK).clamp(max=catalog_size(batch) - 1)]
 
 
 def relevant_counts(batch: RankingInput, threshold: float, membership: torch.Tensor) -> torch.Tensor:
     """(batch, groups) float64: each user's relevant items outside its history (each item once)
     in each group of the 0/1 ``membership`` (num_items, groups) matrix."""
-    num_users, num_items = batch.num_users, batch.num_items
+    num_users, num_items = batch.num_users, catalog_size(batch)
     if batch.labels is not None:
         labels = batch.labels
         relevant = Relevance.of(threshold, labels.dtype).mask(labels)
@@ -255,7 +295,7 @@ def relevant_counts(batch: RankingInput, threshold: float, membership: torch.Ten
         # counts of 0/1 products: exact in float32 below 2**24 items
         wide = torch.float32 if num_items < (1 << 24) else torch.float64
         return (relevant.to(wide) @ membership.to(wide)).to(torch.float64)
-    table = batch.targets
+    table = present(batch.targets, "targets")
     users = table.users.clamp(max=num_users)
     items = (table.keys & _ITEM_MASK).clamp(max=num_items - 1)
     keep = Relevance.of(threshold, table.values.dtype).mask(table.values) & table.distinct_entries(num_items)
@@ -265,41 +305,144 @@ def relevant_counts(batch: RankingInput, threshold: float, membership: torch.Ten
     return sums[:num_users]
 
 
+# --- The top-k lists of an update ---------------------------------------------------------------
+def parse_lists(output: Any, num_items: Optional[int], metric: str, user_tags: bool = False) -> RankingInput:
+    """An update's input in any form; ``num_items``: the catalog size the metric knows, needed
+    (and checked against the ids) when the predictions are ranked ids."""
+    batch = parse_ranking_input(output, user_tags=user_tags)
+    if batch.ranked_ids is not None and batch.num_items is None:
+        if not num_items:
+            raise ValueError(
+                f"{metric} needs the catalog size with RankedItems predictions: pass num_items to its "
+                "constructor (or dense or sparse targets of width num_items)"
+            )
+        batch.num_items = num_items
+        batch.invalid.update(check_id_range("y_pred", batch.ranked_ids, num_items))
+    return batch
+
+
+def parse_catalog_lists(
+    output: Any, num_items: int, metric: str, argument: str, user_tags: bool = True
+) -> RankingInput:
+    """:func:`parse_lists` for a metric whose constructor argument ``argument`` fixes the catalog
+    size ``num_items``, checked against every update."""
+    batch = parse_lists(output, num_items, metric, user_tags=user_tags)
+    if batch.num_items != num_items:
+        raise ValueError(f"y_pred must have one column per item of {argument} ({num_items}), got {batch.num_items}")
+    return batch
+
+
+def top_items(batch: RankingInput, top_k: Sequence[int]) -> tuple:
+    """Item ids (batch, min(max k, number of items listed)) in ranked order, -1 past a user's
+    candidates, and the invalid-flag dict."""
+    order, _, invalid = ranked_candidates(batch, top_k[-1])
+    invalid.update(batch.invalid)
+    return order, invalid
+
+
+# --- Constructors: declared once, by the registry entry ------------------------------------------
+_ENGINE_ARGUMENTS = (("output_transform", _identity), ("device", torch.device("cpu")), ("skip_unrolling", False))
+_USER_ARGUMENTS = (("per_user", False), ("num_groups", None))
+
+
+def declare_constructor(cls: type, parent: Any, kwargs: dict) -> None:
+    """Give a list metric class the signature of its registry entry (``cls.entry``): ``top_k``,
+    the entry's arguments, ``output_transform, device, skip_unrolling``, then keyword-only the
+    entry's keywords (and ``per_user, num_groups`` for a per-user mean). ``validated_init``
+    checks a call against it. ``parent``: ``super()`` of the family base's ``__init_subclass__``."""
+    parent.__init_subclass__(**kwargs)
+    per_user = issubclass(cls, UserMean)
+    entry = vars(cls).get("entry") or getattr(cls, "entry", None)
+    if not isinstance(entry, ListEntry):
+        return
+    positional, keyword = inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY
+    parameters = [inspect.Parameter("top_k", positional)]
+    parameters += [inspect.Parameter(n, positional, default=d) for n, d in entry.arguments + _ENGINE_ARGUMENTS]
+    keywords = entry.keywords + (_USER_ARGUMENTS if per_user else ())
+    parameters += [inspect.Parameter(n, keyword, default=d) for n, d in keywords]
+    cls.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]
+
+
+def configure(metric: Any) -> dict:
+    """Set a list metric's checked constructor arguments (``validated_init`` keeps them as
+    ``_arguments``) as its attributes and make its look-ups (``_prepare``: CPU tensors copied to
+    each inputs' device once, ``_copies``); return the arguments of the machinery
+    (``output_transform``, ``device``, ...), for the base class."""
+    machinery: dict = {}
+    engine = {name for name, _ in _ENGINE_ARGUMENTS + _USER_ARGUMENTS}
+    for name, value in metric.__dict__["_arguments"].items():
+        if name in engine:
+            machinery[name] = value
+        else:
+            setattr(metric, name, value)
+    metric.top_k = list(metric.top_k)
+    metric._copies = DeviceCopies(**metric._prepare())
+    return machinery
+
+
+def entry_of(name: str) -> ListEntry:
+    """The registry entry of a list metric class (``entry = entry_of("epc")`` in its body)."""
+    return LIST_REGISTRY[name]
+
+
 # --- The mean over users of a value of each top-k list -------------------------------------------
 class ListMean(CutoffResults, UserMean):
     """The mean over users of one value of each user's top-k list, per cut-off (ascending k).
 
-    The lists come from the shared ranking step (``_top_items``: score descending, ties by lower
-    item index, excluded items left out; or the given ``RankedItems``). A subclass names the
-    catalog size its constructor arguments fix (``_catalog_size``, checked against every update)
-    and turns the lists into per-user values (``_list_values``)."""
+    The lists come from the shared ranking step (:func:`top_items`: score descending, ties by
+    lower item index, excluded items left out; or the given ``RankedItems``). A subclass declares
+    its registry ``entry`` (its constructor arguments, set as attributes), prepares what it looks
+    up (``_prepare``) and turns the lists into per-user values (``_list_values``); by default the
+    value is the mean over the list of a per-item value (``_values_of_items``)."""
 
+    entry: ListEntry
+    top_k: list
     _counted = "user"
     optional_output_keys = ("exclude",)  # a dict output {"y_pred", "y", "exclude"} passes its exclusion
     _parameter_constraints = {"top_k": V.TOP_K}
-    _catalog_argument = "item_popularity"  # the argument that fixes the catalog size, for messages
+    _catalog_argument = "item_popularity"  # the argument that fixes the catalog size
+    _copies: DeviceCopies
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        declare_constructor(cls, super(), kwargs)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(**configure(self))
+
+    def _prepare(self) -> dict:
+        """The tensors (CPU) that updates look up on the inputs' device (by default the per-item
+        values)."""
+        return {"item_values": self._values_of_items(getattr(self, self._catalog_argument))}
+
+    def _values_of_items(self, popularity: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
+
+    @property
+    def _item_values(self) -> torch.Tensor:
+        """The per-item values (CPU), of a metric that averages them."""
+        return self._copies.host("item_values")
 
     def _catalog_size(self) -> int:
-        raise NotImplementedError
+        return int(getattr(self, self._catalog_argument).shape[0])
 
     def _num_values(self) -> int:
         return len(self.top_k)
 
     def _parse(self, output: Any) -> RankingInput:
-        num_items = self._catalog_size()
-        batch = _parse_lists(output, num_items, type(self).__name__, user_tags=True)
-        if batch.num_items != num_items:
-            raise ValueError(
-                f"y_pred must have one column per item of {self._catalog_argument} ({num_items}), got {batch.num_items}"
-            )
-        return batch
+        return parse_catalog_lists(output, self._catalog_size(), type(self).__name__, self._catalog_argument)
 
     def _user_rows(self, batch: RankingInput) -> UserRows:
-        order, invalid = _top_items(batch, self.top_k)
+        order, invalid = top_items(batch, self.top_k)
         values, weight, checks = self._list_values(batch, order)
         return UserRows(values, weight, {**invalid, **checks}, groups=batch.groups, users=batch.users)
 
     def _list_values(self, batch: RankingInput, order: torch.Tensor) -> tuple:
         """(values (batch, len(top_k)) float64, weight (batch,) float64: 1 for a counted user, value
-        checks) from the item ids ``order`` (batch, depth) in ranked order, -1 past a user's list."""
-        raise NotImplementedError
+        checks) from the item ids ``order`` (batch, depth) in ranked order, -1 past a user's list.
+        By default each user's mean item value over the listed items of its top k; a user with
+        an empty list is not counted."""
+        listed = order >= 0
+        values = at_items(self._copies.get("item_values", order.device), order) * listed
+        lengths = list_lengths(listed, self.top_k)
+        means = torch.where(lengths > 0, at_cutoffs(values, self.top_k) / lengths.clamp(min=1), 0.0)
+        return means, listed[:, 0].to(torch.float64), {}

@@ -27,69 +27,50 @@ ShannonEntropy  ln, ÷ #distinct items (0.3371) ``"log2"``: log2 entropy (1.4591
 from __future__ import annotations
 
 import math
-from typing import Callable, Optional, Sequence, Union
+from typing import Any, Optional, cast
 
 import ignite.distributed as idist
 import torch
 from ignite.exceptions import NotComputableError
-from ignite.metrics.metric import reinit__is_reduced
 
 from .. import _validation as V
-from .._core.adapters import RankingInput, parse_ranking_input
-from .._core.input_checks import check_id_range
-from .._core.ranking import ranked_candidates
+from .._core.adapters import RankingInput
 from .._core.tuning import device_constant
 from ._engine import CutoffResults
-from ._state import StatefulMetric, _identity, raise_for_invalid_updates, screen
-from ._users import UserMean, UserRows
-
-
-def _parse_lists(output, num_items: Optional[int], metric: str, user_tags: bool = False) -> RankingInput:
-    """An update's input in any form; ``num_items``: the catalog size the metric knows, needed
-    (and checked against the ids) when the predictions are ranked ids."""
-    batch = parse_ranking_input(output, user_tags=user_tags)
-    if batch.ranked_ids is not None and batch.num_items is None:
-        if not num_items:
-            raise ValueError(
-                f"{metric} needs the catalog size with RankedItems predictions: pass num_items to its "
-                "constructor (or dense or sparse targets of width num_items)"
-            )
-        batch.num_items = num_items
-        batch.invalid.update(check_id_range("y_pred", batch.ranked_ids, num_items))
-    return batch
-
-
-def _top_items(batch: RankingInput, top_k: list):
-    """Item ids (batch, min(max k, number of items listed)) in ranked order, -1 past a user's
-    candidates, and the invalid-flag dict."""
-    order, _, invalid = ranked_candidates(batch, top_k[-1])
-    invalid.update(batch.invalid)
-    return order, invalid
+from ._lists import (
+    DeviceCopies,
+    ListMean,
+    configure,
+    declare_constructor,
+    entry_of,
+    parse_lists,
+    self_information,
+    top_items,
+)
+from ._state import BatchTotals, StatefulMetric, raise_for_invalid_updates
 
 
 class CatalogCounts(CutoffResults, StatefulMetric):
     """How often each catalog item appears in the top-k lists, per cut-off: a (len(top_k),
-    num_items) float64 state (exact integer counts), taken from the first batch unless
-    ``num_items`` is given, and summed across processes."""
+    num_items) float64 state (exact integer counts, or summed rank weights ``rank_weight``),
+    taken from the first batch unless ``num_items`` is given, and summed across processes.
+    A subclass declares its registry ``entry`` and turns the counts into values (``_from_counts``)."""
 
     optional_output_keys = ("exclude",)  # a dict output {"y_pred", "y", "exclude"} passes its exclusion
     _parameter_constraints = {"top_k": V.TOP_K, "num_items": V.positive_int(optional=True)}
     _checked_by_shape = ("num_items",)  # a state whose size came from the batches loads under a given size
     _counts: torch.Tensor
     top_k: list
+    num_items: Optional[int] = None
+    rank_weight: Any = None  # every slot counts 1
+    convention: str
+    _copies: DeviceCopies
 
-    def __init__(
-        self,
-        top_k: Union[int, Sequence[int]],
-        num_items: Optional[int] = None,
-        convention: str = "recbole",
-        output_transform: Callable = _identity,
-        device: Union[str, torch.device] = torch.device("cpu"),
-        skip_unrolling: bool = False,
-    ):
-        self.top_k = list(top_k)  # type: ignore[arg-type]  # checked and sorted: a list
-        self.num_items = num_items
-        self.convention = convention
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        declare_constructor(cls, super(), kwargs)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        machinery = configure(self)
         self._buckets_by_depth: dict = {}
         # 0 items until the first batch fixes the catalog size; a saved state of any size loads
         # when num_items is not given
@@ -98,42 +79,43 @@ class CatalogCounts(CutoffResults, StatefulMetric):
             lambda: (len(self.top_k), self.num_items or 0),
             load_shape=lambda: (len(self.top_k), self.num_items),
         )
-        super().__init__(output_transform, device=device, skip_unrolling=skip_unrolling)
+        super().__init__(**machinery)
 
-    def _parse(self, output):
+    def _prepare(self) -> dict:
+        """The tensors (CPU) that updates look up on the inputs' device."""
+        return {}
+
+    def _parse(self, output: Any) -> RankingInput:
         expected = self._counts.shape[1] or self.num_items
-        batch = _parse_lists(output, expected, type(self).__name__)
+        batch = parse_lists(output, expected, type(self).__name__)
         if expected and batch.num_items != expected:
             source = "given" if self.num_items else "taken from the first batch"
             raise ValueError(f"y_pred must have num_items={expected} columns ({source}), got {batch.num_items}")
         return batch
 
-    @reinit__is_reduced
-    def update(self, output) -> None:
-        batch = self._parse(output)
-        num_items = batch.num_items
-        order, invalid = _top_items(batch, self.top_k)
-        bad = screen(invalid, batch.device)
+    def _batch_totals(self, batch: RankingInput) -> BatchTotals:
+        """The batch's slots as (flat index into the counts, weight of the slot): added in place
+        by :meth:`_add`, not through a (len(top_k), num_items) total of the batch. Cumulative sums
+        over the buckets in compute give the counts at each k; only listed candidates count (-1
+        marks a position past a user's candidates)."""
+        num_items = cast(int, batch.num_items)  # set by _parse
         if self._counts.shape[1] == 0:
             self._counts = torch.zeros(len(self.top_k), num_items, dtype=torch.float64, device=self._device)
-        # cumulative sums over the buckets in compute give the counts at each k; only listed
-        # candidates count (-1 marks a position past a user's candidates); added in place, not
-        # through a (len(top_k), num_items) total of the batch
+        order, invalid = top_items(batch, self.top_k)
         bucket = self._bucket_of_position(order.shape[1], order.device)
-        listed = (order >= 0) & (order < num_items)
-        if bad is not None:
-            listed = listed & ~bad
-            self._num_invalid_updates += bad.to(self._device, torch.float64)
-        flat_index = (bucket * num_items + order.clamp(min=0, max=num_items - 1)).flatten().to(self._device)
-        slots = listed.to(torch.float64)
-        weights = self._position_weights(order.shape[1], order.device)
-        if weights is not None:  # each slot counts its rank's weight
-            slots = slots * weights
-        self._counts.view(-1).index_add_(0, flat_index, slots.flatten().to(self._device))
+        slots = ((order >= 0) & (order < num_items)).to(torch.float64)
+        if self.rank_weight is not None:  # each slot counts its rank's weight
+            slots = slots * self._copies.get("weights", order.device)[: order.shape[1]]
+        flat_index = (bucket * num_items + order.clamp(min=0, max=num_items - 1)).flatten()
+        return BatchTotals({"_counts": (flat_index, slots.flatten())}, invalid)
 
-    def _position_weights(self, depth: int, device: torch.device) -> Optional[torch.Tensor]:
-        """(depth,) float64 weight of a slot at each list position (None: every slot counts 1)."""
-        return None
+    def _add(self, sums: dict, bad: Optional[torch.Tensor]) -> None:
+        index, slots = sums.pop("_counts")
+        if bad is not None:
+            slots = torch.where(bad, 0.0, slots)
+        self._counts.view(-1).index_add_(0, index.to(self._device), slots.to(self._device))
+        if bad is not None:  # the count of bad batches
+            super()._add(sums, bad)
 
     def _bucket_of_position(self, depth: int, device: torch.device) -> torch.Tensor:
         """(depth,) int64: list position p (0-based) counts towards every k > p and is added to the
@@ -152,7 +134,7 @@ class CatalogCounts(CutoffResults, StatefulMetric):
             raise NotComputableError(f"{type(self).__name__} must have at least one user before compute().")
         return self._from_counts(counts.cumsum(0)).tolist()
 
-    def _synced_state(self):
+    def _synced_state(self) -> tuple:
         """The counts summed over processes (copies: the local state never changes). A process
         that saw no batch contributes zeros of the common catalog size; different sizes raise the
         same ValueError on every process."""
@@ -161,7 +143,8 @@ class CatalogCounts(CutoffResults, StatefulMetric):
         width = self._counts.shape[1]
         # one MIN over (smallest size, -largest size); a process without a batch has no size yet
         bounds = torch.tensor([width or math.inf, -width], dtype=torch.float64)
-        smallest, largest = (int(v) if math.isfinite(v) else 0 for v in idist.all_reduce(bounds, op="MIN").tolist())
+        reduced = torch.as_tensor(idist.all_reduce(bounds, op="MIN")).tolist()
+        smallest, largest = (int(v) if math.isfinite(v) else 0 for v in reduced)
         largest = -largest
         if smallest and smallest != largest:
             raise ValueError(
@@ -176,6 +159,16 @@ class CatalogCounts(CutoffResults, StatefulMetric):
     def _from_counts(self, counts: torch.Tensor) -> torch.Tensor:
         """(len(top_k),) values from the (len(top_k), num_items) counts at each cut-off."""
         raise NotImplementedError
+
+
+def gini_sums(counts: torch.Tensor) -> tuple:
+    r"""The Gini index of each row of ``counts`` (rows, n) is :math:`\sum_i (2i - n - 1) c_{(i)}
+    / (n \sum_i c_{(i)})` over the row sorted ascending: ((rows,) the numerator's sum, (rows,)
+    :math:`\sum_i c_{(i)}`)."""
+    n = counts.shape[1]
+    ascending = counts.sort(1).values
+    weights = 2 * torch.arange(1, n + 1, dtype=torch.float64, device=counts.device) - n - 1
+    return (weights * ascending).sum(1), ascending.sum(1)
 
 
 class ItemCoverage(CatalogCounts):
@@ -203,9 +196,10 @@ class ItemCoverage(CatalogCounts):
     {'item_coverage@1': 0.2, 'item_coverage@2': 0.6}
     """
 
+    entry = entry_of("item_coverage")
     _parameter_constraints = {"convention": V.Options(("recbole", "elliot"))}
 
-    def _from_counts(self, counts):
+    def _from_counts(self, counts: torch.Tensor) -> torch.Tensor:
         distinct = (counts > 0).sum(1, dtype=torch.float64)
         return distinct / counts.shape[1] if self.convention == "recbole" else distinct
 
@@ -232,13 +226,13 @@ class GiniIndex(CatalogCounts):
     [0.5333]
     """
 
+    entry = entry_of("gini_index")
     _parameter_constraints = {"convention": V.Options(("recbole", "elliot"))}
 
-    def _from_counts(self, counts):
+    def _from_counts(self, counts: torch.Tensor) -> torch.Tensor:
         n = counts.shape[1]
-        ascending = counts.sort(1).values
-        weights = 2 * torch.arange(1, n + 1, dtype=torch.float64, device=counts.device) - n - 1
-        concentration = (weights * ascending).sum(1) / ascending.sum(1)
+        weighted, total = gini_sums(counts)
+        concentration = weighted / total
         if self.convention == "recbole":
             return concentration / n
         return 1 - concentration / max(n - 1, 1)
@@ -271,9 +265,10 @@ class ShannonEntropy(CatalogCounts):
     [1.4591]
     """
 
+    entry = entry_of("shannon_entropy")
     _parameter_constraints = {"convention": V.Options(("recbole", "log2"))}
 
-    def _from_counts(self, counts):
+    def _from_counts(self, counts: torch.Tensor) -> torch.Tensor:
         share = counts / counts.sum(1, keepdim=True)
         terms = torch.where(counts > 0, -share * torch.log(share.clamp(min=1e-300)), torch.zeros_like(share))
         entropy = terms.sum(1)
@@ -282,66 +277,7 @@ class ShannonEntropy(CatalogCounts):
         return entropy / math.log(2)
 
 
-class ItemValueMean(CutoffResults, UserMean):
-    """Mean over users of a per-item value averaged over each top-k list (length min(k, n))."""
-
-    _counted = "user"
-    _parameter_constraints = {"top_k": V.TOP_K, "item_popularity": V.ITEM_VECTOR}
-    optional_output_keys = ("exclude",)
-
-    def __init__(
-        self,
-        top_k: Union[int, Sequence[int]],
-        item_popularity: torch.Tensor,
-        output_transform: Callable = _identity,
-        device: Union[str, torch.device] = torch.device("cpu"),
-        skip_unrolling: bool = False,
-        *,
-        per_user: bool = False,
-        num_groups: Optional[int] = None,
-    ):
-        self.top_k = list(top_k)  # type: ignore[arg-type]  # checked and sorted: a list
-        self.item_popularity = item_popularity  # a float64 copy (see V.ITEM_VECTOR)
-        self._item_values = self._values_of_items(self.item_popularity)
-        self._item_values_by_device: dict = {}
-        super().__init__(output_transform, device, skip_unrolling, per_user=per_user, num_groups=num_groups)
-
-    def _values_of_items(self, popularity: torch.Tensor) -> torch.Tensor:
-        raise NotImplementedError
-
-    def _num_values(self) -> int:
-        return len(self.top_k)
-
-    def _parse(self, output):
-        num_items = self._item_values.numel()
-        batch = _parse_lists(output, num_items, type(self).__name__, user_tags=True)
-        if batch.num_items != num_items:
-            raise ValueError(
-                f"y_pred must have one column per entry of item_popularity ({num_items}), got {batch.num_items}"
-            )
-        return batch
-
-    def _user_rows(self, batch):
-        """Each user's mean item value over the listed items of its top k (all min(k, num_items)
-        of them without exclusions); users with no candidate are not counted."""
-        order, invalid = _top_items(batch, self.top_k)
-        listed = (order >= 0).to(torch.float64)
-        item_values = self._values_on(order.device)
-        values = item_values[order.clamp(min=0, max=item_values.numel() - 1)] * listed  # (batch, depth) float64
-        last = device_constant([min(k, order.shape[1]) - 1 for k in self.top_k], torch.int64, order.device)
-        sums = values.cumsum(1).index_select(1, last)
-        lengths = listed.cumsum(1).index_select(1, last)
-        has_list = listed[:, 0]
-        per_user = torch.where(lengths > 0, sums / lengths.clamp(min=1), 0.0)
-        return UserRows(per_user, has_list, invalid, groups=batch.groups, users=batch.users)
-
-    def _values_on(self, device: torch.device) -> torch.Tensor:
-        if device not in self._item_values_by_device:
-            self._item_values_by_device[device] = self._item_values.to(device)
-        return self._item_values_by_device[device]
-
-
-class AveragePopularity(ItemValueMean):
+class AveragePopularity(ListMean):
     r"""Average training popularity of the recommended items (RecBole ``AveragePopularity``,
     Elliot ``ARP`` when popularity counts distinct users).
 
@@ -363,11 +299,14 @@ class AveragePopularity(ItemValueMean):
     [7.0]
     """
 
-    def _values_of_items(self, popularity):
+    entry = entry_of("average_popularity")
+    _parameter_constraints = {"item_popularity": V.ITEM_VECTOR}
+
+    def _values_of_items(self, popularity: torch.Tensor) -> torch.Tensor:
         return popularity
 
 
-class TailPercentage(ItemValueMean):
+class TailPercentage(ListMean):
     r"""Share of long-tail items in the top-k lists, averaged over users (RecBole ``TailPercentage``).
 
     .. math:: \mathrm{Tail@k} = \frac{1}{|U|} \sum_{u} \frac{|\hat R_k(u) \cap T|}{|\hat R_k(u)|}
@@ -390,28 +329,16 @@ class TailPercentage(ItemValueMean):
     [0.1667]
     """
 
-    _parameter_constraints = {"tail_ratio": V.positive_real(), "unseen_items_are_tail": V.BOOLEAN}
+    entry = entry_of("tail_percentage")
+    _parameter_constraints = {
+        "item_popularity": V.ITEM_VECTOR,
+        "tail_ratio": V.positive_real(),
+        "unseen_items_are_tail": V.BOOLEAN,
+    }
+    tail_ratio: float
+    unseen_items_are_tail: bool
 
-    def __init__(
-        self,
-        top_k: Union[int, Sequence[int]],
-        item_popularity: torch.Tensor,
-        tail_ratio: float = 0.1,
-        unseen_items_are_tail: bool = False,
-        output_transform: Callable = _identity,
-        device: Union[str, torch.device] = torch.device("cpu"),
-        skip_unrolling: bool = False,
-        *,
-        per_user: bool = False,
-        num_groups: Optional[int] = None,
-    ):
-        self.tail_ratio = tail_ratio
-        self.unseen_items_are_tail = unseen_items_are_tail
-        super().__init__(
-            top_k, item_popularity, output_transform, device, skip_unrolling, per_user=per_user, num_groups=num_groups
-        )
-
-    def _values_of_items(self, popularity):
+    def _values_of_items(self, popularity: torch.Tensor) -> torch.Tensor:
         seen = popularity > 0
         if self.tail_ratio > 1:
             tail = seen & (popularity <= self.tail_ratio)
@@ -432,7 +359,7 @@ class TailPercentage(ItemValueMean):
         return torch.nonzero(self._item_values).flatten()
 
 
-class Novelty(ItemValueMean):
+class Novelty(ListMean):
     r"""Mean self-information of the recommended items (Recommenders ``novelty``).
 
     .. math:: \mathrm{Novelty@k} = \frac{1}{|U|} \sum_{u} \frac{1}{|\hat R_k(u)|}
@@ -469,34 +396,15 @@ class Novelty(ItemValueMean):
     [2.4265]
     """
 
-    _parameter_constraints = {"unseen_items": V.Options(("error", "rarest_seen"))}
+    entry = entry_of("novelty")
+    _parameter_constraints = {"item_popularity": V.ITEM_VECTOR, "unseen_items": V.Options(("error", "rarest_seen"))}
+    unseen_items: str
 
-    def __init__(
-        self,
-        top_k: Union[int, Sequence[int]],
-        item_popularity: torch.Tensor,
-        output_transform: Callable = _identity,
-        device: Union[str, torch.device] = torch.device("cpu"),
-        skip_unrolling: bool = False,
-        *,
-        unseen_items: str = "rarest_seen",
-        per_user: bool = False,
-        num_groups: Optional[int] = None,
-    ):
-        self.unseen_items = unseen_items
-        super().__init__(
-            top_k, item_popularity, output_transform, device, skip_unrolling, per_user=per_user, num_groups=num_groups
-        )
-
-    def _values_of_items(self, popularity):
-        seen = popularity > 0
-        if not bool(seen.any()):
-            raise ValueError("item_popularity must hold at least one positive count for Novelty")
-        if self.unseen_items == "error" and not bool(seen.all()):
+    def _values_of_items(self, popularity: torch.Tensor) -> torch.Tensor:
+        if self.unseen_items == "error" and bool((popularity > 0).any()) and not bool((popularity > 0).all()):
             raise ValueError(
                 "item_popularity must be positive for Novelty (an item with count 0 has infinite "
                 'self-information); pass unseen_items="rarest_seen" or add a pseudo-count, e.g. '
                 "item_popularity + 1"
             )
-        rarest = popularity[seen].min()
-        return -torch.log2(torch.where(seen, popularity, rarest) / popularity.sum())
+        return self_information(popularity, "Novelty")

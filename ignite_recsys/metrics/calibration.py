@@ -12,14 +12,13 @@ categories of the listed items and of the history items, never of the whole cata
 from __future__ import annotations
 
 from collections.abc import Sequence as SequenceABC
-from typing import Any, Callable, Optional, Sequence, Union
+from typing import Any, Optional
 
 import torch
 
 from .. import _validation as V
 from .._core.adapters import RankingInput
-from ._lists import RANK_WEIGHT, DeviceCopies, ListMean, at_cutoffs, at_items, history_sums, rank_weight_values
-from ._state import _identity
+from ._lists import RANK_WEIGHT, check_item_matrix, ListMean, at_cutoffs, at_items, entry_of, history_sums, rank_weights
 
 _NOT_ACCEPTED = object()
 
@@ -29,18 +28,7 @@ def check_item_categories(name: str, value: Any) -> torch.Tensor:
     tensor as given (a 0/1 membership matrix, or weights), or a sequence of each item's category
     ids (width = the largest id + 1)."""
     if isinstance(value, torch.Tensor):
-        if value.layout != torch.strided:
-            raise TypeError(f"{name} must be a dense tensor (num_items, num_categories), got layout {value.layout}")
-        if value.ndim != 2 or value.shape[0] == 0 or value.shape[1] == 0:
-            raise ValueError(
-                f"{name} must be a non-empty 2-D tensor (num_items, num_categories), got shape {tuple(value.shape)}"
-            )
-        if value.is_complex():
-            raise TypeError(f"{name} must hold real weights, got dtype {value.dtype}")
-        matrix = value.detach().to("cpu", torch.float64).clone()
-        if not bool(torch.isfinite(matrix).all()) or bool((matrix < 0).any()):
-            raise ValueError(f"{name} must hold finite, non-negative weights (1 = the item is in the category)")
-        return matrix
+        return check_item_matrix(name, value, "num_categories", non_negative=True)
     if not isinstance(value, SequenceABC) or isinstance(value, (str, bytes)) or len(value) == 0:
         raise TypeError(
             f"{name} must be a 2-D tensor (num_items, num_categories) or a non-empty sequence of each item's "
@@ -76,6 +64,13 @@ def check_num_categories(name: str, value: Any, arguments: dict) -> Optional[int
             f"{categories.shape[1] - 1}, or as many columns), outside [0, {value})"
         )
     return value
+
+
+ITEM_CATEGORIES = V.Custom(
+    "a 2-D tensor (num_items, num_categories) of non-negative weights, or a sequence of each item's category ids",
+    lambda name, value, arguments: check_item_categories(name, value),
+    (torch.zeros(3), torch.tensor([[-1.0]]), [[-1]], [[0.5]], [], "01", None, _NOT_ACCEPTED),
+)
 
 
 class Miscalibration(ListMean):
@@ -122,12 +117,7 @@ class Miscalibration(ListMean):
     """
 
     _parameter_constraints = {
-        "item_categories": V.Custom(
-            "a 2-D tensor (num_items, num_categories) of non-negative weights, or a sequence of each item's "
-            "category ids",
-            lambda name, value, arguments: check_item_categories(name, value),
-            (torch.zeros(3), torch.tensor([[-1.0]]), [[-1]], [[0.5]], [], "01", None, _NOT_ACCEPTED),
-        ),
+        "item_categories": ITEM_CATEGORIES,
         "num_categories": V.Custom(
             "a positive int at least the number of categories of item_categories, or None",
             check_num_categories,
@@ -138,38 +128,21 @@ class Miscalibration(ListMean):
     }
     _catalog_argument = "item_categories"
 
-    def __init__(
-        self,
-        top_k: Union[int, Sequence[int]],
-        item_categories: Any,
-        num_categories: Optional[int] = None,
-        alpha: float = 0.01,
-        rank_weight: Any = None,
-        output_transform: Callable = _identity,
-        device: Union[str, torch.device] = torch.device("cpu"),
-        skip_unrolling: bool = False,
-        *,
-        per_user: bool = False,
-        num_groups: Optional[int] = None,
-    ):
-        self.top_k = list(top_k)  # type: ignore[arg-type]  # checked and sorted: a list
-        width = num_categories if num_categories is not None else item_categories.shape[1]
-        matrix = torch.nn.functional.pad(item_categories, (0, width - item_categories.shape[1]))
+    entry = entry_of("miscalibration")
+    item_categories: torch.Tensor
+    num_categories: int
+    alpha: float
+    rank_weight: Any
+
+    def _prepare(self) -> dict:
+        given = self.item_categories
+        width = self.num_categories if self.num_categories is not None else given.shape[1]
+        matrix = torch.nn.functional.pad(given, (0, width - given.shape[1]))
         self.item_categories = matrix
         self.num_categories = width
-        self.alpha = alpha
-        self.rank_weight = rank_weight
         totals = matrix.sum(1, keepdim=True)
-        weights = rank_weight_values("rank_weight", rank_weight, self.top_k[-1])
-        if weights is None:
-            weights = torch.ones(self.top_k[-1], dtype=torch.float64)
-        self._copies = DeviceCopies(
-            categories=torch.where(totals > 0, matrix / totals.clamp(min=1e-300), 0.0), weights=weights
-        )
-        super().__init__(output_transform, device, skip_unrolling, per_user=per_user, num_groups=num_groups)
-
-    def _catalog_size(self) -> int:
-        return self.item_categories.shape[0]
+        categories = torch.where(totals > 0, matrix / totals.clamp(min=1e-300), 0.0)
+        return {"categories": categories, "weights": rank_weights(self.rank_weight, self.top_k[-1])}
 
     def _parse(self, output: Any) -> RankingInput:
         batch = super()._parse(output)
@@ -192,3 +165,49 @@ class Miscalibration(ListMean):
         terms = torch.where(p > 0, p * (torch.log(p.clamp(min=1e-300)) - torch.log(mixed.clamp(min=1e-300))), 0.0)
         counted = (length > 0).to(torch.float64) * listed[:, 0]
         return terms.sum(2), counted, {}
+
+
+class RankBiasedEntropy(ListMean):
+    r"""Rank-biased category entropy of each user's top-k list, LensKit ``rank_biased_entropy``
+    (``entropy`` with ``rank_weight=None``), averaged over users (0: one category; higher: the
+    list spreads over more categories):
+
+    .. math:: m_g = \epsilon + \sum_{i=1}^{n} w(i)\, c_{\hat r_i, g},\qquad
+              \mathrm{RBE@k}(u) = -\sum_g \frac{m_g}{\sum_h m_h} \log_2 \frac{m_g}{\sum_h m_h},
+              \qquad n = \min(k, |\hat R(u)|)
+
+    with :math:`c_{j, g}` item j's row of ``item_categories`` (as given: 0/1 or weights), w the
+    rank weight (LensKit's default ``GeometricRankWeight(0.85)``: :math:`0.85^{i-1}`) and
+    :math:`\epsilon` = ``smoothing`` (LensKit adds 1e-6 to every category; 0: the plain entropy).
+    A user with an empty list is not counted (LensKit: NaN).
+
+    >>> import torch
+    >>> from ignite_recsys import RankBiasedEntropy
+    >>> metric = RankBiasedEntropy(top_k=2, item_categories=[[0], [1], [0]], rank_weight=None, smoothing=0.0)
+    >>> metric.update((torch.tensor([[0.9, 0.8, 0.7], [0.9, 0.0, 0.8]]), torch.zeros(2, 3)))
+    >>> metric.compute()  # categories {0, 1}: 1 bit; {0, 0}: 0
+    [0.5]
+    """
+
+    entry = entry_of("rank_biased_entropy")
+    _parameter_constraints = {
+        "item_categories": ITEM_CATEGORIES,
+        "rank_weight": RANK_WEIGHT,
+        "smoothing": V.Interval(float, 0, None),
+    }
+    _catalog_argument = "item_categories"
+    item_categories: torch.Tensor
+    rank_weight: Any
+    smoothing: float
+
+    def _prepare(self) -> dict:
+        return {"categories": self.item_categories, "weights": rank_weights(self.rank_weight, self.top_k[-1])}
+
+    def _list_values(self, batch: RankingInput, order: torch.Tensor) -> tuple:
+        listed = order >= 0
+        slot = self._copies.get("weights", order.device)[: order.shape[1]] * listed
+        rows = at_items(self._copies.get("categories", order.device), order) * slot.unsqueeze(2)
+        mass = at_cutoffs(rows, self.top_k) + self.smoothing  # (batch, len(top_k), categories)
+        share = mass / mass.sum(2, keepdim=True).clamp(min=1e-300)
+        entropy = -torch.where(share > 0, share * torch.log2(share.clamp(min=1e-300)), 0.0).sum(2)
+        return entropy, listed[:, 0].to(torch.float64), {}

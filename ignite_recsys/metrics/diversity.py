@@ -9,15 +9,14 @@ and O(batch · k²) distances, never O(batch · num_items · d)), a per-item pop
 
 from __future__ import annotations
 
-from typing import Callable, Optional, Sequence, Union
+from typing import Callable, Union
 
 import torch
 
 from .. import _validation as V
 from .._core.adapters import RankingInput
 from .._core.relevance import any_nan
-from ._lists import ITEM_MATRIX, DeviceCopies, ListMean, at_cutoffs, at_items, list_lengths, relevant_at
-from ._state import _identity
+from ._lists import ITEM_MATRIX, ListMean, at_cutoffs, at_items, entry_of, list_lengths, relevant_at
 
 DistanceFunction = Union[str, Callable[[torch.Tensor], torch.Tensor]]
 _NOT_ACCEPTED = object()
@@ -83,33 +82,19 @@ class IntraListDiversity(ListMean):
     }
     _catalog_argument = "item_features"
 
-    def __init__(
-        self,
-        top_k: Union[int, Sequence[int]],
-        item_features: torch.Tensor,
-        distance: DistanceFunction = "cosine",
-        output_transform: Callable = _identity,
-        device: Union[str, torch.device] = torch.device("cpu"),
-        skip_unrolling: bool = False,
-        *,
-        per_user: bool = False,
-        num_groups: Optional[int] = None,
-    ):
-        self.top_k = list(top_k)  # type: ignore[arg-type]  # checked and sorted: a list
-        self.item_features = item_features  # a float64 copy (ITEM_MATRIX)
-        self.distance = distance
-        features = item_features
+    entry = entry_of("intra_list_diversity")
+    item_features: torch.Tensor
+    distance: DistanceFunction
+
+    def _prepare(self) -> dict:
+        features = self.item_features  # a float64 copy (ITEM_MATRIX)
         self._binary = False
-        if distance == "cosine":
+        if self.distance == "cosine":
             norms = features.norm(dim=1, keepdim=True)
             features = torch.where(norms > 0, features / norms.clamp(min=1e-300), 0.0)
-        elif distance == "hamming":
+        elif self.distance == "hamming":
             self._binary = bool(((features == 0) | (features == 1)).all())
-        self._copies = DeviceCopies(features=features)
-        super().__init__(output_transform, device, skip_unrolling, per_user=per_user, num_groups=num_groups)
-
-    def _catalog_size(self) -> int:
-        return self.item_features.shape[0]
+        return {"features": features}
 
     def _pair_sums(self, features: torch.Tensor, listed: torch.Tensor, n: torch.Tensor) -> tuple:
         r"""(batch, len(top_k)) the sum of the distances over the pairs i < j of the first n listed
@@ -143,15 +128,12 @@ class IntraListDiversity(ListMean):
         expected = (features.shape[0], features.shape[1], features.shape[1])
         if not isinstance(distances, torch.Tensor):
             raise TypeError(f"distance must return a torch.Tensor of distances, got {type(distances).__name__}")
-        if tuple(distances.shape) != expected:
-            raise ValueError(
+        wrong_kind = distances.is_complex() or distances.dtype == torch.bool or distances.device != features.device
+        if wrong_kind or tuple(distances.shape) != expected:
+            raise (TypeError if wrong_kind else ValueError)(
                 f"distance must return the pairwise distances (batch, k, k) = {expected} of the features "
-                f"(batch, k, d) = {tuple(features.shape)}, got shape {tuple(distances.shape)}"
-            )
-        if distances.is_complex() or distances.dtype == torch.bool or distances.device != features.device:
-            raise TypeError(
-                f"distance must return real distances on {features.device}, got dtype {distances.dtype} on "
-                f"{distances.device}"
+                f"(batch, k, d) = {tuple(features.shape)}, as real numbers on {features.device}; got shape "
+                f"{tuple(distances.shape)}, dtype {distances.dtype} on {distances.device}"
             )
         return distances.detach().to(torch.float64)
 
@@ -203,31 +185,17 @@ class Serendipity(ListMean):
 
     _parameter_constraints = {"item_popularity": V.ITEM_VECTOR, "relevance_threshold": V.positive_real()}
 
-    def __init__(
-        self,
-        top_k: Union[int, Sequence[int]],
-        item_popularity: torch.Tensor,
-        relevance_threshold: float = 1.0,
-        output_transform: Callable = _identity,
-        device: Union[str, torch.device] = torch.device("cpu"),
-        skip_unrolling: bool = False,
-        *,
-        per_user: bool = False,
-        num_groups: Optional[int] = None,
-    ):
-        self.top_k = list(top_k)  # type: ignore[arg-type]  # checked and sorted: a list
-        self.item_popularity = item_popularity  # a float64 copy (ITEM_VECTOR)
-        self.relevance_threshold = relevance_threshold
-        num_items = item_popularity.numel()
-        seen = item_popularity > 0
-        distinct = torch.unique(item_popularity[seen])  # ascending
-        dense_rank = distinct.numel() - torch.searchsorted(distinct, item_popularity)  # 1 = the largest count
-        preference = (num_items + 1 - dense_rank.to(torch.float64)) / num_items
-        self._copies = DeviceCopies(preference=torch.where(seen, preference, 0.0))
-        super().__init__(output_transform, device, skip_unrolling, per_user=per_user, num_groups=num_groups)
+    entry = entry_of("serendipity")
+    item_popularity: torch.Tensor
+    relevance_threshold: float
 
-    def _catalog_size(self) -> int:
-        return self.item_popularity.numel()
+    def _prepare(self) -> dict:
+        popularity = self.item_popularity  # a float64 copy (ITEM_VECTOR)
+        seen = popularity > 0
+        distinct = torch.unique(popularity[seen])  # ascending
+        dense_rank = distinct.numel() - torch.searchsorted(distinct, popularity)  # 1 = the largest count
+        preference = (popularity.numel() + 1 - dense_rank.to(torch.float64)) / popularity.numel()
+        return {"preference": torch.where(seen, preference, 0.0)}
 
     def _list_values(self, batch: RankingInput, order: torch.Tensor) -> tuple:
         num_items = self._catalog_size()

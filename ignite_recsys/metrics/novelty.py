@@ -7,7 +7,7 @@ only.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Optional, Sequence, Union
+from typing import Any
 
 import torch
 
@@ -16,81 +16,45 @@ from .._core.adapters import RankingInput
 from ._lists import (
     NUM_USERS,
     RANK_WEIGHT,
-    DeviceCopies,
     ListMean,
     at_cutoffs,
     at_items,
-    rank_weight_values,
+    entry_of,
+    rank_weights,
     relevant_at,
+    self_information,
 )
-from ._state import _identity
-from .beyond_accuracy import ItemValueMean
 
 
-def _self_information(popularity: torch.Tensor, metric: str) -> torch.Tensor:
-    """-log2(c / sum c) per item; an item with count 0 gets the rarest seen item's value."""
-    seen = popularity > 0
-    if not bool(seen.any()):
-        raise ValueError(f"item_popularity must hold at least one positive count for {metric}")
-    rarest = popularity[seen].min()
-    return -torch.log2(torch.where(seen, popularity, rarest) / popularity.sum())
+# Elliot's EPC / EFD: the rank-discounted sum of the novelty of the relevant listed items, divided
+# by the discounts of the list's positions
+_EXPECTED_NOVELTY = {
+    "item_popularity": V.ITEM_VECTOR,
+    "relevance_threshold": V.positive_real(),
+    "rank_weight": RANK_WEIGHT,
+    "ignore_zero_hits": V.BOOLEAN,
+}
 
 
-class _ExpectedNovelty(ListMean):
-    """Elliot's EPC / EFD: the rank-discounted sum of the novelty of the relevant listed items,
-    divided by the discounts of the list's positions."""
-
-    _parameter_constraints = {
-        "item_popularity": V.ITEM_VECTOR,
-        "relevance_threshold": V.positive_real(),
-        "rank_weight": RANK_WEIGHT,
-        "ignore_zero_hits": V.BOOLEAN,
-    }
-
-    def __init__(
-        self,
-        top_k: Union[int, Sequence[int]],
-        item_popularity: torch.Tensor,
-        relevance_threshold: float = 1.0,
-        rank_weight: Any = "log2",
-        ignore_zero_hits: bool = True,
-        output_transform: Callable = _identity,
-        device: Union[str, torch.device] = torch.device("cpu"),
-        skip_unrolling: bool = False,
-        *,
-        per_user: bool = False,
-        num_groups: Optional[int] = None,
-    ):
-        self.top_k = list(top_k)  # type: ignore[arg-type]  # checked and sorted: a list
-        self.item_popularity = item_popularity  # a float64 copy (ITEM_VECTOR)
-        self.relevance_threshold = relevance_threshold
-        self.rank_weight = rank_weight
-        self.ignore_zero_hits = ignore_zero_hits
-        weights = rank_weight_values("rank_weight", rank_weight, self.top_k[-1])
-        if weights is None:
-            weights = torch.ones(self.top_k[-1], dtype=torch.float64)
-        self._copies = DeviceCopies(novelty=self._novelty(item_popularity), weights=weights)
-        super().__init__(output_transform, device, skip_unrolling, per_user=per_user, num_groups=num_groups)
-
-    def _novelty(self, popularity: torch.Tensor) -> torch.Tensor:
-        raise NotImplementedError
-
-    def _catalog_size(self) -> int:
-        return self.item_popularity.numel()
-
-    def _list_values(self, batch: RankingInput, order: torch.Tensor) -> tuple:
-        listed = order >= 0
-        relevant, has_relevant, checks = relevant_at(batch, order, self.relevance_threshold)
-        novelty = at_items(self._copies.get("novelty", order.device), order)
-        weights = self._copies.get("weights", order.device)[: order.shape[1]]
-        found = at_cutoffs(weights * relevant * novelty, self.top_k)
-        possible = at_cutoffs(weights * listed, self.top_k)
-        values = torch.where(possible > 0, found / possible.clamp(min=1e-300), 0.0)
-        counted = has_relevant if self.ignore_zero_hits else torch.ones_like(has_relevant)
-        return values, counted.to(torch.float64), checks
+def expected_novelty(metric: Any, novelty: torch.Tensor) -> dict:
+    """The tensors EPC / EFD look up: the novelty of each item and the weight of each rank."""
+    return {"novelty": novelty, "weights": rank_weights(metric.rank_weight, metric.top_k[-1])}
 
 
-class EPC(_ExpectedNovelty):
+def expected_novelty_values(metric: Any, batch: RankingInput, order: torch.Tensor) -> tuple:
+    """EPC / EFD's ``_list_values``: sum_i w(i) rel_i novelty_i / sum_i w(i) over the listed positions."""
+    listed = order >= 0
+    relevant, has_relevant, checks = relevant_at(batch, order, metric.relevance_threshold)
+    novelty = at_items(metric._copies.get("novelty", order.device), order)
+    weights = metric._copies.get("weights", order.device)[: order.shape[1]]
+    found = at_cutoffs(weights * relevant * novelty, metric.top_k)
+    possible = at_cutoffs(weights * listed, metric.top_k)
+    values = torch.where(possible > 0, found / possible.clamp(min=1e-300), 0.0)
+    counted = has_relevant if metric.ignore_zero_hits else torch.ones_like(has_relevant)
+    return values, counted.to(torch.float64), checks
+
+
+class EPC(ListMean):
     r"""Expected popularity complement (Vargas & Castells, "Rank and Relevance in Novelty and
     Diversity Metrics for Recommender Systems", RecSys 2011), as Elliot computes it
     (``elliot/evaluation/metrics/novelty/EPC``), averaged over users:
@@ -121,42 +85,19 @@ class EPC(_ExpectedNovelty):
     [0.2901]
     """
 
-    _parameter_constraints = {"num_users": NUM_USERS}
+    entry = entry_of("epc")
+    _parameter_constraints = {**_EXPECTED_NOVELTY, "num_users": NUM_USERS}
+    item_popularity: torch.Tensor
+    num_users: int
 
-    def __init__(
-        self,
-        top_k: Union[int, Sequence[int]],
-        item_popularity: torch.Tensor,
-        num_users: int,
-        relevance_threshold: float = 1.0,
-        rank_weight: Any = "log2",
-        ignore_zero_hits: bool = True,
-        output_transform: Callable = _identity,
-        device: Union[str, torch.device] = torch.device("cpu"),
-        skip_unrolling: bool = False,
-        *,
-        per_user: bool = False,
-        num_groups: Optional[int] = None,
-    ):
-        self.num_users = num_users
-        super().__init__(
-            top_k,
-            item_popularity,
-            relevance_threshold,
-            rank_weight,
-            ignore_zero_hits,
-            output_transform,
-            device,
-            skip_unrolling,
-            per_user=per_user,
-            num_groups=num_groups,
-        )
+    def _prepare(self) -> dict:
+        return expected_novelty(self, 1.0 - self.item_popularity / self.num_users)
 
-    def _novelty(self, popularity: torch.Tensor) -> torch.Tensor:
-        return 1.0 - popularity / self.num_users
+    def _list_values(self, batch: RankingInput, order: torch.Tensor) -> tuple:
+        return expected_novelty_values(self, batch, order)
 
 
-class EFD(_ExpectedNovelty):
+class EFD(ListMean):
     r"""Expected free discovery (Vargas & Castells, RecSys 2011), as Elliot computes it
     (``elliot/evaluation/metrics/novelty/EFD``), averaged over users: :class:`EPC` with the
     novelty :math:`-\log_2(\phi(j) / \sum_l \phi(l))` (self-information) in place of
@@ -177,11 +118,18 @@ class EFD(_ExpectedNovelty):
     [0.7737]
     """
 
-    def _novelty(self, popularity: torch.Tensor) -> torch.Tensor:
-        return _self_information(popularity, "EFD")
+    entry = entry_of("efd")
+    _parameter_constraints = _EXPECTED_NOVELTY
+    item_popularity: torch.Tensor
+
+    def _prepare(self) -> dict:
+        return expected_novelty(self, self_information(self.item_popularity, "EFD"))
+
+    def _list_values(self, batch: RankingInput, order: torch.Tensor) -> tuple:
+        return expected_novelty_values(self, batch, order)
 
 
-class MeanInvUserFreq(ItemValueMean):
+class MeanInvUserFreq(ListMean):
     r"""Mean inverse user frequency of the recommended items, RecTools ``MeanInvUserFreq``,
     averaged over users:
 
@@ -209,24 +157,9 @@ class MeanInvUserFreq(ItemValueMean):
     [1.5]
     """
 
-    _parameter_constraints = {"num_users": NUM_USERS}
-
-    def __init__(
-        self,
-        top_k: Union[int, Sequence[int]],
-        item_popularity: torch.Tensor,
-        num_users: int,
-        output_transform: Callable = _identity,
-        device: Union[str, torch.device] = torch.device("cpu"),
-        skip_unrolling: bool = False,
-        *,
-        per_user: bool = False,
-        num_groups: Optional[int] = None,
-    ):
-        self.num_users = num_users
-        super().__init__(
-            top_k, item_popularity, output_transform, device, skip_unrolling, per_user=per_user, num_groups=num_groups
-        )
+    entry = entry_of("mean_inv_user_freq")
+    _parameter_constraints = {"item_popularity": V.ITEM_VECTOR, "num_users": NUM_USERS}
+    num_users: int
 
     def _values_of_items(self, popularity: torch.Tensor) -> torch.Tensor:
         return torch.log2(self.num_users / popularity.clamp(min=1.0))

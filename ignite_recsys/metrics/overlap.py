@@ -12,7 +12,7 @@ as :class:`~ignite_recsys.Paired` takes it. :class:`~ignite_recsys.UserGroups` a
 
 from __future__ import annotations
 
-from typing import Any, Callable, Optional, Sequence, Union
+from typing import Any, Optional
 
 import torch
 
@@ -20,10 +20,17 @@ from .. import _validation as V
 from .._core.tuning import device_constant
 from ..inputs import ItemIds, RankedItems, UserGroups, UserIds
 from ._engine import CutoffResults
-from ._lists import at_cutoffs, list_lengths
-from ._state import _identity
+from ._lists import (
+    DeviceCopies,
+    at_cutoffs,
+    configure,
+    declare_constructor,
+    entry_of,
+    list_lengths,
+    parse_lists,
+    top_items,
+)
 from ._users import UserMean, UserRows
-from .beyond_accuracy import _parse_lists, _top_items
 
 _ABSENT = 1 << 40  # the position of an item absent from the other list: past every cut-off
 
@@ -53,6 +60,18 @@ class _TwoLists(CutoffResults, UserMean):
     _counted = "user"
     _parameter_constraints = {"top_k": V.TOP_K, "num_items": V.positive_int(optional=True)}
     num_items: Optional[int] = None
+    top_k: list
+    _copies: DeviceCopies
+
+    def _prepare(self) -> dict:
+        """What the constructor derives from the arguments (the tensors to copy to the inputs' device)."""
+        return {}
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        declare_constructor(cls, super(), kwargs)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(**configure(self))
 
     def _num_values(self) -> int:
         return len(self.top_k)
@@ -90,7 +109,7 @@ class _TwoLists(CutoffResults, UserMean):
             if model == "a":
                 inputs += tuple(tags)
             try:
-                batches.append(_parse_lists(inputs, self.num_items, name, user_tags=model == "a"))
+                batches.append(parse_lists(inputs, self.num_items, name, user_tags=model == "a"))
             except (TypeError, ValueError) as error:
                 raise type(error)(f"{name}, model {model} (y_pred_{model}): {error}") from None
         a, b = batches
@@ -111,8 +130,8 @@ class _TwoLists(CutoffResults, UserMean):
 
     def _user_rows(self, inputs: tuple) -> UserRows:
         a, b = inputs
-        order_a, invalid_a = _top_items(a, self.top_k)
-        order_b, invalid_b = _top_items(b, self._reference_cutoffs())
+        order_a, invalid_a = top_items(a, self.top_k)
+        order_b, invalid_b = top_items(b, self._reference_cutoffs())
         invalid = {f"y_pred_a: {message}": flag for message, flag in invalid_a.items()}
         invalid.update({f"y_pred_b: {message}": flag for message, flag in invalid_b.items()})
         values, weight = self._compare(order_a, positions_in(order_a, order_b))
@@ -159,44 +178,25 @@ class RankBiasedOverlap(_TwoLists):
         "normalize": V.Options(("lenskit", "webber")),
     }
 
-    def __init__(
-        self,
-        top_k: Union[int, Sequence[int]],
-        patience: float = 0.85,
-        normalize: str = "lenskit",
-        num_items: Optional[int] = None,
-        output_transform: Callable = _identity,
-        device: Union[str, torch.device] = torch.device("cpu"),
-        skip_unrolling: bool = False,
-        *,
-        per_user: bool = False,
-        num_groups: Optional[int] = None,
-    ):
-        self.top_k = list(top_k)  # type: ignore[arg-type]  # checked and sorted: a list
-        self.patience = patience
-        self.normalize = normalize
-        self.num_items = num_items
+    entry = entry_of("rank_biased_overlap")
+    patience: float
+    normalize: str
+
+    def _prepare(self) -> dict:
         depths = torch.arange(1, self.top_k[-1] + 1, dtype=torch.float64)
-        self._depth_weights = patience ** (depths - 1) / depths  # w_d / d
-        series = (patience ** (depths - 1)).cumsum(0)
-        self._scale = 1 / series if normalize == "lenskit" else torch.full_like(series, 1 - patience)
-        self._by_device: dict = {}
-        super().__init__(output_transform, device, skip_unrolling, per_user=per_user, num_groups=num_groups)
+        series = (self.patience ** (depths - 1)).cumsum(0)
+        scale = 1 / series if self.normalize == "lenskit" else torch.full_like(series, 1 - self.patience)
+        # w_d / d at each depth d, and the scale at each cut-off
+        return {"depth_weights": self.patience ** (depths - 1) / depths, "scale": scale[[k - 1 for k in self.top_k]]}
 
-    def _constants(self, device: torch.device) -> tuple:
-        if device not in self._by_device:
-            scale = self._scale[torch.tensor([k - 1 for k in self.top_k])]
-            self._by_device[device] = (self._depth_weights.to(device), scale.to(device))
-        return self._by_device[device]
-
-    def _compare(self, order, in_other):
+    def _compare(self, order: torch.Tensor, in_other: torch.Tensor) -> tuple:
         depth = self.top_k[-1]
         positions = torch.arange(order.shape[1], device=order.device)
         # an item of a at position i and of b at position j is in both prefixes of depth d > max(i, j)
         joins = torch.maximum(positions, in_other).clamp(max=depth)
         overlap = torch.zeros(order.shape[0], depth + 1, dtype=torch.float64, device=order.device)
         overlap.scatter_add_(1, joins, torch.ones(joins.shape, dtype=torch.float64, device=order.device))
-        depth_weights, scale = self._constants(order.device)
+        depth_weights, scale = (self._copies.get(name, order.device) for name in ("depth_weights", "scale"))
         agreement = overlap[:, :depth].cumsum(1) * depth_weights  # w_d |a_{1:d} ∩ b_{1:d}| / d
         values = at_cutoffs(agreement, self.top_k) * scale
         return values, torch.ones(order.shape[0], dtype=torch.float64, device=order.device)
@@ -231,27 +231,13 @@ class Intersection(_TwoLists):
 
     _parameter_constraints = {"ref_k": V.positive_int(optional=True)}
 
-    def __init__(
-        self,
-        top_k: Union[int, Sequence[int]],
-        ref_k: Optional[int] = None,
-        num_items: Optional[int] = None,
-        output_transform: Callable = _identity,
-        device: Union[str, torch.device] = torch.device("cpu"),
-        skip_unrolling: bool = False,
-        *,
-        per_user: bool = False,
-        num_groups: Optional[int] = None,
-    ):
-        self.top_k = list(top_k)  # type: ignore[arg-type]  # checked and sorted: a list
-        self.ref_k = ref_k
-        self.num_items = num_items
-        super().__init__(output_transform, device, skip_unrolling, per_user=per_user, num_groups=num_groups)
+    entry = entry_of("intersection")
+    ref_k: Optional[int]
 
     def _reference_cutoffs(self) -> list:
         return self.top_k if self.ref_k is None else [self.ref_k]
 
-    def _compare(self, order, in_other):
+    def _compare(self, order: torch.Tensor, in_other: torch.Tensor) -> tuple:
         listed = order >= 0
         if self.ref_k is None:  # in both top k: positions i < k in a and j < k in b
             positions = torch.arange(order.shape[1], device=order.device)

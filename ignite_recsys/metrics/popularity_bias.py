@@ -9,7 +9,7 @@ and :class:`ItemGroupExposure` (one rank-weighted exposure per catalog item, as
 
 from __future__ import annotations
 
-from typing import Any, Callable, Optional, Sequence, Union
+from typing import Any, Optional
 
 import torch
 from ignite.exceptions import NotComputableError
@@ -19,17 +19,22 @@ from .._core.adapters import RankingInput
 from ._engine import CutoffResults
 from ._lists import (
     RANK_WEIGHT,
-    DeviceCopies,
+    ListMean,
     at_cutoffs,
+    DeviceCopies,
     at_items,
+    configure,
+    declare_constructor,
+    entry_of,
     history_sums,
+    parse_catalog_lists,
     rank_weight_values,
     relevant_at,
     relevant_counts,
+    top_items,
 )
-from ._state import BatchTotals, StatefulMetric, _identity
-from ._users import UserRows
-from .beyond_accuracy import CatalogCounts, ItemValueMean, _parse_lists, _top_items
+from ._state import BatchTotals, StatefulMetric
+from .beyond_accuracy import CatalogCounts, gini_sums
 
 _NOT_ACCEPTED = object()
 POP_RATIO = V.Interval(float, 0, 1, low_included=False)
@@ -49,7 +54,7 @@ def elliot_short_head(popularity: torch.Tensor, pop_ratio: float) -> torch.Tenso
     return head
 
 
-class APLT(ItemValueMean):
+class APLT(ListMean):
     r"""Average percentage of long-tail items (Abdollahpouri, Burke & Mobasher, "Controlling
     Popularity Bias in Learning-to-Rank Recommendation", RecSys 2017; Elliot ``APLT``), averaged
     over users:
@@ -76,24 +81,9 @@ class APLT(ItemValueMean):
     [0.75]
     """
 
-    _parameter_constraints = {"pop_ratio": POP_RATIO}
-
-    def __init__(
-        self,
-        top_k: Union[int, Sequence[int]],
-        item_popularity: torch.Tensor,
-        pop_ratio: float = 0.8,
-        output_transform: Callable = _identity,
-        device: Union[str, torch.device] = torch.device("cpu"),
-        skip_unrolling: bool = False,
-        *,
-        per_user: bool = False,
-        num_groups: Optional[int] = None,
-    ):
-        self.pop_ratio = pop_ratio
-        super().__init__(
-            top_k, item_popularity, output_transform, device, skip_unrolling, per_user=per_user, num_groups=num_groups
-        )
+    entry = entry_of("aplt")
+    _parameter_constraints = {"item_popularity": V.ITEM_VECTOR, "pop_ratio": POP_RATIO}
+    pop_ratio: float
 
     def _values_of_items(self, popularity: torch.Tensor) -> torch.Tensor:
         return (~elliot_short_head(popularity, self.pop_ratio)).to(torch.float64)
@@ -104,7 +94,7 @@ class APLT(ItemValueMean):
         return torch.nonzero(self._item_values).flatten()
 
 
-class ACLT(APLT):
+class ACLT(ListMean):
     r"""Average coverage of long-tail items (Abdollahpouri, Burke & Mobasher, "Managing Popularity
     Bias in Recommender Systems with Personalized Re-ranking", FLAIRS 2019; Elliot ``ACLT``): the
     number of long-tail items in each user's top k, averaged over users.
@@ -122,15 +112,19 @@ class ACLT(APLT):
     [0.5, 1.5]
     """
 
-    def _user_rows(self, batch: RankingInput) -> UserRows:
-        order, invalid = _top_items(batch, self.top_k)
-        listed = (order >= 0).to(torch.float64)
-        item_values = self._values_on(order.device)
-        in_tail = item_values[order.clamp(min=0, max=item_values.numel() - 1)] * listed
-        return UserRows(at_cutoffs(in_tail, self.top_k), listed[:, 0], invalid, groups=batch.groups, users=batch.users)
+    entry = entry_of("aclt")
+    _parameter_constraints = APLT._parameter_constraints
+    pop_ratio: float
+    _values_of_items = APLT._values_of_items
+    tail_items = APLT.tail_items
+
+    def _list_values(self, batch: RankingInput, order: torch.Tensor) -> tuple:
+        listed = order >= 0
+        in_tail = at_items(self._copies.get("item_values", order.device), order) * listed
+        return at_cutoffs(in_tail, self.top_k), listed[:, 0].to(torch.float64), {}
 
 
-class MeanPopRank(ItemValueMean):
+class MeanPopRank(ListMean):
     r"""Mean popularity rank of the recommended items (obscurity), LensKit ``MeanPopRank``
     (after Ekstrand & Mahant's obscurity and Vargas & Castells' popularity-based novelty),
     averaged over users:
@@ -156,6 +150,9 @@ class MeanPopRank(ItemValueMean):
     [0.75]
     """
 
+    entry = entry_of("mean_pop_rank")
+    _parameter_constraints = {"item_popularity": V.ITEM_VECTOR}
+
     def _values_of_items(self, popularity: torch.Tensor) -> torch.Tensor:
         seen = popularity > 0
         ascending = popularity[seen].sort().values
@@ -173,35 +170,29 @@ class _PopularityParity(CutoffResults, StatefulMetric):
     optional_output_keys = ("exclude",)
     _parameter_constraints = {"top_k": V.TOP_K, "item_popularity": V.ITEM_VECTOR, "pop_ratio": POP_RATIO}
 
-    def __init__(
-        self,
-        top_k: Union[int, Sequence[int]],
-        item_popularity: torch.Tensor,
-        pop_ratio: float = 0.8,
-        output_transform: Callable = _identity,
-        device: Union[str, torch.device] = torch.device("cpu"),
-        skip_unrolling: bool = False,
-    ):
-        self.top_k = list(top_k)  # type: ignore[arg-type]  # checked and sorted: a list
-        self.item_popularity = item_popularity
-        self.pop_ratio = pop_ratio
-        head = elliot_short_head(item_popularity, pop_ratio)
-        self._copies = DeviceCopies(groups=torch.stack([head, ~head], 1).to(torch.float64))
+    item_popularity: torch.Tensor
+    pop_ratio: float
+    top_k: list
+    _copies: DeviceCopies
+
+    def _prepare(self) -> dict:
+        """The state (per cut-off and group, and per group) and the groups of the catalog's items."""
         self.add_state("_hits", (len(self.top_k), 2))
         self.add_state("_available", (2,))
-        super().__init__(output_transform, device, skip_unrolling)
+        head = elliot_short_head(self.item_popularity, self.pop_ratio)
+        return {"groups": torch.stack([head, ~head], 1).to(torch.float64)}
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        declare_constructor(cls, super(), kwargs)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(**configure(self))
 
     def _parse(self, output: Any) -> RankingInput:
-        num_items = self.item_popularity.numel()
-        batch = _parse_lists(output, num_items, type(self).__name__)
-        if batch.num_items != num_items:
-            raise ValueError(
-                f"y_pred must have one column per item of item_popularity ({num_items}), got {batch.num_items}"
-            )
-        return batch
+        return parse_catalog_lists(output, self.item_popularity.numel(), type(self).__name__, "item_popularity", False)
 
     def _batch_totals(self, batch: RankingInput) -> BatchTotals:
-        order, invalid = _top_items(batch, self.top_k)
+        order, invalid = top_items(batch, self.top_k)
         groups = self._copies.get("groups", order.device)
         counted, available, checks = self._counted_slots(batch, order, groups)
         per_position = (at_items(groups, order) * counted.unsqueeze(2)).sum(0, keepdim=True)  # (1, depth, 2)
@@ -245,9 +236,10 @@ class PopRSP(_PopularityParity):
     [0.2]
     """
 
+    entry = entry_of("pop_rsp")
     _counted = "user"
 
-    def _counted_slots(self, batch, order, groups):
+    def _counted_slots(self, batch: RankingInput, order: torch.Tensor, groups: torch.Tensor) -> tuple:
         history, _ = history_sums(batch, groups)
         available = batch.num_users * groups.sum(0) - history.sum(0)
         return (order >= 0).to(torch.float64), available, {}
@@ -275,23 +267,12 @@ class PopREO(_PopularityParity):
     [0.3333]
     """
 
+    entry = entry_of("pop_reo")
     _counted = "relevant item"
     _parameter_constraints = {"relevance_threshold": V.positive_real()}
+    relevance_threshold: float
 
-    def __init__(
-        self,
-        top_k: Union[int, Sequence[int]],
-        item_popularity: torch.Tensor,
-        pop_ratio: float = 0.8,
-        relevance_threshold: float = 1.0,
-        output_transform: Callable = _identity,
-        device: Union[str, torch.device] = torch.device("cpu"),
-        skip_unrolling: bool = False,
-    ):
-        self.relevance_threshold = relevance_threshold
-        super().__init__(top_k, item_popularity, pop_ratio, output_transform, device, skip_unrolling)
-
-    def _counted_slots(self, batch, order, groups):
+    def _counted_slots(self, batch: RankingInput, order: torch.Tensor, groups: torch.Tensor) -> tuple:
         relevant, _, checks = relevant_at(batch, order, self.relevance_threshold)
         return relevant, relevant_counts(batch, self.relevance_threshold, groups).sum(0), checks
 
@@ -323,30 +304,15 @@ class ExposureGini(CatalogCounts):
     [0.555]
     """
 
+    entry = entry_of("exposure_gini")
     _parameter_constraints = {"rank_weight": RANK_WEIGHT}
 
-    def __init__(
-        self,
-        top_k: Union[int, Sequence[int]],
-        num_items: Optional[int] = None,
-        rank_weight: Any = ("geometric", 0.85),
-        output_transform: Callable = _identity,
-        device: Union[str, torch.device] = torch.device("cpu"),
-        skip_unrolling: bool = False,
-    ):
-        self.rank_weight = rank_weight
-        weights = rank_weight_values("rank_weight", rank_weight, max(top_k))  # type: ignore[arg-type]
-        self._weights = DeviceCopies(weights=weights)
-        super().__init__(top_k, num_items, "recbole", output_transform, device, skip_unrolling)
-
-    def _position_weights(self, depth: int, device: torch.device) -> Optional[torch.Tensor]:
-        return None if self.rank_weight is None else self._weights.get("weights", device)[:depth]
+    def _prepare(self) -> dict:
+        return {"weights": rank_weight_values("rank_weight", self.rank_weight, self.top_k[-1])}
 
     def _from_counts(self, counts: torch.Tensor) -> torch.Tensor:
-        n = counts.shape[1]
-        ascending = counts.sort(1).values
-        weights = 2 * torch.arange(1, n + 1, dtype=torch.float64, device=counts.device) - n - 1
-        return ((weights * ascending).sum(1) / (n * ascending.sum(1))).clamp(min=0.0)
+        weighted, total = gini_sums(counts)
+        return (weighted / (counts.shape[1] * total)).clamp(min=0.0)
 
 
 def _check_item_groups(name: str, value: Any) -> torch.Tensor:
@@ -424,28 +390,19 @@ class ItemGroupExposure(CatalogCounts):
         "rank_weight": RANK_WEIGHT,
     }
 
-    def __init__(
-        self,
-        top_k: Union[int, Sequence[int]],
-        item_groups: torch.Tensor,
-        num_item_groups: Optional[int] = None,
-        rank_weight: Any = None,
-        output_transform: Callable = _identity,
-        device: Union[str, torch.device] = torch.device("cpu"),
-        skip_unrolling: bool = False,
-    ):
-        self.item_groups = item_groups  # an int64 copy
-        self.num_item_groups = num_item_groups if num_item_groups is not None else int(item_groups.max()) + 1
-        self.rank_weight = rank_weight
-        weights = rank_weight_values("rank_weight", rank_weight, max(top_k))  # type: ignore[arg-type]
-        self._weights = DeviceCopies(weights=weights, groups=item_groups)
-        super().__init__(top_k, item_groups.numel(), "recbole", output_transform, device, skip_unrolling)
+    entry = entry_of("item_group_exposure")
+    item_groups: torch.Tensor
+    num_item_groups: int
 
-    def _position_weights(self, depth: int, device: torch.device) -> Optional[torch.Tensor]:
-        return None if self.rank_weight is None else self._weights.get("weights", device)[:depth]
+    def _prepare(self) -> dict:
+        self.num_items = self.item_groups.numel()
+        if self.num_item_groups is None:
+            self.num_item_groups = int(self.item_groups.max()) + 1
+        weights = rank_weight_values("rank_weight", self.rank_weight, self.top_k[-1])
+        return {"weights": weights, "groups": self.item_groups}
 
     def _from_counts(self, counts: torch.Tensor) -> torch.Tensor:
-        groups = self._weights.get("groups", counts.device)
+        groups = self._copies.get("groups", counts.device)
         per_group = torch.zeros(counts.shape[0], self.num_item_groups, dtype=torch.float64, device=counts.device)
         per_group.index_add_(1, groups, counts)
         return per_group / counts.sum(1, keepdim=True)

@@ -1,6 +1,7 @@
 """ignite_recsys' metric classes against LensKit 2025.8 itself: RankBiasedOverlap (per user, against
-``rank_biased_overlap``), MeanPopRank (per user), ExposureGini with LensKit's default geometric and
-its logarithmic weights, and ListGini against GiniIndex (global). LensKit sums exposure in float32
+``rank_biased_overlap``), MeanPopRank (per user), RankBiasedEntropy (per user, against
+``rank_biased_entropy`` and ``entropy``), ExposureGini with LensKit's default geometric and its logarithmic
+weights, and ListGini against GiniIndex (global). LensKit sums exposure in float32
 (tolerance 1e-6 there).
 
 Runs in the LensKit venv with pytorch-ignite added (see README.md)."""
@@ -26,6 +27,7 @@ import library_inputs as lib
 import torch
 from lenskit.data import ItemList, from_interactions_df
 from lenskit.metrics import ExposureGini, GeometricRankWeight, ListGini, LogRankWeight, MeanPopRank
+from lenskit.metrics.ranking import entropy, rank_biased_entropy
 from lenskit.metrics.reranking import rank_biased_overlap
 
 R = lib.R
@@ -81,3 +83,28 @@ def test_exposure_gini_and_list_gini(weight):
         }[weight]
         got = metric.global_aggregate([metric.compute_list_data(_recs(u["ranked"]), None) for u in USERS])
         agree(f"ignite_recsys {type(ours).__name__}({weight}) vs lenskit", ours.compute()[j], got, 1e-6)
+
+
+@pytest.mark.parametrize("weight", ["geometric", "geometric_0.5", "none"])
+def test_rank_biased_entropy(weight):
+    """LensKit takes the category rows of the listed items (0/1 membership here) and adds 1e-6 to
+    every category: our defaults."""
+    _, _, categories = peer_cases.make_features()
+    matrix = np.zeros((N, 5))
+    for item, ids in enumerate(categories):
+        matrix[item, ids] = 1.0
+    options = {"geometric": {}, "geometric_0.5": {"rank_weight": ("geometric", 0.5)}, "none": {"rank_weight": None}}
+    metric = R.RankBiasedEntropy(CUTOFFS, categories, per_user=True, **options[weight])
+    ours = lib.per_user(metric, (LISTS, LABELS))
+    for j, k in enumerate(CUTOFFS):
+        for n, u in enumerate(USERS):
+            rows = matrix[np.asarray(u["ranked"], dtype=np.int64)]
+            if weight == "none":
+                got = entropy(_recs(u["ranked"]), rows, n=k)
+            else:
+                p = 0.5 if weight == "geometric_0.5" else 0.85
+                got = rank_biased_entropy(_recs(u["ranked"]), rows, weight=GeometricRankWeight(p), n=k)
+            if not u["ranked"]:
+                assert np.isnan(ours[n, j]) and np.isnan(got)
+                continue
+            agree(f"ignite_recsys RankBiasedEntropy({weight}) vs lenskit", ours[n, j], got)
