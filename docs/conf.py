@@ -248,9 +248,7 @@ def _write_list_registry_page(app):
     for entry in LIST_ENTRIES:
         reads = ", ".join(f"`{need}`" for need in entry.needs if need in LIST_NEEDS) or "the lists only"
         name = f"`{entry.class_name}`" + (f" (`functional.{entry.name}`)" if entry.per_user else "")
-        lines.append(
-            f"| {name} | {entry.summary} | {entry.kind} | {reads} | {entry.source} | {entry.reproduces} |"
-        )
+        lines.append(f"| {name} | {entry.summary} | {entry.kind} | {reads} | {entry.source} | {entry.reproduces} |")
     _write_if_changed(ROOT / "api" / "list_metrics_table.inc", "\n".join(lines) + "\n")
 
 
