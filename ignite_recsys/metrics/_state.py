@@ -166,6 +166,11 @@ class StatefulMetric(Metric):
         self.__dict__["_arguments"] = arguments
         return arguments
 
+    def _keep_arguments(self, arguments: Mapping, *names: str) -> None:
+        """Each of ``names`` of the checked ``arguments`` as an attribute of the same name."""
+        for name in names:
+            setattr(self, name, arguments[name])
+
     # Declared state ----------------------------------------------------------------------------
     def add_state(
         self,
