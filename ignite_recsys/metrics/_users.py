@@ -15,7 +15,7 @@ same sums per user group.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional, Union
+from typing import Any, Callable, Optional
 
 import ignite.distributed as idist
 import torch
@@ -24,7 +24,7 @@ from ignite.exceptions import NotComputableError
 from .. import _validation as V
 from .._tdist import t_intervals
 from ..inputs import UserGroups, UserIds
-from ._state import BatchTotals, StatefulMetric, _identity
+from ._state import BatchTotals, StatefulMetric
 
 
 @dataclass
@@ -71,15 +71,9 @@ class UserMean(StatefulMetric):
     _per_user_rows: list
     _per_user_ids: list
 
-    def __init__(
-        self,
-        output_transform: Callable = _identity,
-        device: Union[str, torch.device] = torch.device("cpu"),
-        skip_unrolling: bool = False,
-        *,
-        per_user: bool = False,
-        num_groups: Optional[int] = None,
-    ):
+    def __init__(self, output_transform: Callable, device: Any, skip_unrolling: bool, *, per_user: bool, num_groups):
+        """Called by a subclass's constructor with its checked arguments (ignite's three, then
+        ``per_user`` and ``num_groups``)."""
         self.keeps_per_user = per_user
         self.num_groups = num_groups
         self._add_mean_states()

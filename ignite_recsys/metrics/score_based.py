@@ -312,8 +312,13 @@ class LogLoss(PointwiseMean):
 
     >>> import torch
     >>> from ignite_recsys import LogLoss
+    >>> probabilities, targets = torch.tensor([0.9, 0.2, 0.6]), torch.tensor([1, 0, 0])
     >>> metric = LogLoss()
-    >>> metric.update((torch.tensor([0.9, 0.2, 0.6]), torch.tensor([1, 0, 0])))
+    >>> metric.update((probabilities, targets))
+    >>> round(metric.compute(), 4)
+    0.4149
+    >>> metric = LogLoss(from_logits=True)
+    >>> metric.update((torch.logit(probabilities), targets))
     >>> round(metric.compute(), 4)
     0.4149
     """
