@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import inspect
 import types
 import warnings
 from collections.abc import Mapping, Sequence
@@ -161,8 +162,14 @@ class StatefulMetric(Metric):
         """The constructor's arguments (``given``: its ``locals()`` at its top) checked against the
         declared constraints and normalised, by name in signature order; kept as ``_arguments``,
         the configuration a state is saved under."""
-        init = type(self).__init__
-        arguments = V.validate(V.declared_constraints(type(self)), V.bind_arguments(type(self), init, given))
+        # the most derived class whose constructor is the one that called (a subclass's constructor
+        # may forward to it): its signature is the one the arguments are bound to
+        code = getattr(getattr(inspect.currentframe(), "f_back", None), "f_code", None)
+        owner = next(
+            (klass for klass in type(self).__mro__ if getattr(klass.__init__, "__code__", None) is code), type(self)
+        )
+        init = owner.__init__
+        arguments = V.validate(V.declared_constraints(type(self)), V.bind_arguments(owner, init, given))
         self.__dict__["_arguments"] = arguments
         return arguments
 
