@@ -42,6 +42,11 @@ def _identity(output: Any) -> Any:
     return output
 
 
+def _constructor(klass: type) -> Any:
+    """The constructor ``klass`` runs (its own or inherited)."""
+    return next(vars(base)["__init__"] for base in klass.__mro__ if "__init__" in vars(base))
+
+
 def values_checked_on_host(device: torch.device) -> bool:
     """Whether the value checks of inputs on ``device`` are read at once (CPU: ``update`` raises)
     or deferred to ``compute`` (every other device: no synchronisation in ``update``)."""
@@ -166,9 +171,10 @@ class StatefulMetric(Metric):
         # may forward to it): its signature is the one the arguments are bound to
         code = getattr(getattr(inspect.currentframe(), "f_back", None), "f_code", None)
         owner = next(
-            (klass for klass in type(self).__mro__ if getattr(klass.__init__, "__code__", None) is code), type(self)
+            (klass for klass in type(self).__mro__ if getattr(_constructor(klass), "__code__", None) is code),
+            type(self),
         )
-        init = owner.__init__
+        init = _constructor(owner)
         arguments = V.validate(V.declared_constraints(type(self)), V.bind_arguments(owner, init, given))
         self.__dict__["_arguments"] = arguments
         return arguments
