@@ -2,9 +2,10 @@
 
 Each metric class names its arguments' constraints in ``_parameter_constraints`` (argument name ->
 :class:`Constraint`, merged along the class hierarchy, as scikit-learn's
-``_parameter_constraints``); :func:`validated_init` checks every declared argument once, before
-the constructor body runs, and hands the normalised values on (``top_k`` sorted, an item vector
-copied to float64, ...). A constraint writes its own message, which names the argument and says
+``_parameter_constraints``); a constructor checks every declared argument once, at its top, with
+``self._validate_params(locals())`` (:func:`bind_arguments`, then :func:`validate`), and builds
+the metric from the normalised values it returns (``top_k`` sorted, an item vector copied to
+float64, ...). A constraint writes its own message, which names the argument and says
 what was expected, and offers :meth:`Constraint.invalid_values` that the tests feed to every
 argument of every class (as scikit-learn's ``generate_invalid_param_val``).
 
@@ -332,31 +333,55 @@ def declared_constraints(cls: type) -> dict:
     return merged
 
 
+def validate(constraints: Mapping, arguments: Mapping) -> dict:
+    """``arguments`` (name -> value, in signature order) with each one that ``constraints``
+    declares checked and normalised (``top_k`` sorted, ...); a constraint sees the arguments
+    before it already checked."""
+    checked = dict(arguments)
+    for name in checked:
+        if name in constraints:
+            checked[name] = constraints[name].check(name, checked[name], checked)
+    return checked
+
+
+def bind_arguments(cls: type, init: Callable, given: Mapping) -> dict:
+    """The arguments of a call of ``cls`` by name, defaults applied, in the order of the class's
+    signature (``__signature__`` when it declares one, else the constructor's), from ``given``:
+    the constructor's ``locals()`` at its top (its ``**`` parameter merged in). A TypeError
+    for an argument the signature does not have, as a call of a plain function raises."""
+    own = inspect.signature(init).parameters
+    named: dict = {}
+    for name, value in given.items():
+        if name in own and own[name].kind is inspect.Parameter.VAR_KEYWORD:
+            named.update(value)
+        elif name in own and name != "self":
+            named[name] = value
+    bound = _signature_of(cls, init).bind(None, **named)
+    bound.apply_defaults()
+    return {name: value for name, value in list(bound.arguments.items())[1:]}
+
+
 def validated_init(init: Callable) -> Callable:
-    """Wrap a constructor so that the outermost call checks every declared argument (see the
-    module docstring) against the class's signature (``__signature__`` when the class declares
-    one, else the constructor's) and hands the checked values to the constructor body; the base
-    classes' constructors it calls then receive checked values and check nothing again. The
-    checked arguments are kept as ``_arguments`` (the configuration a state is saved under)."""
+    """Wrap a constructor so that the outermost call checks every declared argument against
+    the class's signature and hands the checked values to the constructor body (for the classes
+    whose constructor does not call ``_validate_params`` itself); the base classes'
+    constructors it calls then receive checked values and check nothing again. The checked
+    arguments are kept as ``_arguments`` (the configuration a state is saved under)."""
 
     @functools.wraps(init)
     def checked_init(self, *args, **kwargs):
-        if self.__dict__.get("_arguments_checked"):
-            return init(self, *args, **kwargs)
+        if self.__dict__.get("_arguments_checked") or "_arguments" in self.__dict__:
+            return init(self, *args, **kwargs)  # a base constructor: the outermost one checked
         signature = _signature_of(type(self), init)
         if any(p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in signature.parameters.values()):
             return init(self, *args, **kwargs)  # a constructor that only forwards: the next one checks
         bound = signature.bind(self, *args, **kwargs)  # a TypeError for a wrong call, as without the wrapper
         bound.apply_defaults()
-        constraints = declared_constraints(type(self))
-        arguments = bound.arguments
-        for name in list(arguments)[1:]:
-            if name in constraints:
-                arguments[name] = constraints[name].check(name, arguments[name], arguments)
+        arguments = validate(declared_constraints(type(self)), dict(list(bound.arguments.items())[1:]))
         self.__dict__["_arguments_checked"] = True
-        self.__dict__["_arguments"] = {name: value for name, value in list(arguments.items())[1:]}
+        self.__dict__["_arguments"] = arguments
         try:
-            return init(*bound.args, **bound.kwargs)
+            return init(self, **arguments)
         finally:
             del self.__dict__["_arguments_checked"]
 

@@ -52,58 +52,30 @@ from ._core.adapters import parse_ranking_input
 from ._core.input_checks import raise_if_invalid
 from ._registry import ALL_METRICS, DEFAULT_METRICS, LIST_ENTRIES, REGISTRY, RankingEntry, ranking_metrics_options
 from . import metrics
-from .metrics._ranking import _skip_users, evaluate_entries, ranking_request
+from .metrics._ranking import RankingConfig, RankingMean
 from .metrics._users import UserMean
 
+# the arguments every function takes, checked as the classes check them
 _COMMON = {
-    "relevance_threshold": V.positive_real(optional=True),
-    "ties": V.Options(V.TIE_RULES),
-    "ignore_zero_hits": V.BOOLEAN,
-    "num_items": V.positive_int(optional=True),
+    name: V.declared_constraints(RankingMean)[name]
+    for name in ("relevance_threshold", "ties", "ignore_zero_hits", "num_items", "skip_users_without_relevant")
 }
 
 
-def _inputs(y_pred: Any, y: Any, exclude: Any):
-    return (y_pred, y) if exclude is None else (y_pred, y, exclude)
-
-
-def _values(
-    entries: Sequence[RankingEntry],
-    y_pred,
-    y,
-    top_k,
-    exclude,
-    options: dict,
-    *,
-    relevance_threshold,
-    ties,
-    ignore_zero_hits,
-    num_items,
-) -> torch.Tensor:
-    """(batch, columns) float64 per-user values of ``entries`` (NaN: a user not counted)."""
-    arguments = {
-        "relevance_threshold": relevance_threshold,
-        "ties": ties,
-        "ignore_zero_hits": ignore_zero_hits,
-        "num_items": num_items,
-    }
-    for name, constraint in _COMMON.items():
-        arguments[name] = constraint.check(name, arguments[name], arguments)
-    top_k = None if top_k is None else list(V.check_top_k(top_k))
-    for entry in entries:
-        refused = entry.refuses_average_ties(options[entry.name]) if arguments["ties"] == "average" else None
-        if refused:
-            raise ValueError(f"ties='average' is not available with {refused} for {entry.name!r}")
-    batch = parse_ranking_input(_inputs(y_pred, y, exclude), num_items=arguments["num_items"])
-    request = ranking_request(entries, options, top_k, arguments["relevance_threshold"], arguments["ties"])
-    columns, has_relevant, invalid, _ = evaluate_entries(
-        batch, entries, options, top_k, request, arguments["relevance_threshold"], arguments["ties"]
-    )
+def _values(owner: str, entries: Sequence[RankingEntry], options: dict, y_pred, y, exclude, arguments: dict) -> tuple:
+    """(the name of each column, (batch, columns) float64 per-user values) of ``entries`` under
+    ``options`` and the common ``arguments`` (``top_k`` and ``_COMMON``, checked here); NaN for a
+    user not counted."""
+    checked = V.validate(_COMMON, {name: arguments[name] for name in _COMMON})
+    checked["top_k"] = None if arguments["top_k"] is None else list(V.check_top_k(arguments["top_k"]))
+    config = RankingConfig.of(owner, checked, entries, options)
+    batch = parse_ranking_input((y_pred, y) if exclude is None else (y_pred, y, exclude), num_items=config.num_items)
+    columns, has_relevant, invalid, _ = config.evaluate(batch, config.request())
     raise_if_invalid(invalid)
     values = torch.cat(columns, 1)
-    if arguments["ignore_zero_hits"]:
+    if config.ignore_zero_hits:
         values = torch.where(has_relevant.unsqueeze(1), values, torch.nan)
-    return values
+    return config.value_names(), values
 
 
 def _checked_options(entry: RankingEntry, given: dict, attribute: str = "name") -> dict:
@@ -145,22 +117,7 @@ def ranking_metrics(
             raise TypeError(f"ranking_metrics() got an unexpected keyword argument {argument!r}")
     entries = [REGISTRY[name] for name in names]
     options = {entry.name: _checked_options(entry, conventions, "argument") for entry in entries}
-    entries = [entry for entry in entries if entry.has_cutoff] + [entry for entry in entries if not entry.has_cutoff]
-    cutoff_names = [entry.name for entry in entries if entry.has_cutoff]
-    top_k = list(V.check_top_k(top_k))
-    values = _values(
-        entries,
-        y_pred,
-        y,
-        top_k,
-        exclude,
-        options,
-        relevance_threshold=relevance_threshold,
-        ties=ties,
-        ignore_zero_hits=_skip_users(ignore_zero_hits, skip_users_without_relevant),
-        num_items=num_items,
-    )
-    keys = [f"{name}@{k}" for name in cutoff_names for k in top_k] + [e.name for e in entries if not e.has_cutoff]
+    keys, values = _values("ranking_metrics", entries, options, y_pred, y, exclude, locals())
     return dict(zip(keys, values.unbind(1)))
 
 
@@ -187,18 +144,8 @@ def _function_of(entry: RankingEntry):
         if entry.has_cutoff and top_k is None:
             raise TypeError(f"{entry.name}() missing 1 required argument: 'top_k'")
         chosen = {entry.name: _checked_options(entry, options)}
-        values = _values(
-            [entry],
-            y_pred,
-            y,
-            top_k if entry.has_cutoff else None,
-            exclude,
-            chosen,
-            relevance_threshold=relevance_threshold,
-            ties=ties,
-            ignore_zero_hits=_skip_users(ignore_zero_hits, skip_users_without_relevant),
-            num_items=num_items,
-        )
+        top_k = top_k if entry.has_cutoff else None
+        _, values = _values(entry.name, [entry], chosen, y_pred, y, exclude, locals())
         return values if entry.has_cutoff else values[:, 0]
 
     keyword = inspect.Parameter.KEYWORD_ONLY

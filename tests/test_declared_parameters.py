@@ -109,3 +109,20 @@ def test_the_clear_alias_of_ignore_zero_hits():
     assert R.RankingMetrics(1, skip_users_without_relevant=False).ignore_zero_hits is False
     with pytest.raises(ValueError, match="skip_users_without_relevant"):
         R.NDCG(1, ignore_zero_hits=False, skip_users_without_relevant=True)
+
+
+def test_a_subclass_that_forwards_its_arguments_gets_them_checked():
+    class Forwarding(R.NDCG):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+
+    metric = Forwarding([3, 1], gain_function="linear", ties="average")
+    assert (metric.top_k, metric.gain_function, metric.ties) == ([1, 3], "linear_rank", "average")
+    with pytest.raises(ValueError, match="top_k"):
+        Forwarding([1, 1])
+
+    class Inheriting(R.Recall):
+        pass
+
+    assert Inheriting(2, normalization="min_k_relevant").normalization == "min_k_relevant"
+    assert inspect.signature(Inheriting).parameters["normalization"].default == "relevant"

@@ -239,3 +239,34 @@ def test_recall_at_fixed_precision_equals_torchmetrics_and_the_reference(min_pre
     precision, recall_curve = np.mean([c[0] for c in curves], 0), np.mean([c[1] for c in curves], 0)
     expected = F.recall_at_fixed_precision(precision, recall_curve, min_precision)
     assert got[0] == pytest.approx(expected[0], abs=1e-12) and got[1] == expected[1]
+
+
+def test_recall_at_fixed_precision_is_its_own_metric():
+    """It picks a k on the mean curves: no RankingMetrics API (intervals, per-user values), its
+    state saved and loaded under its own configuration, and (recall, k) scalars in an Engine."""
+    from ignite.engine import Engine
+
+    assert not issubclass(R.RecallAtFixedPrecision, R.RankingMetrics)
+    for method in ("confidence_interval", "per_user", "compute_groups", "compute_dict"):
+        assert not hasattr(R.RecallAtFixedPrecision, method), method
+    generator = torch.Generator().manual_seed(3)
+    batches = [(torch.rand(6, 7, generator=generator), (torch.rand(6, 7, generator=generator) < 0.4).long())]
+    batches.append((torch.rand(5, 7, generator=generator), (torch.rand(5, 7, generator=generator) < 0.4).long()))
+    metric = R.RecallAtFixedPrecision(max_k=4, min_precision=0.3)
+    metric.update(batches[0])
+    loaded = R.RecallAtFixedPrecision(max_k=4, min_precision=0.3)
+    loaded.load_state_dict(metric.state_dict())
+    loaded.update(batches[1])
+    whole = R.RecallAtFixedPrecision(max_k=4, min_precision=0.3)
+    for batch in batches:
+        whole.update(batch)
+    assert loaded.compute() == whole.compute() and loaded.curves() == whole.curves()
+    with pytest.raises(ValueError, match="max_k=4 \\(this metric: 5\\)"):
+        R.RecallAtFixedPrecision(max_k=5, min_precision=0.3).load_state_dict(metric.state_dict())
+    engine = Engine(lambda engine, batch: batch)
+    attached = R.RecallAtFixedPrecision(max_k=4, min_precision=0.3)
+    attached.attach(engine, "rafp")
+    engine.run(batches, max_epochs=1)
+    recall, k = whole.compute()
+    assert engine.state.metrics["rafp"] == (recall, k)
+    assert (engine.state.metrics["rafp/recall"], engine.state.metrics["rafp/k"]) == (recall, k)

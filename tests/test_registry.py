@@ -9,7 +9,7 @@ import pytest
 import ignite_recsys as R
 from ignite_recsys import functional as F
 from ignite_recsys._registry import ALL_METRICS, CUTOFF_METRICS, DEFAULT_METRICS, REGISTRY, ranking_metrics_options
-from ignite_recsys.metrics._ranking import CutoffMetric
+from ignite_recsys.metrics._engine import CutoffResults as CutoffMetric  # the classes with cut-offs
 
 from conftest import CUTOFF_CLASSES, class_of, random_batch, run_metric
 

@@ -1,6 +1,7 @@
-"""How the metrics meet an Ignite ``Engine``: the keys they write into ``engine.state.metrics``
-(never overwriting another metric's key silently), the scalar keys to log, and the optional
-inputs read from a dict output.
+"""How the metrics meet an Ignite ``Engine``: the functions that a metric's ``attach``,
+``completed`` and ``iteration_completed`` call (:class:`~ignite_recsys.metrics._state.StatefulMetric`).
+They decide the keys the metrics write into ``engine.state.metrics`` (never overwriting another
+metric's key silently), the scalar keys to log, and the optional inputs read from a dict output.
 
 Keys. A metric attached as ``name`` writes ``compute()``'s result under ``name`` and, when that
 result holds several values, one scalar per value under a key that starts with ``name``:
@@ -24,10 +25,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any, Iterator, Optional
+from typing import Any, Iterator
 
 import torch
-from ignite.metrics.metric import EpochWise, Metric, _is_list_of_tensors_or_numbers, _to_batched_tensor
+from ignite.metrics.metric import Metric, _is_list_of_tensors_or_numbers, _to_batched_tensor
 
 
 def _attached_metrics(engine) -> Iterator[tuple[Metric, str]]:
@@ -45,9 +46,14 @@ def _attached_metrics(engine) -> Iterator[tuple[Metric, str]]:
                 yield metric, args[-1]
 
 
+def _of_this_library(metric: Any) -> bool:
+    """Whether ``metric`` names its Engine keys as the metrics here do (``_scalar_keys``)."""
+    return callable(getattr(type(metric), "_scalar_keys", None))
+
+
 def _keys_of(metric: Any, name: str) -> list[str]:
     """The keys of ``engine.state.metrics`` that ``metric`` attached as ``name`` writes."""
-    if isinstance(metric, EngineIO):
+    if _of_this_library(metric):
         return [name] + metric._scalar_keys(name) + metric._group_keys(name)
     return [name]
 
@@ -73,133 +79,118 @@ def scalar_metric_names(engine) -> list[str]:
     """
     names: dict = {}
     for metric, name in _attached_metrics(engine):
-        keys = (
-            (metric._scalar_keys(name) or [name]) + metric._group_keys(name) if isinstance(metric, EngineIO) else [name]
-        )
+        keys = (metric._scalar_keys(name) or [name]) + metric._group_keys(name) if _of_this_library(metric) else [name]
         names.update(dict.fromkeys(keys))
     return list(names)
 
 
-class EngineIO:
-    """How a metric of this library meets an Engine: the optional keys it reads from a dict
-    output, and the keys it writes (``compute()``'s result under the attach name, and one scalar
-    per value when the result holds several), refusing a key another attached metric writes.
+def result_values(result: Any) -> list:
+    """The values of a result in label order: a list or tuple as is, a dict's values."""
+    if isinstance(result, Mapping):
+        return list(result.values())
+    return list(result) if isinstance(result, (list, tuple)) else [result]
 
-    A metric names its values with ``_value_labels()``: None for a single value (the attach
-    name is its scalar), else one suffix per value in result order (``"@10"``, ``"/ndcg@10"``)."""
 
-    optional_output_keys: tuple = ()
-    num_groups: Optional[int] = None  # user groups reported (metrics that average over users, num_groups=G)
+def scalar_keys(metric: Any, name: str) -> list[str]:
+    """The scalar keys of a result with several values (``[]`` for a single value): ``name``
+    followed by each of the metric's ``_value_labels()`` (None: a single value)."""
+    labels = metric._value_labels()
+    return [] if labels is None else [name + label for label in labels]
 
-    def _value_labels(self) -> Optional[list[str]]:
-        return None
 
-    @staticmethod
-    def _result_values(result: Any) -> list:
-        """The values of a result in label order: a list or tuple as is, a dict's values."""
-        if isinstance(result, Mapping):
-            return list(result.values())
-        return list(result) if isinstance(result, (list, tuple)) else [result]
+def scalar_items(metric: Any, name: str, result: Any) -> list[tuple[str, Any]]:
+    """(key, value) of each value: the scalar keys, or ``(name, result)`` for a single value."""
+    keys = metric._scalar_keys(name)
+    return list(zip(keys, result_values(result))) if keys else [(name, result)]
 
-    def _scalar_keys(self, name: str) -> list[str]:
-        """The scalar keys of a result with several values (``[]`` for a single value)."""
-        labels = self._value_labels()
-        return [] if labels is None else [name + label for label in labels]
 
-    def _scalar_items(self, name: str, result: Any) -> list[tuple[str, Any]]:
-        """(key, value) of each value: the scalar keys, or ``(name, result)`` for a single value."""
-        keys = self._scalar_keys(name)
-        return list(zip(keys, self._result_values(result))) if keys else [(name, result)]
+def group_keys(metric: Any, name: str) -> list[str]:
+    """``"<scalar key>/group<g>"`` of every scalar key (``name`` for a single value) and group."""
+    keys = metric._scalar_keys(name) or [name]
+    return [f"{key}/group{group}" for key in keys for group in range(metric.num_groups or 0)]
 
-    def _group_keys(self, name: str) -> list[str]:
-        """``"<scalar key>/group<g>"`` of every scalar key (``name`` for a single value) and group."""
-        keys = self._scalar_keys(name) or [name]
-        return [f"{key}/group{group}" for key in keys for group in range(self.num_groups or 0)]
 
-    def _check_keys_are_free(self, engine, name: str) -> None:
-        mine = _keys_of(self, name)
-        for other, other_name in _attached_metrics(engine):
-            if other is self and other_name == name:
-                continue
-            shared = [key for key in _keys_of(other, other_name) if key in mine]
-            if shared:
-                raise ValueError(
-                    f"{type(self).__name__} attached as {name!r} and {type(other).__name__} attached as "
-                    f"{other_name!r} would both write {shared} into engine.state.metrics, one overwriting "
-                    "the other. Attach them under names that give distinct keys (a metric attached as 'x' "
-                    "writes 'x' and one scalar per value: 'x@<k>', or 'x/<metric>@<k>' for RankingMetrics)."
-                )
-
-    def attach(self, engine, name: str, usage=EpochWise()) -> None:
-        if not isinstance(name, str):
-            raise TypeError(f"name must be a str, got {type(name).__name__}")
-        self._check_keys_are_free(engine, name)
-        super().attach(engine, name, usage)  # type: ignore[misc]
-
-    def completed(self, engine, name: str) -> None:
-        self._check_keys_are_free(engine, name)  # a clashing metric attached after this one
-        result = self.compute()  # type: ignore[attr-defined]
-        engine.state.metrics[name] = result
-        if self._scalar_keys(name):
-            for key, value in self._scalar_items(name, result):
-                engine.state.metrics[key] = value
-        if self.num_groups:
-            for key, value in self._group_scalar_items(name):  # type: ignore[attr-defined]
-                engine.state.metrics[key] = value
-
-    def _tagged_output_keys(self) -> dict:
-        """Further keys passed after the others, each wrapped in its class (e.g. "groups" as
-        ``UserGroups``), when the dict holds them."""
-        return {}
-
-    def _from_mapping(self, output: Mapping) -> tuple:
-        """A dict output as ``update``'s tuple: ``required_output_keys``, then every key of
-        ``optional_output_keys`` it holds, in that order. A missing optional key before a present
-        one is passed as None; missing trailing ones are left out, so ``{"y_pred", "y"}`` gives
-        ``update((y_pred, y))`` and ``{"y_pred", "y", "mask"}`` gives ``update((y_pred, y, mask))``."""
-        required = self.required_output_keys  # type: ignore[attr-defined]
-        if required is None:
-            raise TypeError(
-                f"Transformed engine output for {type(self).__name__} metric should be a tuple/list, "
-                f"but given {type(output)}"
-            )
-        missing = [key for key in required if key not in output]
-        if missing:
+def check_keys_are_free(metric: Any, engine, name: str) -> None:
+    """Refuse to write a key of ``engine.state.metrics`` that another attached metric writes."""
+    mine = _keys_of(metric, name)
+    for other, other_name in _attached_metrics(engine):
+        if other is metric and other_name == name:
+            continue
+        shared = [key for key in _keys_of(other, other_name) if key in mine]
+        if shared:
             raise ValueError(
-                f"When transformed engine's output is a mapping, it should contain {tuple(required)} keys "
-                f"(and optionally {tuple(self.optional_output_keys)}), but given {list(output.keys())}"
+                f"{type(metric).__name__} attached as {name!r} and {type(other).__name__} attached as "
+                f"{other_name!r} would both write {shared} into engine.state.metrics, one overwriting "
+                "the other. Attach them under names that give distinct keys (a metric attached as 'x' "
+                "writes 'x' and one scalar per value: 'x@<k>', or 'x/<metric>@<k>' for RankingMetrics)."
             )
-        optional = [output.get(key) for key in self.optional_output_keys]
-        while optional and optional[-1] is None:
-            optional.pop()
-        tagged = [
-            value if isinstance(value, wrapper) else wrapper(value)
-            for key, wrapper in self._tagged_output_keys().items()
-            if (value := output.get(key)) is not None
-        ]
-        return tuple(output[key] for key in required) + tuple(optional) + tuple(tagged)
 
-    @torch.no_grad()
-    def iteration_completed(self, engine) -> None:
-        output = self._output_transform(engine.state.output)  # type: ignore[attr-defined]
-        if isinstance(output, Mapping):
-            output = self._from_mapping(output)
-        # as ignite: a pair of lists of per-sample tensors is unrolled into one update per sample
-        if (
-            not self._skip_unrolling  # type: ignore[attr-defined]
-            and isinstance(output, Sequence)
-            and all(_is_list_of_tensors_or_numbers(o) for o in output)
-        ):
-            if not (len(output) == 2 and len(output[0]) == len(output[1])):
-                raise ValueError(
-                    f"Output should have 2 items of the same length, "
-                    f"got {len(output)} and {len(output[0])}, {len(output[1])}"
-                )
-            for o1, o2 in zip(output[0], output[1]):
-                tensor_o1 = _to_batched_tensor(o1)
-                self.update((tensor_o1, _to_batched_tensor(o2, device=tensor_o1.device)))  # type: ignore[attr-defined]
-        else:
-            self.update(output)  # type: ignore[attr-defined]
+
+def write_results(metric: Any, engine, name: str) -> None:
+    """``compute()``'s result under ``name``, its scalars, and each group's scalars."""
+    check_keys_are_free(metric, engine, name)  # a clashing metric attached after this one
+    result = metric.compute()
+    engine.state.metrics[name] = result
+    if metric._scalar_keys(name):
+        for key, value in metric._scalar_items(name, result):
+            engine.state.metrics[key] = value
+    if metric.num_groups:
+        for key, value in metric._group_scalar_items(name):
+            engine.state.metrics[key] = value
+
+
+def from_mapping(metric: Any, output: Mapping) -> tuple:
+    """A dict output as ``update``'s tuple: ``required_output_keys``, then every key of
+    ``optional_output_keys`` it holds, in that order. A missing optional key before a present
+    one is passed as None; missing trailing ones are left out, so ``{"y_pred", "y"}`` gives
+    ``update((y_pred, y))`` and ``{"y_pred", "y", "mask"}`` gives ``update((y_pred, y, mask))``.
+    Further keys the metric reads as user tags (``_tagged_output_keys``) come last, each wrapped
+    in its class."""
+    required = metric.required_output_keys
+    if required is None:
+        raise TypeError(
+            f"Transformed engine output for {type(metric).__name__} metric should be a tuple/list, "
+            f"but given {type(output)}"
+        )
+    missing = [key for key in required if key not in output]
+    if missing:
+        raise ValueError(
+            f"When transformed engine's output is a mapping, it should contain {tuple(required)} keys "
+            f"(and optionally {tuple(metric.optional_output_keys)}), but given {list(output.keys())}"
+        )
+    optional = [output.get(key) for key in metric.optional_output_keys]
+    while optional and optional[-1] is None:
+        optional.pop()
+    tagged = [
+        value if isinstance(value, wrapper) else wrapper(value)
+        for key, wrapper in metric._tagged_output_keys().items()
+        if (value := output.get(key)) is not None
+    ]
+    return tuple(output[key] for key in required) + tuple(optional) + tuple(tagged)
+
+
+@torch.no_grad()
+def update_from_engine(metric: Any, engine) -> None:
+    """One ``update`` from the Engine's output (a dict output through :func:`from_mapping`; as
+    ignite, a pair of lists of per-sample tensors is unrolled into one update per sample)."""
+    output = metric._output_transform(engine.state.output)
+    if isinstance(output, Mapping):
+        output = from_mapping(metric, output)
+    if (
+        not metric._skip_unrolling
+        and isinstance(output, Sequence)
+        and all(_is_list_of_tensors_or_numbers(o) for o in output)
+    ):
+        if not (len(output) == 2 and len(output[0]) == len(output[1])):
+            raise ValueError(
+                f"Output should have 2 items of the same length, "
+                f"got {len(output)} and {len(output[0])}, {len(output[1])}"
+            )
+        for o1, o2 in zip(output[0], output[1]):
+            tensor_o1 = _to_batched_tensor(o1)
+            metric.update((tensor_o1, _to_batched_tensor(o2, device=tensor_o1.device)))
+    else:
+        metric.update(output)
 
 
 _CAMEL_BOUNDARY = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")

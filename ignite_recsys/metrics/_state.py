@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import inspect
 import types
 import warnings
 from collections.abc import Mapping, Sequence
@@ -30,15 +31,20 @@ import ignite.distributed as idist
 import torch
 from ignite.engine import Events
 from ignite.exceptions import NotComputableError
-from ignite.metrics.metric import Metric, reinit__is_reduced
+from ignite.metrics.metric import EpochWise, Metric, reinit__is_reduced
 
 from .. import _validation as V
 from .._core.input_checks import any_flag, raise_if_invalid
-from ._engine import EngineIO
+from . import _engine
 
 
 def _identity(output: Any) -> Any:
     return output
+
+
+def _constructor(klass: type) -> Any:
+    """The constructor ``klass`` runs (its own or inherited)."""
+    return next(vars(base)["__init__"] for base in klass.__mro__ if "__init__" in vars(base))
 
 
 def values_checked_on_host(device: torch.device) -> bool:
@@ -105,11 +111,13 @@ def raise_for_invalid_updates(metric: Metric, num_invalid_updates: torch.Tensor)
         )
 
 
-class StatefulMetric(EngineIO, Metric):
-    """What every metric here shares about its arguments and its state:
+class StatefulMetric(Metric):
+    """What every metric here shares about its arguments, its state and an Engine:
 
     - Constructor arguments are declared in ``_parameter_constraints`` (merged along the class
-      hierarchy) and checked before the constructor body runs (``_validation.validated_init``).
+      hierarchy) and checked at the top of the constructor: ``self._validate_params(locals())``
+      returns the checked, normalised values (a constructor that does not call it is checked
+      before its body runs, by ``_validation.validated_init``).
     - State tensors are declared with :meth:`add_state`; ``reset`` makes them, ``compute`` reduces
       copies of them across processes (:meth:`_reduced`: the local state is unchanged, whether
       ``compute`` returns or raises).
@@ -117,20 +125,34 @@ class StatefulMetric(EngineIO, Metric):
       copies in, refusing a state of another configuration or shape, before anything changes.
     - A metric loaded from a checkpoint and attached to an Engine that resumes mid-epoch keeps the
       loaded state at that epoch's ``EPOCH_STARTED`` instead of resetting it.
+    - An Engine gets ``compute()``'s result and one scalar per value (:mod:`._engine`, which the
+      Engine methods here call); a metric names its values with ``_value_labels()`` (None: a
+      single value, the attach name is its scalar).
+    - A mean of ``_num_values()`` values (``sums / count``, states ``_sum`` and ``_count``) is
+      declared by :meth:`_add_mean_states` and computed by :meth:`_mean`.
     """
 
     _resume_pending = False  # set by load_state_dict, consumed by the next ``started``
     _parameter_constraints: dict = {"output_transform": V.CALLABLE}
+    optional_output_keys: tuple = ()  # the keys read from a dict output beyond required_output_keys
+    num_groups: Optional[int] = None  # user groups reported (metrics that average over users, num_groups=G)
+    _counted = "counted user"  # what a mean's ``count`` counts, for the NotComputableError message
     # (ignite's Metric answers any unknown attribute with a function: these are declared for checkers)
     _states: dict
     _device: torch.device
     _num_invalid_updates: torch.Tensor
     _inputs_looked_at: bool
+    _sum: torch.Tensor
+    _count: torch.Tensor
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
-        if "__init__" in vars(cls):
-            cls.__init__ = V.validated_init(vars(cls)["__init__"])  # type: ignore[method-assign]
+        # a constructor that does not check its arguments itself, unless its class is a base whose
+        # constructor receives the checked arguments of a subclass's
+        init = vars(cls).get("__init__")
+        checks_itself = init is not None and "_validate_params" in init.__code__.co_names
+        if init is not None and not checks_itself and not vars(cls).get("_takes_checked_arguments"):
+            cls.__init__ = V.validated_init(init)  # type: ignore[method-assign]
 
     def __init__(
         self,
@@ -140,6 +162,27 @@ class StatefulMetric(EngineIO, Metric):
     ):
         self.add_state("_num_invalid_updates", ())  # batches whose deferred value checks failed
         super().__init__(output_transform, device=device, skip_unrolling=skip_unrolling)
+
+    def _validate_params(self, given: Mapping) -> dict:
+        """The constructor's arguments (``given``: its ``locals()`` at its top) checked against the
+        declared constraints and normalised, by name in signature order; kept as ``_arguments``,
+        the configuration a state is saved under."""
+        # the most derived class whose constructor is the one that called (a subclass's constructor
+        # may forward to it): its signature is the one the arguments are bound to
+        code = getattr(getattr(inspect.currentframe(), "f_back", None), "f_code", None)
+        owner = next(
+            (klass for klass in type(self).__mro__ if getattr(_constructor(klass), "__code__", None) is code),
+            type(self),
+        )
+        init = _constructor(owner)
+        arguments = V.validate(V.declared_constraints(type(self)), V.bind_arguments(owner, init, given))
+        self.__dict__["_arguments"] = arguments
+        return arguments
+
+    def _keep_arguments(self, arguments: Mapping, *names: str) -> None:
+        """Each of ``names`` of the checked ``arguments`` as an attribute of the same name."""
+        for name in names:
+            setattr(self, name, arguments[name])
 
     # Declared state ----------------------------------------------------------------------------
     def add_state(
@@ -208,6 +251,61 @@ class StatefulMetric(EngineIO, Metric):
 
     def _keep(self, totals: BatchTotals, bad: Optional[torch.Tensor]) -> None:
         """Keep what grows with the users (per-user values), for metrics that do."""
+
+    # A streamed mean ---------------------------------------------------------------------------
+    def _add_mean_states(self) -> None:
+        """Declare ``_sum`` (num_values,) and ``_count``: the state of :meth:`_mean`."""
+        self.add_state("_sum", lambda: (self._num_values(),))
+        self.add_state("_count", ())
+
+    def _num_values(self) -> int:
+        return 1
+
+    def _result(self, means: list) -> Any:
+        return means
+
+    def _empty_message(self) -> str:
+        return f"{type(self).__name__} must have at least one {self._counted} before compute()."
+
+    def _mean(self) -> Any:
+        """``_result`` of the means ``_sum / _count`` (NotComputableError before a counted one)."""
+        total, count = self._checked("_sum", "_count")
+        if count == 0:
+            raise NotComputableError(self._empty_message())
+        return self._result((total / count).tolist())
+
+    # An Engine ---------------------------------------------------------------------------------
+    def _value_labels(self) -> Optional[list[str]]:
+        return None
+
+    def _scalar_keys(self, name: str) -> list[str]:
+        return _engine.scalar_keys(self, name)
+
+    def _scalar_items(self, name: str, result: Any) -> list[tuple[str, Any]]:
+        return _engine.scalar_items(self, name, result)
+
+    def _group_keys(self, name: str) -> list[str]:
+        return _engine.group_keys(self, name)
+
+    def _tagged_output_keys(self) -> dict:
+        """Further keys of a dict output passed after the others, each wrapped in its class (e.g.
+        "groups" as ``UserGroups``), when the dict holds them."""
+        return {}
+
+    def _from_mapping(self, output: Mapping) -> tuple:
+        return _engine.from_mapping(self, output)
+
+    def attach(self, engine, name: str, usage=EpochWise()) -> None:
+        if not isinstance(name, str):
+            raise TypeError(f"name must be a str, got {type(name).__name__}")
+        _engine.check_keys_are_free(self, engine, name)
+        super().attach(engine, name, usage)
+
+    def completed(self, engine, name: str) -> None:
+        _engine.write_results(self, engine, name)
+
+    def iteration_completed(self, engine) -> None:
+        _engine.update_from_engine(self, engine)
 
     # Results -----------------------------------------------------------------------------------
     def _reduced(self, *names: str) -> list:
@@ -440,9 +538,7 @@ class StreamingMean(StatefulMetric):
     """``compute`` returns the mean ``sums / count`` of ``num_values`` values (through ``_result``):
     float64 states ``_sum`` (num_values,) and ``_count``, summed across processes."""
 
-    _counted = "counted user"  # what ``count`` counts, for the NotComputableError message
-    _sum: torch.Tensor
-    _count: torch.Tensor
+    _takes_checked_arguments = True
 
     def __init__(
         self,
@@ -450,21 +546,8 @@ class StreamingMean(StatefulMetric):
         device: Union[str, torch.device] = torch.device("cpu"),
         skip_unrolling: bool = False,
     ):
-        self.add_state("_sum", lambda: (self._num_values(),))
-        self.add_state("_count", ())
+        self._add_mean_states()
         super().__init__(output_transform, device, skip_unrolling)
 
-    def _num_values(self) -> int:
-        return 1
-
-    def _result(self, means: list) -> Any:
-        return means
-
-    def _empty_message(self) -> str:
-        return f"{type(self).__name__} must have at least one {self._counted} before compute()."
-
     def compute(self) -> Any:
-        total, count = self._checked("_sum", "_count")
-        if count == 0:
-            raise NotComputableError(self._empty_message())
-        return self._result((total / count).tolist())
+        return self._mean()

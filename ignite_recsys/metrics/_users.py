@@ -15,7 +15,7 @@ same sums per user group.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional, Union
+from typing import Any, Callable, Optional
 
 import ignite.distributed as idist
 import torch
@@ -24,7 +24,7 @@ from ignite.exceptions import NotComputableError
 from .. import _validation as V
 from .._tdist import t_intervals
 from ..inputs import UserGroups, UserIds
-from ._state import BatchTotals, StreamingMean, _identity
+from ._state import BatchTotals, StatefulMetric
 
 
 @dataclass
@@ -47,8 +47,9 @@ def check_group_ids(groups: torch.Tensor, num_groups: int) -> dict:
     return {f"UserGroups ids must lie in [0, {num_groups}) (num_groups={num_groups})": outside.any()}
 
 
-class UserMean(StreamingMean):
-    """The mean over counted users of per-user values (``_user_rows``), with
+class UserMean(StatefulMetric):
+    """The mean over counted users of per-user values (``_user_rows``): states ``_sum``
+    (num_values,) and ``_count``, with
 
     - state ``_sum_squares`` (num_values,): the counted users' sum of squared deviations from
       ``_shift`` (num_values,), the mean of the first batch with counted users (0 before one),
@@ -61,6 +62,7 @@ class UserMean(StreamingMean):
     """
 
     _parameter_constraints = {"per_user": V.BOOLEAN, "num_groups": V.positive_int(optional=True)}
+    _takes_checked_arguments = True  # its constructor gets the arguments its subclass checked
     _sum_squares: torch.Tensor
     _shift: torch.Tensor
     _group_sum: torch.Tensor
@@ -69,17 +71,12 @@ class UserMean(StreamingMean):
     _per_user_rows: list
     _per_user_ids: list
 
-    def __init__(
-        self,
-        output_transform: Callable = _identity,
-        device: Union[str, torch.device] = torch.device("cpu"),
-        skip_unrolling: bool = False,
-        *,
-        per_user: bool = False,
-        num_groups: Optional[int] = None,
-    ):
+    def __init__(self, output_transform: Callable, device: Any, skip_unrolling: bool, *, per_user: bool, num_groups):
+        """Called by a subclass's constructor with its checked arguments (ignite's three, then
+        ``per_user`` and ``num_groups``)."""
         self.keeps_per_user = per_user
         self.num_groups = num_groups
+        self._add_mean_states()
         self.add_state("_sum_squares", lambda: (self._num_values(),))
         self.add_state("_shift", lambda: (self._num_values(),), optional=True)  # saved without: 0
         if num_groups is not None:
@@ -92,6 +89,9 @@ class UserMean(StreamingMean):
         super().reset()
         self._per_user_rows: list = []
         self._per_user_ids: list = []
+
+    def compute(self) -> Any:
+        return self._mean()
 
     # What subclasses define --------------------------------------------------------------------
     def _user_rows(self, inputs: Any) -> UserRows:

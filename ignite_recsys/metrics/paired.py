@@ -96,6 +96,8 @@ class Paired(StatefulMetric):
             ("0.9", 0.0, 1.0, 1.5, None),
         ),
     }
+    metric: Any  # the metric of each model (a UserMean)
+    level: float
 
     def __init__(
         self,
@@ -105,8 +107,7 @@ class Paired(StatefulMetric):
         device: Any = None,
         skip_unrolling: bool = False,
     ):
-        self.metric = metric
-        self.level = level
+        self._keep_arguments(self._validate_params(locals()), "metric", "level")
         size = metric._num_values()
         self.add_state("_count", ())
         for key in ("_sum_a", "_sum_b", "_sum_d", "_sum_d2"):

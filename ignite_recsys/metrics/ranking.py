@@ -2,87 +2,25 @@
 
 Each class names its entry of :mod:`ignite_recsys._registry` (formula, conventions, needs) and
 carries its documentation; the common arguments are described in
-:mod:`ignite_recsys.metrics._ranking`.
+:mod:`ignite_recsys.metrics._ranking`. A class is the shared :class:`RankingMean` (configuration,
+ranking step, per-user mean) with :class:`CutoffResults` (results per cut-off) where it has
+cut-offs.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any, Callable, Optional, Sequence, Union
 
 import torch
 
 from .. import _validation as V
 from .._registry import REGISTRY
-from ._ranking import CutoffMetric, RankingMetricBase
+from ._engine import CutoffResults
+from ._ranking import RankingMean
 from ._state import _identity
 
 
-class _IgniteDropIn(CutoffMetric):
-    """What :class:`NDCG` and :class:`HitRate` share with ignite's ``rec_sys`` classes beyond the
-    signature: ignite's NotComputableError text, and ``load_state_dict`` of a state dict saved by
-    ignite's class (its per-k sums and ``_num_examples`` become this metric's state)."""
-
-    _ignite_sums_key = ""  # the name of ignite's per-k sums in its state dict
-    _ignite_count_key = "_num_examples"
-
-    def _empty_message(self) -> str:
-        # ignite's text first, then why no user was counted
-        return (
-            super()
-            ._empty_message()
-            .replace("must have at least one counted user", "must have at least one example (a counted user)", 1)
-        )
-
-    def load_state_dict(self, state_dict: Mapping) -> None:
-        """Load a state dict of this class, or one saved by ignite's class of the same name (with
-        the same ``top_k``: only their number can be checked), then go on updating."""
-        super().load_state_dict(self._from_ignite(state_dict))
-
-    def _from_ignite(self, state_dict: Any) -> Any:
-        if not isinstance(state_dict, Mapping) or len(state_dict) != 1:
-            return state_dict  # not a state dict of either class: the base class says why
-        ((outer_key, per_rank),) = state_dict.items()
-        if not isinstance(per_rank, (list, tuple)):
-            return state_dict
-        is_ignite = [isinstance(entry, Mapping) and self._ignite_sums_key in entry for entry in per_rank]
-        if not any(is_ignite):
-            return state_dict
-        translated = [self._ignite_entry(entry) if ignite else entry for entry, ignite in zip(per_rank, is_ignite)]
-        return {outer_key: translated}
-
-    def _ignite_entry(self, entry: Mapping) -> dict:
-        name = type(self).__name__
-        if self.num_groups is not None:
-            raise ValueError(
-                f"{name}: an ignite state dict has no per-group sums; load it into a metric built without num_groups"
-            )
-        if self._ignite_count_key not in entry:
-            raise ValueError(f"{name}: the ignite state dict lacks {self._ignite_count_key!r}, got keys {list(entry)}")
-        sums, count = entry[self._ignite_sums_key], entry[self._ignite_count_key]
-        if not isinstance(sums, torch.Tensor) or sums.shape != (len(self.top_k),) or not sums.is_floating_point():
-            shape = tuple(sums.shape) if isinstance(sums, torch.Tensor) else type(sums).__name__
-            raise ValueError(
-                f"{name}: the ignite state dict's {self._ignite_sums_key!r} must be a float tensor of one sum "
-                f"per cut-off, shape ({len(self.top_k)},) for top_k={self.top_k}, got {shape}"
-            )
-        if isinstance(count, torch.Tensor) and count.numel() == 1:
-            count = count.item()
-        if isinstance(count, bool) or not isinstance(count, (int, float)) or not count >= 0:
-            raise ValueError(
-                f"{name}: the ignite state dict's {self._ignite_count_key!r} must be a count >= 0, got {count!r}"
-            )
-        state = dict(self._state_dict_per_rank())  # this class's format, with every key it needs (no configuration)
-        state["_sum"] = sums.detach().to(device=self._device, dtype=torch.float64, copy=True)
-        state["_count"] = torch.tensor(float(count), dtype=torch.float64, device=self._device)
-        state["_num_invalid_updates"] = torch.zeros((), dtype=torch.float64, device=self._device)
-        # ignite keeps no sums of squares: confidence_interval() says so instead of guessing
-        state["_sum_squares"] = torch.full((len(self.top_k),), torch.nan, dtype=torch.float64, device=self._device)
-        state["_shift"] = torch.zeros((len(self.top_k),), dtype=torch.float64, device=self._device)
-        return state
-
-
-class NDCG(_IgniteDropIn):
+class NDCG(CutoffResults, RankingMean):
     r"""Normalized Discounted Cumulative Gain at k.
 
     .. math::
@@ -137,34 +75,12 @@ class NDCG(_IgniteDropIn):
         output_transform: Callable = _identity,
         device: Union[str, torch.device] = torch.device("cpu"),
         skip_unrolling: bool = False,
-        *,
-        ties: str = "stable",
-        per_user: bool = False,
-        num_groups: Optional[int] = None,
-        num_items: Optional[int] = None,
-        skip_users_without_relevant: Optional[bool] = None,
-        num_threads: Optional[int] = None,
-        **options: Any,
+        **keywords: Any,
     ):
-        super().__init__(
-            top_k,
-            ignore_zero_hits,
-            relevance_threshold,
-            output_transform,
-            device,
-            skip_unrolling,
-            ties=ties,
-            per_user=per_user,
-            num_groups=num_groups,
-            num_items=num_items,
-            skip_users_without_relevant=skip_users_without_relevant,
-            num_threads=num_threads,
-            gain_function=gain_function,
-            **options,
-        )
+        self._start_entry(self._validate_params(locals()))
 
 
-class HitRate(_IgniteDropIn):
+class HitRate(CutoffResults, RankingMean):
     r"""Hit rate at k: the share of users with at least one relevant item in their top k.
 
     .. math:: \mathrm{HR@k} = \mathbb{1}\left[\exists\, i \le k : rel_i \in R\right]
@@ -200,30 +116,12 @@ class HitRate(_IgniteDropIn):
         skip_unrolling: bool = False,
         *,
         relevance_threshold: Union[float, None] = None,
-        ties: str = "stable",
-        per_user: bool = False,
-        num_groups: Optional[int] = None,
-        num_items: Optional[int] = None,
-        skip_users_without_relevant: Optional[bool] = None,
-        num_threads: Optional[int] = None,
+        **keywords: Any,
     ):
-        super().__init__(
-            top_k,
-            ignore_zero_hits,
-            relevance_threshold,
-            output_transform,
-            device,
-            skip_unrolling,
-            ties=ties,
-            per_user=per_user,
-            num_groups=num_groups,
-            num_items=num_items,
-            skip_users_without_relevant=skip_users_without_relevant,
-            num_threads=num_threads,
-        )
+        self._start_entry(self._validate_params(locals()))
 
 
-class Recall(CutoffMetric):
+class Recall(CutoffResults, RankingMean):
     r"""Recall at k: the share of a user's relevant items found in the top k.
 
     .. math:: \mathrm{Recall@k} = \frac{|\hat R_k(u) \cap R(u)|}{Z}
@@ -251,7 +149,7 @@ class Recall(CutoffMetric):
     entry = REGISTRY["recall"]
 
 
-class Precision(CutoffMetric):
+class Precision(CutoffResults, RankingMean):
     r"""Precision at k: the share of the top k that is relevant.
 
     .. math:: \mathrm{P@k} = \frac{|\hat R_k(u) \cap R(u)|}{Z}
@@ -274,7 +172,7 @@ class Precision(CutoffMetric):
     entry = REGISTRY["precision"]
 
 
-class MAP(CutoffMetric):
+class MAP(CutoffResults, RankingMean):
     r"""Mean Average Precision at k.
 
     .. math:: \mathrm{AP@k} = \frac{1}{Z} \sum_{i=1}^{k} \mathbb{1}[rel_i \ge t]\; \mathrm{P@i}
@@ -303,7 +201,7 @@ class MAP(CutoffMetric):
     entry = REGISTRY["map"]
 
 
-class MRR(CutoffMetric):
+class MRR(CutoffResults, RankingMean):
     r"""Mean Reciprocal Rank at k: 1 / rank of the first relevant item, 0 if it is not in the top k.
 
     .. math:: \mathrm{RR@k} = \max_{i \le k} \frac{\mathbb{1}[rel_i \ge t]}{i}
@@ -326,7 +224,7 @@ class MRR(CutoffMetric):
     entry = REGISTRY["mrr"]
 
 
-class F1(CutoffMetric):
+class F1(CutoffResults, RankingMean):
     r"""F1 at k: the per-user harmonic mean of P@k (÷ k) and Recall@k (÷ \|R\|), as ranx ``f1``.
 
     .. math:: \mathrm{F1@k} = \frac{2\,\mathrm{P@k}\,\mathrm{R@k}}{\mathrm{P@k} + \mathrm{R@k}}
@@ -347,7 +245,7 @@ class F1(CutoffMetric):
     entry = REGISTRY["f1"]
 
 
-class DCG(CutoffMetric):
+class DCG(CutoffResults, RankingMean):
     r"""Discounted Cumulative Gain at k, not normalised.
 
     .. math:: \mathrm{DCG@k} = \sum_{i=1}^{k} g(rel_i)\, w(i)
@@ -370,7 +268,7 @@ class DCG(CutoffMetric):
     entry = REGISTRY["dcg"]
 
 
-class Hits(CutoffMetric):
+class Hits(CutoffResults, RankingMean):
     r"""The number of relevant items in the top k (a count per user, not a rate).
 
     .. math:: \mathrm{Hits@k} = |\hat R_k(u) \cap R(u)|
@@ -388,7 +286,7 @@ class Hits(CutoffMetric):
     entry = REGISTRY["hits"]
 
 
-class RBP(CutoffMetric):
+class RBP(CutoffResults, RankingMean):
     r"""Rank-biased precision at k (Moffat & Zobel, TOIS 2008): a user looks one rank further
     with probability p, the ``persistence``.
 
@@ -410,7 +308,7 @@ class RBP(CutoffMetric):
     entry = REGISTRY["rbp"]
 
 
-class ERR(CutoffMetric):
+class ERR(CutoffResults, RankingMean):
     r"""Expected reciprocal rank at k (Chapelle, Metzler, Zhang & Grinspan, CIKM 2009): the
     expected reciprocal of the rank where a user, scanning down, stops.
 
@@ -432,7 +330,7 @@ class ERR(CutoffMetric):
     entry = REGISTRY["err"]
 
 
-class FallOut(CutoffMetric):
+class FallOut(CutoffResults, RankingMean):
     r"""Fall-out at k: the share of a user's non-relevant candidates that the top k holds.
 
     .. math:: \mathrm{FallOut@k} = \frac{|\hat R_k(u) \setminus R(u)|}{|C(u) \setminus R(u)|}
@@ -454,7 +352,7 @@ class FallOut(CutoffMetric):
     entry = REGISTRY["fall_out"]
 
 
-class BPref(CutoffMetric):
+class BPref(CutoffResults, RankingMean):
     r"""Binary preference at k (Buckley & Voorhees, SIGIR 2004), for incomplete judgements: how
     often relevant items are ranked above judged non-relevant ones.
 
@@ -480,7 +378,7 @@ class BPref(CutoffMetric):
     entry = REGISTRY["bpref"]
 
 
-class RPrecision(RankingMetricBase):
+class RPrecision(RankingMean):
     r"""R-Precision: precision at rank \|R\|, the user's own number of relevant items.
 
     .. math:: \mathrm{RPrec} = \frac{|\hat R_{|R|}(u) \cap R(u)|}{|R(u)|}
@@ -508,28 +406,9 @@ class RPrecision(RankingMetricBase):
         device: Union[str, torch.device] = torch.device("cpu"),
         skip_unrolling: bool = False,
         ties: str = "stable",
-        *,
-        per_user: bool = False,
-        num_groups: Optional[int] = None,
-        num_items: Optional[int] = None,
-        skip_users_without_relevant: Optional[bool] = None,
-        num_threads: Optional[int] = None,
+        **keywords: Any,
     ):
-        super().__init__(
-            (self.entry,),
-            {},
-            ignore_zero_hits,
-            relevance_threshold,
-            output_transform,
-            device,
-            skip_unrolling,
-            ties=ties,
-            per_user=per_user,
-            num_groups=num_groups,
-            num_items=num_items,
-            skip_users_without_relevant=skip_users_without_relevant,
-            num_threads=num_threads,
-        )
+        self._start_entry(self._validate_params(locals()))
 
     def _result(self, means):
         return means[0]

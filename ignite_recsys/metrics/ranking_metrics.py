@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Callable, Optional, Sequence, Union
 
 import torch
 
 from .. import _validation as V
 from .._registry import ALL_METRICS, DEFAULT_METRICS, REGISTRY, ranking_metrics_options
-from ._ranking import RankingMetricBase, option_parameters, with_parameters
-from ._state import _identity
+from ._ranking import RankingMean, option_parameters
+from ._state import _PER_RANK, StatefulMetric, _identity
 
 
 def _check_metrics(name: str, metrics: Any, arguments: Any) -> list:
@@ -26,7 +27,7 @@ def _check_metrics(name: str, metrics: Any, arguments: Any) -> list:
     return list(metrics)
 
 
-class RankingMetrics(RankingMetricBase):
+class RankingMetrics(RankingMean):
     r"""Any subset of the ranking metrics at every cut-off, from a single shared ranking step.
 
     Each value equals that of the individual class (<classes>) with the same arguments.
@@ -68,6 +69,10 @@ class RankingMetrics(RankingMetricBase):
         **{argument: option.checked_by for argument, option in ranking_metrics_options().items()},
     }
 
+    @classmethod
+    def _option_parameters(cls, named: tuple) -> list:
+        return option_parameters(list(REGISTRY.values()), "argument", skip=named)
+
     def __init__(
         self,
         top_k: Union[int, Sequence[int]],
@@ -78,46 +83,15 @@ class RankingMetrics(RankingMetricBase):
         output_transform: Callable = _identity,
         device: Union[str, torch.device] = torch.device("cpu"),
         skip_unrolling: bool = False,
-        *,
-        ties: str = "stable",
-        per_user: bool = False,
-        num_groups: Optional[int] = None,
-        num_items: Optional[int] = None,
-        skip_users_without_relevant: Optional[bool] = None,
-        num_threads: Optional[int] = None,
-        **conventions: Any,
+        **keywords: Any,
     ):
-        self.top_k = list(top_k)  # type: ignore[arg-type]  # checked and sorted: a list
-        self.metrics = metrics
-        self.gain_function = gain_function
+        arguments = self._validate_params(locals())
+        entries = [REGISTRY[name] for name in arguments["metrics"]]
         # each metric's options, by the metric's own option names, from RankingMetrics' arguments
-        arguments = {**conventions, "gain_function": gain_function}
-        for argument, option in ranking_metrics_options().items():
-            setattr(self, argument, arguments.get(argument, option.default))
-        entries = [REGISTRY[name] for name in self.metrics or ()]  # checked: the names
         options = {
-            entry.name: {option.name: getattr(self, option.argument) for option in entry.options} for entry in entries
+            entry.name: {option.name: arguments[option.argument] for option in entry.options} for entry in entries
         }
-        self._names = [f"{entry.name}@{k}" for entry in entries if entry.has_cutoff for k in self.top_k]
-        self._names += [entry.name for entry in entries if not entry.has_cutoff]
-        super().__init__(
-            [entry for entry in entries if entry.has_cutoff] + [entry for entry in entries if not entry.has_cutoff],
-            options,
-            ignore_zero_hits,
-            relevance_threshold,
-            output_transform,
-            device,
-            skip_unrolling,
-            ties=ties,
-            per_user=per_user,
-            num_groups=num_groups,
-            num_items=num_items,
-            skip_users_without_relevant=skip_users_without_relevant,
-            num_threads=num_threads,
-        )
-
-    def _num_values(self) -> int:
-        return len(self._names)
+        self._start(arguments, entries, options)
 
     def _result(self, means):
         return dict(zip(self._names, means))
@@ -152,12 +126,7 @@ RankingMetrics.__doc__ = (
 )
 
 
-RankingMetrics.__signature__ = with_parameters(  # type: ignore[attr-defined]
-    RankingMetrics.__init__, option_parameters(list(REGISTRY.values()), "argument", skip=("gain_function",))
-)
-
-
-class RecallAtFixedPrecision(RankingMetrics):
+class RecallAtFixedPrecision(StatefulMetric):
     r"""The largest Recall@k over k = 1..``max_k`` whose Precision@k reaches ``min_precision``, on
     the curves averaged over users, and that k (torchmetrics ``RetrievalRecallAtFixedPrecision``).
 
@@ -169,7 +138,9 @@ class RecallAtFixedPrecision(RankingMetrics):
     ``adaptive_k=True``: P@k divides by min(k, the user's candidates). As torchmetrics by default
     (``empty_target_action="neg"``), users without a relevant item count, with zero curves
     (``ignore_zero_hits=False``). ``compute()`` returns ``(recall, k)``; the curves are
-    :meth:`curves`.
+    :meth:`curves`. It holds the :class:`RankingMetrics` of the two curves, whose state it
+    saves and loads under its own configuration. A pick of k on the mean curves is no mean over
+    users: it has no confidence interval, per-user values or groups.
 
     >>> import torch
     >>> from ignite_recsys import RecallAtFixedPrecision
@@ -179,11 +150,15 @@ class RecallAtFixedPrecision(RankingMetrics):
     (1.0, 3)
     """
 
-    __signature__ = None  # its own constructor's (not RankingMetrics')
     _parameter_constraints = {
         "max_k": V.positive_int(),
         "min_precision": V.Interval(float, 0, 1),
         "adaptive_k": V.BOOLEAN,
+        # the curves' arguments, as RankingMetrics checks them
+        **{
+            name: V.declared_constraints(RankingMetrics)[name]
+            for name in ("ignore_zero_hits", "relevance_threshold", "ties", "num_items")
+        },
     }
 
     def __init__(
@@ -200,29 +175,34 @@ class RecallAtFixedPrecision(RankingMetrics):
         ties: str = "stable",
         num_items: Optional[int] = None,
     ):
-        self.max_k = max_k
-        self.min_precision = min_precision
-        self.adaptive_k = adaptive_k
-        super().__init__(
+        self._validate_params(locals())
+        self.max_k, self.min_precision, self.adaptive_k = max_k, min_precision, adaptive_k
+        self._curves = RankingMetrics(
             list(range(1, max_k + 1)),
             ["precision", "recall"],
             ignore_zero_hits,
             relevance_threshold,
-            output_transform=output_transform,
             device=device,
-            skip_unrolling=skip_unrolling,
             ties=ties,
             num_items=num_items,
             precision_normalization="min_k_items" if adaptive_k else "k",
         )
+        super().__init__(output_transform, device, skip_unrolling)
+
+    def reset(self) -> None:
+        super().reset()
+        self._curves.reset()
+
+    def update(self, output: Any) -> None:
+        self._curves.update(output)
 
     def curves(self) -> dict:
         """``{"precision": [mean P@1, ..., mean P@max_k], "recall": [...]}`` over the users counted."""
-        means = super().compute()
+        means = self._curves.compute()
         ks = range(1, self.max_k + 1)
         return {name: [means[f"{name}@{k}"] for k in ks] for name in ("precision", "recall")}
 
-    def compute(self) -> tuple:  # type: ignore[override]
+    def compute(self) -> tuple:
         curves = self.curves()
         best = None
         for k, (precision, recall) in enumerate(zip(curves["precision"], curves["recall"]), start=1):
@@ -235,7 +215,15 @@ class RecallAtFixedPrecision(RankingMetrics):
     def _value_labels(self):
         return ["/recall", "/k"]
 
-    def confidence_interval(self, level: float = 0.95):
-        raise NotImplementedError(
-            "RecallAtFixedPrecision picks a k on the mean curves: it is not a mean over users and has no interval"
-        )
+    def state_dict(self):
+        """The curves' state under this metric's configuration."""
+        state = self._curves.state_dict()
+        state["configuration"] = self._configuration()
+        return state
+
+    def load_state_dict(self, state_dict: Mapping) -> None:
+        if isinstance(state_dict, Mapping) and "configuration" in state_dict:
+            self._check_configuration(state_dict["configuration"])
+            state_dict = {_PER_RANK: state_dict.get(_PER_RANK)} if _PER_RANK in state_dict else {}
+        self._curves.load_state_dict(state_dict)
+        self._resume_pending = True

@@ -167,6 +167,16 @@ class SampledMetrics(StatefulMetric):
         "seed": V.Custom("an int >= 0 or a torch.Generator", _check_seed, (-1, 1.5, "0", None, True)),
         "per_user": V.BOOLEAN,
     }
+    top_k: list
+    metrics: list
+    num_negatives: int
+    sampling: str
+    item_weights: Optional[torch.Tensor]
+    gamma: float
+    ties: str
+    model: Optional[Callable]
+    seed: Union[int, torch.Generator]
+    num_items: Optional[int]
     _histogram: torch.Tensor
     _count: torch.Tensor
     _candidates_sum: torch.Tensor
@@ -191,18 +201,19 @@ class SampledMetrics(StatefulMetric):
         skip_unrolling: bool = False,
         per_user: bool = False,
     ):
+        arguments = self._validate_params(locals())
         if model is not None and num_items is None:
             raise ValueError("num_items: a SampledMetrics with a model needs the catalog size num_items")
+        item_weights = arguments["item_weights"]
         if item_weights is not None and num_items is not None and item_weights.numel() != num_items:
             raise ValueError(f"item_weights must have num_items={num_items} entries, got {item_weights.numel()}")
-        self.top_k, self.metrics, self.num_negatives = top_k, metrics, num_negatives
-        self.sampling, self.item_weights = sampling, item_weights
-        self.estimators: list = list(estimators or E.ESTIMATORS)  # (checked: None is resolved)
-        self.gamma, self.ties, self.model, self.num_items, self.seed = gamma, ties, model, num_items, seed
+        names = ("top_k", "metrics", "num_negatives", "sampling", "item_weights", "gamma", "ties", "model", "seed")
+        self._keep_arguments(arguments, *names, "num_items")
+        self.estimators: list = list(arguments["estimators"] or E.ESTIMATORS)  # (checked: None is resolved)
         self.keeps_per_user = per_user
         self._tables: dict = {}
         self._extremes: tuple = ()  # the batch's least and largest number of candidates (_add reads it)
-        self.add_state("_histogram", (num_negatives + 1,))
+        self.add_state("_histogram", (self.num_negatives + 1,))
         self.add_state("_count", ())
         self.add_state("_candidates_sum", ())
         self.add_state("_candidates_min", (), reduce="MIN", fill=float("inf"))

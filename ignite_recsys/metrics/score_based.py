@@ -61,6 +61,8 @@ class GAUC(StreamingMean):
 
     _counted = "user with both a positive and a negative item"
     _parameter_constraints = {"relevance_threshold": V.positive_real(), "weighting": V.Options(GAUC_WEIGHTINGS)}
+    relevance_threshold: float
+    weighting: str
 
     def __init__(
         self,
@@ -70,8 +72,7 @@ class GAUC(StreamingMean):
         device: Union[str, torch.device] = torch.device("cpu"),
         skip_unrolling: bool = False,
     ):
-        self.relevance_threshold = relevance_threshold
-        self.weighting = weighting
+        self._keep_arguments(self._validate_params(locals()), "relevance_threshold", "weighting")
         super().__init__(output_transform, device, skip_unrolling)
 
     def _parse(self, output):
@@ -122,6 +123,8 @@ class AUC(StatefulMetric):
 
     optional_output_keys = ("mask",)  # a dict output {"y_pred", "y", "mask"} passes its mask
     _parameter_constraints = {"relevance_threshold": V.positive_real(), "resolution_bits": V.Interval(int, 10, 24)}
+    relevance_threshold: float
+    resolution_bits: int
     _histogram: torch.Tensor
     _lowest: torch.Tensor
     _highest: torch.Tensor
@@ -134,9 +137,8 @@ class AUC(StatefulMetric):
         device: Union[str, torch.device] = torch.device("cpu"),
         skip_unrolling: bool = False,
     ):
-        self.relevance_threshold = relevance_threshold
-        self.resolution_bits = resolution_bits
-        num_buckets = 1 << resolution_bits
+        self._keep_arguments(self._validate_params(locals()), "relevance_threshold", "resolution_bits")
+        num_buckets = 1 << self.resolution_bits
         # row 0: positives per bucket, row 1: negatives per bucket (ascending scores)
         self.add_state("_histogram", (2, num_buckets))
         # lowest and highest score seen in each bucket: a bucket with one distinct score is exact
@@ -310,8 +312,13 @@ class LogLoss(PointwiseMean):
 
     >>> import torch
     >>> from ignite_recsys import LogLoss
+    >>> probabilities, targets = torch.tensor([0.9, 0.2, 0.6]), torch.tensor([1, 0, 0])
     >>> metric = LogLoss()
-    >>> metric.update((torch.tensor([0.9, 0.2, 0.6]), torch.tensor([1, 0, 0])))
+    >>> metric.update((probabilities, targets))
+    >>> round(metric.compute(), 4)
+    0.4149
+    >>> metric = LogLoss(from_logits=True)
+    >>> metric.update((torch.logit(probabilities), targets))
     >>> round(metric.compute(), 4)
     0.4149
     """
@@ -320,6 +327,8 @@ class LogLoss(PointwiseMean):
         "eps": V.Interval(float, 0, 0.5, low_included=False, high_included=False),
         "from_logits": V.BOOLEAN,
     }
+    eps: float
+    from_logits: bool
 
     def __init__(
         self,
@@ -329,8 +338,7 @@ class LogLoss(PointwiseMean):
         device: Union[str, torch.device] = torch.device("cpu"),
         skip_unrolling: bool = False,
     ):
-        self.eps = eps
-        self.from_logits = from_logits
+        self._keep_arguments(self._validate_params(locals()), "eps", "from_logits")
         super().__init__(output_transform, device, skip_unrolling)
 
     def _loss(self, y_pred, y):
