@@ -14,7 +14,6 @@ The checks of ``update``'s inputs live beside the input adapters (``_core/input_
 
 from __future__ import annotations
 
-import functools
 import inspect
 import math
 import numbers
@@ -359,33 +358,6 @@ def bind_arguments(cls: type, init: Callable, given: Mapping) -> dict:
     bound = _signature_of(cls, init).bind(None, **named)
     bound.apply_defaults()
     return {name: value for name, value in list(bound.arguments.items())[1:]}
-
-
-def validated_init(init: Callable) -> Callable:
-    """Wrap a constructor so that the outermost call checks every declared argument against
-    the class's signature and hands the checked values to the constructor body (for the classes
-    whose constructor does not call ``_validate_params`` itself); the base classes'
-    constructors it calls then receive checked values and check nothing again. The checked
-    arguments are kept as ``_arguments`` (the configuration a state is saved under)."""
-
-    @functools.wraps(init)
-    def checked_init(self, *args, **kwargs):
-        if self.__dict__.get("_arguments_checked") or "_arguments" in self.__dict__:
-            return init(self, *args, **kwargs)  # a base constructor: the outermost one checked
-        signature = _signature_of(type(self), init)
-        if any(p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in signature.parameters.values()):
-            return init(self, *args, **kwargs)  # a constructor that only forwards: the next one checks
-        bound = signature.bind(self, *args, **kwargs)  # a TypeError for a wrong call, as without the wrapper
-        bound.apply_defaults()
-        arguments = validate(declared_constraints(type(self)), dict(list(bound.arguments.items())[1:]))
-        self.__dict__["_arguments_checked"] = True
-        self.__dict__["_arguments"] = arguments
-        try:
-            return init(self, **arguments)
-        finally:
-            del self.__dict__["_arguments_checked"]
-
-    return checked_init
 
 
 def _signature_of(cls: type, init: Callable) -> inspect.Signature:

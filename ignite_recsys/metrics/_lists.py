@@ -348,7 +348,7 @@ _USER_ARGUMENTS = (("per_user", False), ("num_groups", None))
 def declare_constructor(cls: type, parent: Any, kwargs: dict) -> None:
     """Give a list metric class the signature of its registry entry (``cls.entry``): ``top_k``,
     the entry's arguments, ``output_transform, device, skip_unrolling``, then keyword-only the
-    entry's keywords (and ``per_user, num_groups`` for a per-user mean). ``validated_init``
+    entry's keywords (and ``per_user, num_groups`` for a per-user mean). :func:`configure`
     checks a call against it. ``parent``: ``super()`` of the family base's ``__init_subclass__``."""
     parent.__init_subclass__(**kwargs)
     per_user = issubclass(cls, UserMean)
@@ -363,14 +363,15 @@ def declare_constructor(cls: type, parent: Any, kwargs: dict) -> None:
     cls.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]
 
 
-def configure(metric: Any) -> dict:
-    """Set a list metric's checked constructor arguments (``validated_init`` keeps them as
-    ``_arguments``) as its attributes and make its look-ups (``_prepare``: CPU tensors copied to
+def configure(metric: Any, args: tuple, kwargs: dict) -> dict:
+    """Check a list metric's constructor call (``args``, ``kwargs``) against its entry's
+    signature (kept as ``_arguments``, the configuration a state is saved under), set the checked
+    arguments as its attributes and make its look-ups (``_prepare``: CPU tensors copied to
     each inputs' device once, ``_copies``); return the arguments of the machinery
     (``output_transform``, ``device``, ...), for the base class."""
     machinery: dict = {}
     engine = {name for name, _ in _ENGINE_ARGUMENTS + _USER_ARGUMENTS}
-    for name, value in metric.__dict__["_arguments"].items():
+    for name, value in metric._validate_call(args, kwargs).items():
         if name in engine:
             machinery[name] = value
         else:
@@ -407,7 +408,7 @@ class ListMean(CutoffResults, UserMean):
         declare_constructor(cls, super(), kwargs)
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(**configure(self))
+        super().__init__(**configure(self, args, kwargs))
 
     def _prepare(self) -> dict:
         """The tensors (CPU) that updates look up on the inputs' device (by default the per-item

@@ -116,8 +116,8 @@ class StatefulMetric(Metric):
 
     - Constructor arguments are declared in ``_parameter_constraints`` (merged along the class
       hierarchy) and checked at the top of the constructor: ``self._validate_params(locals())``
-      returns the checked, normalised values (a constructor that does not call it is checked
-      before its body runs, by ``_validation.validated_init``).
+      returns the checked, normalised values (:meth:`_validate_call` for a constructor of
+      ``*args, **kwargs`` whose class declares its signature).
     - State tensors are declared with :meth:`add_state`; ``reset`` makes them, ``compute`` reduces
       copies of them across processes (:meth:`_reduced`: the local state is unchanged, whether
       ``compute`` returns or raises).
@@ -145,15 +145,6 @@ class StatefulMetric(Metric):
     _sum: torch.Tensor
     _count: torch.Tensor
 
-    def __init_subclass__(cls, **kwargs):
-        super().__init_subclass__(**kwargs)
-        # a constructor that does not check its arguments itself, unless its class is a base whose
-        # constructor receives the checked arguments of a subclass's
-        init = vars(cls).get("__init__")
-        checks_itself = init is not None and "_validate_params" in init.__code__.co_names
-        if init is not None and not checks_itself and not vars(cls).get("_takes_checked_arguments"):
-            cls.__init__ = V.validated_init(init)  # type: ignore[method-assign]
-
     def __init__(
         self,
         output_transform: Callable = _identity,
@@ -176,6 +167,17 @@ class StatefulMetric(Metric):
         )
         init = _constructor(owner)
         arguments = V.validate(V.declared_constraints(type(self)), V.bind_arguments(owner, init, given))
+        self.__dict__["_arguments"] = arguments
+        return arguments
+
+    def _validate_call(self, args: tuple, kwargs: Mapping) -> dict:
+        """:meth:`_validate_params` for a constructor that takes ``*args, **kwargs`` and whose
+        class declares its signature (``__signature__``: a list metric's registry entry): the call
+        bound to that signature (a TypeError for a wrong call, as a plain function raises),
+        checked, normalised and kept as ``_arguments``."""
+        bound = inspect.signature(type(self)).bind(*args, **kwargs)
+        bound.apply_defaults()
+        arguments = V.validate(V.declared_constraints(type(self)), bound.arguments)
         self.__dict__["_arguments"] = arguments
         return arguments
 
@@ -537,8 +539,6 @@ def _plain_text(value: Any) -> Optional[str]:
 class StreamingMean(StatefulMetric):
     """``compute`` returns the mean ``sums / count`` of ``num_values`` values (through ``_result``):
     float64 states ``_sum`` (num_values,) and ``_count``, summed across processes."""
-
-    _takes_checked_arguments = True
 
     def __init__(
         self,

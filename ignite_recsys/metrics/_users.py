@@ -62,7 +62,6 @@ class UserMean(StatefulMetric):
     """
 
     _parameter_constraints = {"per_user": V.BOOLEAN, "num_groups": V.positive_int(optional=True)}
-    _takes_checked_arguments = True  # its constructor gets the arguments its subclass checked
     _sum_squares: torch.Tensor
     _shift: torch.Tensor
     _group_sum: torch.Tensor

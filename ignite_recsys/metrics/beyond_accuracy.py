@@ -70,7 +70,7 @@ class CatalogCounts(CutoffResults, StatefulMetric):
         declare_constructor(cls, super(), kwargs)
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
-        machinery = configure(self)
+        machinery = configure(self, args, kwargs)
         self._buckets_by_depth: dict = {}
         # 0 items until the first batch fixes the catalog size; a saved state of any size loads
         # when num_items is not given

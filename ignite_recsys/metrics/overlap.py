@@ -71,7 +71,7 @@ class _TwoLists(CutoffResults, UserMean):
         declare_constructor(cls, super(), kwargs)
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(**configure(self))
+        super().__init__(**configure(self, args, kwargs))
 
     def _num_values(self) -> int:
         return len(self.top_k)

@@ -186,7 +186,7 @@ class _PopularityParity(CutoffResults, StatefulMetric):
         declare_constructor(cls, super(), kwargs)
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(**configure(self))
+        super().__init__(**configure(self, args, kwargs))
 
     def _parse(self, output: Any) -> RankingInput:
         return parse_catalog_lists(output, self.item_popularity.numel(), type(self).__name__, "item_popularity", False)
