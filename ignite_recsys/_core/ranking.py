@@ -39,6 +39,7 @@ from .relevance import (
     relevance_pass,
 )
 from .item_sets import distinct_in_rows, listed_of_mask
+from .small_batch import small_dense_ranking
 from .selection import (
     listed_bound,
     stable_topk,
@@ -131,7 +132,7 @@ def _rank_input(batch: RankingInput, request: RankingRequest, hints: Optional[Ra
     gain_function, ideal = request.gain_function, request.ideal
     gain_functions = request.gain_functions
     if batch.is_dense:
-        ranked, order, top_labels = _rank_dense(
+        ranked, order, top_labels = _rank_small_dense(batch, request) or _rank_dense(
             batch.scores,
             batch.labels,
             depth=depth,
@@ -328,6 +329,50 @@ def _rank_dense(
         tie,
     )
     return ranked, order, top_labels
+
+
+def _rank_small_dense(batch: RankingInput, request: RankingRequest) -> Optional[tuple]:
+    """``_rank_dense`` of a small CPU batch under ``ties="stable"`` in a handful of operations
+    (:func:`~.small_batch.small_dense_ranking`), or None where that does not apply."""
+    if request.ties != "stable":
+        return None
+    scores, labels = batch.scores, batch.labels
+    depth = min(request.depth, scores.shape[1])
+    relevance = Relevance.of(request.relevance_threshold, labels.dtype)
+    ideal_function = request.gain_function if request.ideal else None
+    ranked = small_dense_ranking(
+        scores,
+        labels,
+        depth,
+        relevance,
+        request.gain_functions,
+        request.relevance_threshold,
+        ideal_function,
+        request.counts_relevant or (request.ideal and not ideal_needs_selection(labels, request.gain_function)),
+    )
+    if ranked is None:
+        return None
+    order, positions, num_relevant, has_relevant, label_nan, ideal_gain, top_labels = ranked
+    invalid = invalid_flags(torch.zeros((), dtype=torch.bool), label_nan)
+    tie = torch.zeros(order.shape, dtype=torch.float64)
+    gain_function, gain_functions = request.gain_function, request.gain_functions
+    return (
+        _ranked_batch(
+            scores.shape[1],
+            depth,
+            positions,
+            num_relevant,
+            has_relevant,
+            gain_function,
+            gain_functions,
+            ideal_gain,
+            invalid,
+            None,
+            tie,
+        ),
+        order,
+        top_labels,
+    )
 
 
 def _positions(top_labels, relevance, gain_functions, relevance_threshold, top_scores, tie, group_totals):
