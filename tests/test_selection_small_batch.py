@@ -149,3 +149,10 @@ def test_small_step_takes_fewer_torch_operations(monkeypatch):
     working = [name for name in small if name not in free]
     assert len(working) <= 16, working
     assert len(general) >= 2 * len(working), (len(general), working)
+
+
+def test_scores_that_require_grad(taken):
+    batches = _batches(np.random.default_rng(4), 2, 500)
+    expected = _run(batches)
+    assert _run([(scores.clone().requires_grad_(), labels) for scores, labels in batches]) == expected
+    assert taken["small"] == 2 * len(batches)

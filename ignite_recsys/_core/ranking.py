@@ -340,7 +340,7 @@ def _rank_small_dense(batch: RankingInput, request: RankingRequest) -> Optional[
     depth = min(request.depth, scores.shape[1])
     relevance = Relevance.of(request.relevance_threshold, labels.dtype)
     ideal_function = request.gain_function if request.ideal else None
-    ranked = small_dense_ranking(
+    small = small_dense_ranking(
         scores,
         labels,
         depth,
@@ -350,29 +350,14 @@ def _rank_small_dense(batch: RankingInput, request: RankingRequest) -> Optional[
         ideal_function,
         request.counts_relevant or (request.ideal and not ideal_needs_selection(labels, request.gain_function)),
     )
-    if ranked is None:
+    if small is None:
         return None
-    order, positions, num_relevant, has_relevant, label_nan, ideal_gain, top_labels = ranked
-    invalid = invalid_flags(torch.zeros((), dtype=torch.bool), label_nan)
-    tie = torch.zeros(order.shape, dtype=torch.float64)
-    gain_function, gain_functions = request.gain_function, request.gain_functions
-    return (
-        _ranked_batch(
-            scores.shape[1],
-            depth,
-            positions,
-            num_relevant,
-            has_relevant,
-            gain_function,
-            gain_functions,
-            ideal_gain,
-            invalid,
-            None,
-            tie,
-        ),
-        order,
-        top_labels,
-    )
+    order, positions, num_relevant, has_relevant, label_nan, ideal_gain, top_labels = small
+    flags = invalid_flags(torch.zeros((), dtype=torch.bool), label_nan)
+    counts, asked = (num_relevant, has_relevant), (request.gain_function, request.gain_functions)
+    tie = torch.zeros(order.shape, dtype=torch.float64)  # the best depth + 1 scores decrease strictly
+    ranked = _ranked_batch(scores.shape[1], depth, positions, *counts, *asked, ideal_gain, flags, None, tie)
+    return ranked, order, top_labels
 
 
 def _positions(top_labels, relevance, gain_functions, relevance_threshold, top_scores, tie, group_totals):

@@ -59,12 +59,12 @@ def small_dense_ranking(
         or any(callable(g) for g in wanted)
     ):
         return None
-    values, indices = scores.detach().topk(width, 1)
+    values, indices = _plain(scores).topk(width, 1)
     top_scores = values.numpy()
     if not (top_scores[:, 1:] < top_scores[:, :-1]).all():  # a tie or a NaN: the general step
         return None
     order = np.ascontiguousarray(indices.numpy()[:, :depth])
-    y = labels.detach().numpy()
+    y = _plain(labels).numpy()
     compare = _COMPARE[relevance.compare]
     relevant = compare(y, relevance.value)
     counts = relevant.sum(1, dtype=np.float64)
@@ -86,6 +86,11 @@ def small_dense_ranking(
         ideal,
         torch.from_numpy(top),
     )
+
+
+def _plain(x: torch.Tensor) -> torch.Tensor:
+    """``x`` without its autograd history (numpy reads no tensor that requires grad)."""
+    return x.detach() if x.requires_grad else x
 
 
 def _gains(values: np.ndarray, relevant: np.ndarray, gain_function, threshold) -> torch.Tensor:
