@@ -39,7 +39,6 @@ from .relevance import (
     relevance_pass,
 )
 from .item_sets import distinct_in_rows, listed_of_mask
-from .small_batch import small_dense_ranking
 from .selection import (
     listed_bound,
     stable_topk,
@@ -132,7 +131,7 @@ def _rank_input(batch: RankingInput, request: RankingRequest, hints: Optional[Ra
     gain_function, ideal = request.gain_function, request.ideal
     gain_functions = request.gain_functions
     if batch.is_dense:
-        ranked, order, top_labels = _rank_small_dense(batch, request) or _rank_dense(
+        ranked, order, top_labels = _rank_dense(
             batch.scores,
             batch.labels,
             depth=depth,
@@ -328,35 +327,6 @@ def _rank_dense(
         None,
         tie,
     )
-    return ranked, order, top_labels
-
-
-def _rank_small_dense(batch: RankingInput, request: RankingRequest) -> Optional[tuple]:
-    """``_rank_dense`` of a small CPU batch under ``ties="stable"`` in a handful of operations
-    (:func:`~.small_batch.small_dense_ranking`), or None where that does not apply."""
-    if request.ties != "stable":
-        return None
-    scores, labels = batch.scores, batch.labels
-    depth = min(request.depth, scores.shape[1])
-    relevance = Relevance.of(request.relevance_threshold, labels.dtype)
-    ideal_function = request.gain_function if request.ideal else None
-    small = small_dense_ranking(
-        scores,
-        labels,
-        depth,
-        relevance,
-        request.gain_functions,
-        request.relevance_threshold,
-        ideal_function,
-        request.counts_relevant or (request.ideal and not ideal_needs_selection(labels, request.gain_function)),
-    )
-    if small is None:
-        return None
-    order, positions, num_relevant, has_relevant, label_nan, ideal_gain, top_labels = small
-    flags = invalid_flags(torch.zeros((), dtype=torch.bool), label_nan)
-    counts, asked = (num_relevant, has_relevant), (request.gain_function, request.gain_functions)
-    tie = torch.zeros(order.shape, dtype=torch.float64)  # the best depth + 1 scores decrease strictly
-    ranked = _ranked_batch(scores.shape[1], depth, positions, *counts, *asked, ideal_gain, flags, None, tie)
     return ranked, order, top_labels
 
 

@@ -70,9 +70,8 @@ SHARED_BLOCK_ENTRIES = 1 << 18
 
 # --- Small batches (CPU) --------------------------------------------------------------------------
 # Batches of at most this many scores are ranked with the fewest operations (each label compared,
-# the ideal ranking's labels selected among all; dense ones under ties="stable" by one torch.topk
-# and numpy, _core/small_batch.py): their fixed cost per operation outweighs the work the group
-# pre-filters save. Re-measure: bench_update.py --under-load --sizes (the small-batch stream).
+# the ideal ranking's labels selected among all): their fixed cost per operation outweighs the
+# work the group pre-filters save. Re-measure: bench_update.py's small-batch stream.
 SMALL_BATCH_ENTRIES = 1 << 16
 
 # --- Pieces of passes over (batch, ...) rows ---------------------------------------------------
