@@ -13,6 +13,7 @@ counter) and its growth over 20 updates. Writes a table to stdout, JSON and a PN
     python benchmarks/bench_update.py --runs 3 --markdown    # three runs; the tables of docs/benchmarks.md
     python benchmarks/bench_update.py --under-load --markdown  # idle, num_threads=1, 1 and 4 busy processes,
                                                                # and the small-batch stream, in one table
+    python benchmarks/bench_update.py --under-load --sizes     # the small-batch stream alone
 
 ``--load L`` starts L busy processes (each a pure-Python spin loop on one core, not pinned) before
 the timings and stops them after, so every candidate runs under the same load.
@@ -238,13 +239,14 @@ def under_load(args):
 
 def under_load_markdown(report, command):
     """The speed-under-load table of docs/benchmarks.md (``under_load``'s report)."""
-    lines = [
-        header_line(command, 1, "", [report["load_average_at_start"]]),
-        "",
-        "| items N | `torch.topk`, no busy process | no busy process, default | no busy process, `num_threads=1` "
-        "| 1 busy process | 4 busy processes | slowdown with 4 busy processes: ours / `torch.topk` |",
-        "|---|---|---|---|---|---|---|",
-    ]
+    lines = [header_line(command, 1, "", [report["load_average_at_start"]])]
+    if report["sizes"]:
+        lines += [
+            "",
+            "| items N | `torch.topk`, no busy process | no busy process, default | no busy process, `num_threads=1` "
+            "| 1 busy process | 4 busy processes | slowdown with 4 busy processes: ours / `torch.topk` |",
+            "|---|---|---|---|---|---|---|",
+        ]
     for items, entry in report["sizes"].items():
         row, slowdown = entry["by_load"], entry["slowdown_4"]
         lines.append(
@@ -608,7 +610,13 @@ def measure(args, with_memory=True):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description="Benchmark metric updates against peers.")
-    parser.add_argument("--sizes", type=int, nargs="+", default=None, help="items N (default 1k, 10k, 100k, 1M)")
+    parser.add_argument(
+        "--sizes",
+        type=int,
+        nargs="*",
+        default=None,
+        help="items N (default 1k, 10k, 100k, 1M); with --under-load and no N, only the small-batch stream",
+    )
     parser.add_argument("--batch", type=int, default=256)
     parser.add_argument(
         "--repeats",
