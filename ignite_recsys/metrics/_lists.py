@@ -150,7 +150,9 @@ def self_information(popularity: torch.Tensor, metric: str) -> torch.Tensor:
 
 # --- Tensors given once, on the inputs' device ---------------------------------------------------
 class DeviceCopies:
-    """Copies of constructor-time CPU tensors on each device the inputs come on (made once)."""
+    """Copies of constructor-time CPU tensors on each device the inputs come on, made once, at
+    the first update there. To a GPU they are copied from pinned memory without blocking: a
+    copy from pageable memory would make that update wait for the GPU."""
 
     def __init__(self, **tensors: Optional[torch.Tensor]):
         self._host = tensors
@@ -162,8 +164,11 @@ class DeviceCopies:
     def get(self, name: str, device: torch.device) -> torch.Tensor:
         key = (name, device)
         if key not in self._copies:
-            self._copies[key] = self.host(name).to(device)
-        return self._copies[key]
+            source = self.host(name)
+            if torch.device(device).type == "cuda" and source.device.type == "cpu":
+                source = source.pin_memory()
+            self._copies[key] = (source, source.to(device, non_blocking=True))  # the source kept alive
+        return self._copies[key][1]
 
 
 def at_items(per_item: torch.Tensor, order: torch.Tensor) -> torch.Tensor:

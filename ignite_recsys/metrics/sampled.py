@@ -22,6 +22,7 @@ from .._core import sampled_estimators as E
 from .._core.input_checks import check_dense_tensor, check_dtype, values_only
 from .._tdist import t_intervals
 from ._state import BatchTotals, StatefulMetric, _identity
+from ._lists import DeviceCopies
 
 SAMPLINGS = ("uniform", "popularity")
 SAMPLED_TIES = ("random", "optimistic", "pessimistic")
@@ -209,6 +210,7 @@ class SampledMetrics(StatefulMetric):
             raise ValueError(f"item_weights must have num_items={num_items} entries, got {item_weights.numel()}")
         names = ("top_k", "metrics", "num_negatives", "sampling", "item_weights", "gamma", "ties", "model", "seed")
         self._keep_arguments(arguments, *names, "num_items")
+        self._weights = DeviceCopies(item_weights=self.item_weights)  # on the inputs' device, once
         self.estimators: list = list(arguments["estimators"] or E.ESTIMATORS)  # (checked: None is resolved)
         self.keeps_per_user = per_user
         self._tables: dict = {}
@@ -309,7 +311,7 @@ class SampledMetrics(StatefulMetric):
             chosen = order.gather(1, position)
             empty = count[:, 0] == 0
         else:
-            weights = self.item_weights.to(device)  # type: ignore[union-attr]
+            weights = self._weights.get("item_weights", device)
             cumulative = torch.where(allowed, weights, 0.0).cumsum(1)
             total = cumulative[:, -1:]
             chosen = torch.searchsorted(cumulative, uniform * total, right=True)
