@@ -20,7 +20,8 @@ The metrics of the top-k lists that have per-user values (``average_popularity``
 ``rank_biased_overlap``, ``intersection``) have a function each too, named after the class in
 snake_case: the update's inputs, then the constructor's arguments (those without a default
 positional, the others keyword-only), returning the (batch, len(top_k)) values that the class's
-``per_user()`` keeps (NaN: a user not counted).
+``per_user()`` keeps (NaN: a user not counted). :func:`sampled_metrics` gives the per-test-item
+values of :class:`~ignite_recsys.SampledMetrics` (a dict, as its ``per_user()``).
 
 >>> import torch
 >>> from ignite_recsys import functional as F
@@ -233,4 +234,28 @@ def _function_of_class(metric_class: "type[UserMean]", name: str):
 for _class in LIST_METRICS:
     globals()[_class.entry.name] = _function_of_class(_class, _class.entry.name)
 
-__all__ = [*REGISTRY, "ranking_metrics", *(metric_class.entry.name for metric_class in LIST_METRICS)]
+
+def sampled_metrics(y_pred: Any, y: Any, *, model: Any = None, **options: Any) -> dict:
+    """Per-test-item values of :class:`~ignite_recsys.SampledMetrics` on one batch (its
+    arguments, conventions and defaults, ``seed`` included: the same seed samples the same
+    negatives): ``{"<metric>@<k>/<estimator>": (items,) float64}``, what its ``per_user()`` keeps
+    after ``update((y_pred, y))``.
+
+    >>> import torch
+    >>> from ignite_recsys import functional as F
+    >>> scores = torch.arange(1000.0).repeat(4, 1)  # item i scores i
+    >>> F.sampled_metrics(scores, torch.tensor([999, 998, 500, 0]), top_k=[10], metrics=["hit_rate"],
+    ...                   estimators=["naive"], seed=0)["hit_rate@10/naive"]
+    tensor([1., 1., 0., 0.], dtype=torch.float64)
+    """
+    metric = metrics.SampledMetrics(model=model, per_user=True, **options)
+    metric.update((y_pred, y))
+    return metric.per_user()
+
+
+__all__ = [
+    *REGISTRY,
+    "ranking_metrics",
+    *(metric_class.entry.name for metric_class in LIST_METRICS),
+    "sampled_metrics",
+]

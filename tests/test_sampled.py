@@ -538,3 +538,22 @@ def test_evaluate_sampled_counts_the_interactions_graded_one_or_more():
     options = {"num_negatives": 10, "estimators": ["naive"]}
     result = evaluate(lambda u: scores[u], graded, ["ndcg@10"], sampled=options, per_user=True, progress=False)
     assert result.info["test_items"] == 2 and list(result.user_ids) == [0, 1]
+
+
+def test_the_function_gives_the_class_per_user_values_and_the_sure_ones_by_hand():
+    from ignite_recsys import functional as F
+
+    generator = torch.Generator().manual_seed(3)
+    scores = torch.rand(6, 300, generator=generator)
+    positives = scores.argmax(1)  # each user's best item: rank 1 among any sample
+    positives[3] = scores[3].argmin()  # the worst: last among any sample
+    options = dict(top_k=[1, 5], metrics=["hit_rate", "ndcg"], num_negatives=50, estimators=["naive"], seed=7)
+    got = F.sampled_metrics(scores, positives, **options)
+    metric = SampledMetrics(per_user=True, **options)
+    metric.update((scores, positives))
+    expected = metric.per_user()
+    assert got.keys() == expected.keys()
+    for key in expected:
+        torch.testing.assert_close(got[key], expected[key], rtol=0, atol=0)
+    assert got["hit_rate@1/naive"].tolist() == [1.0, 1.0, 1.0, 0.0, 1.0, 1.0]
+    assert got["ndcg@5/naive"][3] == 0.0
