@@ -401,6 +401,27 @@ def test_exclusion_from_a_file_and_from_a_table(tmp_path):
         R.evaluate(tmp_path / "run.trec", test, ["P@1"], exclude=Interactions(["u1"], ["b"]), progress=False)
 
 
+def test_files_to_means_never_imports_pandas(tmp_path):
+    """pyarrow imports pandas on its first pyarrow.array() or Array.to_numpy() (half a second and
+    50 MiB): a TREC run, qrels and an exclusion file are evaluated without it."""
+    import os
+    import subprocess
+
+    (tmp_path / "test.qrels").write_text("u1 0 a 1\nu1 0 c 1\nu2 0 b 1\n")
+    (tmp_path / "train.qrels").write_text("u1 0 b 1\nu2 0 a 1\nu2 0 z 1\n")
+    (tmp_path / "run.trec").write_text("u1 Q0 b 1 3 t\nu1 Q0 a 2 2 t\nu1 Q0 x 3 1 t\nu2 Q0 a 1 5 t\nu2 Q0 b 2 4 t\n")
+    script = (
+        "import sys, ignite_recsys as R\n"
+        "r = R.evaluate('run.trec', 'test.qrels', ['P@1', 'mrr@3'], exclude='train.qrels', progress=False)\n"
+        "print(r.means == {'precision@1': 1.0, 'mrr@3': 1.0}, 'pandas' in sys.modules)\n"
+    )
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = {**os.environ, "PYTHONPATH": root}
+    done = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True, env=env)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["True", "False"]
+
+
 # --- bad files -------------------------------------------------------------------------------
 GOOD_QRELS = "q1 0 d1 1\nq1 0 d2 0\nq2 0 d1 2\n"
 
