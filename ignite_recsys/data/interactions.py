@@ -557,8 +557,8 @@ class Interactions:
         users: Any,
         *,
         grades: bool = True,
-        width: Optional[int] = None,
         device: Union[str, torch.device, None] = None,
+        width: Optional[int] = None,
     ) -> ItemIds:
         """The interactions of ``users`` as :class:`~ignite_recsys.ItemIds`: each row a user's items
         ascending, padded with ``-1`` to the longest row (or ``width``), with the grades."""

@@ -39,6 +39,7 @@ from .files import (
 from .interactions import Interactions, frame_columns
 
 RUN_TIES = ("docid", "order")
+RUN_COLUMNS = (USER_COLUMNS, ITEM_COLUMNS, SCORE_COLUMNS)  # the usual names of a run table's columns
 SCORE_PRECISIONS = ("float64", "float32")
 
 
@@ -56,16 +57,11 @@ class Chunks:
         self.typed = typed  # ids from typed (non-text) columns: tie order by value
 
 
-def run_file_chunks(
-    path: Any,
-    format: Optional[str] = None,
-    *,
-    user: Optional[str] = None,
-    item: Optional[str] = None,
-    score: Optional[str] = None,
-) -> Chunks:
-    """The chunks of a TREC run file or a parquet/CSV run table (user, item, score columns)."""
+def run_file_chunks(path: Any, format: Optional[str] = None, names: Optional[dict] = None) -> Chunks:
+    """The chunks of a TREC run file or a parquet/CSV run table (user, item, score columns;
+    ``names``: ``{"user": ..., "item": ..., "score": ...}``, each missing role the usual name)."""
     kind = file_format(path, format)
+    names = names or {}
     if kind == "trec":
         chunks = (
             (line, columns["qid"], columns["docid"], columns["score"])
@@ -75,19 +71,19 @@ def run_file_chunks(
     chosen = table_columns(
         path,
         kind,
-        {"user": (user, USER_COLUMNS), "item": (item, ITEM_COLUMNS), "score": (score, SCORE_COLUMNS)},
+        {role: (names.get(role), usual) for role, usual in zip(("user", "item", "score"), RUN_COLUMNS)},
         "the run table",
     )
-    names = [chosen["user"], chosen["item"], chosen["score"]]
+    order = [chosen["user"], chosen["item"], chosen["score"]]
     chunks = (
-        (first, columns[names[0]], columns[names[1]], columns[names[2]])
-        for first, columns in table_chunks(path, kind, names, ids=names[:2])
+        (first, columns[order[0]], columns[order[1]], columns[order[2]])
+        for first, columns in table_chunks(path, kind, order, ids=order[:2])
     )
     return Chunks(
         chunks,
         os.fspath(path),
         "row" if kind == "parquet" else "line",
-        {"user": names[0], "item": names[1], "score": names[2]},
+        {"user": order[0], "item": order[1], "score": order[2]},
         typed=kind == "parquet",
     )
 
@@ -99,7 +95,7 @@ def run_chunks(run: Any, columns: Optional[Any] = None, format: Optional[str] = 
         raise ValueError(f"run_columns must be (user, item, score) column names, got {columns!r}")
     names = {role: name for role, name in zip(("user", "item", "score"), columns or ()) if name is not None}
     if isinstance(run, (str, os.PathLike)):
-        return run_file_chunks(run, format, **names)
+        return run_file_chunks(run, format, names)
     return run_frame_chunks(run, names.get("user", "user"), names.get("item", "item"), names.get("score", "score"))
 
 
