@@ -32,7 +32,7 @@ ITEM_COLUMNS = ("item", "item_id", "itemid", "docid", "doc_id", "doc")
 VALUE_COLUMNS = ("value", "rating", "relevance", "rel", "grade", "label")
 SCORE_COLUMNS = ("score", "prediction", "rating")
 CANONICAL_INTEGER = r"^-?(0|[1-9][0-9]*)$"  # text read as an integer id (a negative one is then refused)
-CHUNK_BYTES = 4 << 20  # bytes of text per chunk of a TREC or CSV file (the reader holds a few)
+CHUNK_BYTES = 1 << 20  # bytes of text per chunk of a TREC or CSV file (the reader holds a few)
 CHUNK_ROWS = 1 << 20  # rows per chunk of a parquet file
 
 
@@ -152,8 +152,8 @@ def trec_chunks(
     pa = require("pyarrow", "reading TREC files")
     csv = require("pyarrow.csv", "reading TREC files")
     _check_exists(path)
-    # blocks of 1 MiB: Arrow parses a chunk's blocks on several threads
-    read_options = csv.ReadOptions(column_names=list(fields), use_threads=True, block_size=1 << 20)
+    # blocks of 256 KiB: Arrow parses a chunk's blocks on several threads
+    read_options = csv.ReadOptions(column_names=list(fields), use_threads=True, block_size=1 << 18)
     parse_options = csv.ParseOptions(delimiter=" ", quote_char=False, escape_char=False, ignore_empty_lines=False)
     # every field as text (UTF-8 checked; the fields not kept only to see that none is empty):
     # plain strings convert at twice the speed of dictionaries

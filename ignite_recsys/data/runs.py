@@ -302,15 +302,13 @@ class RunStream:
         same_user = segment[1:] == segment[:-1]
         descending = score_values[1:] <= score_values[:-1]
         tied = same_user & (score_values[1:] == score_values[:-1])
-        if (descending | ~same_user).all() and not tied.any():
+        in_order = bool((descending | ~same_user).all())
+        if in_order and not tied.any():
             order = None  # already ranked (a run written in rank order): no sort
         else:
-            order = np.lexsort((-score_values, segment))
+            order = np.arange(len(segment)) if in_order else np.lexsort((-score_values, segment))
             if self.ties == "docid":
-                ranked_segment, ranked_scores = segment[order], score_values[order]
-                if ((ranked_segment[1:] == ranked_segment[:-1]) & (ranked_scores[1:] == ranked_scores[:-1])).any():
-                    text_rank = _sort_rank(items.take(arrow_of(rows)))
-                    order = np.lexsort((-text_rank, -score_values, segment))
+                order = self._docid_order(order, segment, score_values, items, rows)
         if order is None:
             starts = np.flatnonzero(np.concatenate([[True], ~same_user]))
             lengths = np.diff(np.append(starts, len(segment)))
@@ -320,6 +318,22 @@ class RunStream:
         starts = np.flatnonzero(np.concatenate([[True], segment[1:] != segment[:-1]]))
         lengths = np.diff(np.append(starts, len(segment)))
         yield row_positions[order][starts], item_codes[order], lengths
+
+    @staticmethod
+    def _docid_order(order: np.ndarray, segment: np.ndarray, scores: np.ndarray, items: Any, rows: np.ndarray) -> Any:
+        """``order`` (by user, then score descending) with equal scores by item id, descending:
+        only the tied rows' ids are ranked as text."""
+        ranked_segment, ranked_scores = segment[order], scores[order]
+        tie = (ranked_segment[1:] == ranked_segment[:-1]) & (ranked_scores[1:] == ranked_scores[:-1])
+        if not tie.any():
+            return order
+        involved = np.zeros(len(order), dtype=bool)
+        involved[:-1] |= tie
+        involved[1:] |= tie
+        tied_rows = order[involved]
+        text_rank = np.zeros(len(segment), dtype=np.int64)  # decides only among equal scores
+        text_rank[tied_rows] = _sort_rank(items.take(arrow_of(rows[tied_rows])))
+        return np.lexsort((-text_rank, -scores, segment))
 
     def _positions(self, dictionary: Any, user_index: np.ndarray, lines: np.ndarray) -> np.ndarray:
         """Each distinct user's position in test.users, -1 when the test table does not hold it."""
