@@ -131,6 +131,7 @@ class IdMap:
         self._lookup: Optional[tuple] = None  # (sorted keys, their dense ids), built on use
         self._arrow: Any = None  # the keys as a pyarrow array (kept from an Arrow column, or built on use)
         self._numpy: Optional[np.ndarray] = None  # the keys as numpy (built on use from Arrow ones)
+        self._sorted: Optional[tuple] = None  # (the Arrow keys sorted, their dense ids), built on use
         if _distinct and _is_arrow(values) and len(values):  # a reader's: numpy only when asked
             self._arrow = _arrow_keys(values, self.kind)
             return
@@ -148,7 +149,7 @@ class IdMap:
 
     @_keys.setter
     def _keys(self, keys: np.ndarray) -> None:
-        self._numpy, self._arrow, self._lookup = keys, None, None
+        self._numpy, self._arrow, self._lookup, self._sorted = keys, None, None, None
 
     @classmethod
     def derived_map(cls) -> "IdMap":
@@ -221,7 +222,7 @@ class IdMap:
             new = pc.unique(_arrow_keys(kept(values, missing), self.kind))
             new = new.take(pc.sort_indices(new))
             keys = new if self._numpy is not None else pa.concat_arrays([self._arrow, new])
-            self._numpy, self._arrow, self._lookup = None, keys, None
+            self._numpy, self._arrow, self._lookup, self._sorted = None, keys, None, None
             return
         others = _to_numpy(values)[missing] if _is_arrow(values) else values[missing]
         new = np.unique(others.astype(object) if self.kind == "str" else others)
@@ -253,8 +254,16 @@ class IdMap:
             values = values.cast(pa.string())
         if self.kind == "int" and values.type != pa.int64():
             values = values.cast(pa.int64())
-        index = pc.index_in(values, value_set=self._arrow)
-        return numpy_of(index, null=-1).astype(np.int64)
+        # a binary search in the keys sorted once (index_in would hash every key at each call)
+        if self._sorted is None:
+            order = pc.sort_indices(self._arrow)
+            self._sorted = (self._arrow.take(order), numpy_of(order).astype(np.int64))
+        keys, dense = self._sorted
+        if not len(keys):
+            return np.full(len(values), -1, dtype=np.int64)
+        position = np.minimum(numpy_of(pc.search_sorted(keys, values), null=0).astype(np.int64), len(keys) - 1)
+        found = numpy_of(pc.equal(keys.take(arrow_of(position)), values), null=False)
+        return np.where(found, dense[position], -1)
 
 
 def _arrow_keys(values: Any, kind: Optional[str]) -> Any:
