@@ -137,6 +137,12 @@ def work(tool: str, run: str, qrels: str, import_pandas: bool = False) -> dict:
     return {"seconds": seconds, "peak_mib": peak - before, "means": means}
 
 
+def _in_call(frame: str) -> bool:
+    """Whether a py-spy frame (``function (file:line)``) is work()'s timed call()."""
+    function, _, where = frame.partition(" (")
+    return function.rsplit(".", 1)[-1] == "call" and "bench_files.py" in where
+
+
 def profile(run: str, qrels: str, rate: int = 250, top: int = 25) -> None:
     """py-spy (a sampling profiler: pip install py-spy) on one evaluate() call: the seconds each
     thread was busy inside the call and the functions it spent them in (inclusive)."""
@@ -160,14 +166,14 @@ def profile(run: str, qrels: str, rate: int = 250, top: int = 25) -> None:
                 frames = stack.split(";")
                 # the reader thread's samples, and the main thread's inside call()
                 thread = "reader" if "run-reader" in frames[0] else "main"
-                if thread == "main" and not any(frame.startswith("call (") for frame in frames):
+                if thread == "main" and not any(_in_call(frame) for frame in frames):
                     continue
                 busy[thread] += int(count)
                 for frame in dict.fromkeys(frames[1:]):
                     inside[thread, frame] += int(count)
     print("busy seconds inside the call: " + ", ".join(f"{name} {n / rate:.2f}" for name, n in busy.items()))
     for (thread, frame), count in inside.most_common(top * 3)[: top * 2]:
-        if "importlib" not in frame and "threading.py" not in frame:
+        if not any(skip in frame for skip in ("importlib", "threading.py", "bench_files.py")):
             print(f"{count / rate:7.2f} s  {thread:<6} {frame[:110]}")
 
 
