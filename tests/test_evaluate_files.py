@@ -16,6 +16,7 @@ from ignite_recsys.data import FileFormatError, Interactions, read_interactions,
 from ignite_recsys.evaluation import parse_metrics
 
 pa = pytest.importorskip("pyarrow")
+pc = pytest.importorskip("pyarrow.compute")
 pq = pytest.importorskip("pyarrow.parquet")
 pd = pytest.importorskip("pandas")
 pytrec_eval = pytest.importorskip("pytrec_eval")
@@ -399,6 +400,19 @@ def test_exclusion_from_a_file_and_from_a_table(tmp_path):
     test = read_interactions(tmp_path / "test.qrels")
     with pytest.raises(ValueError, match="exclude must number users and items as test does"):
         R.evaluate(tmp_path / "run.trec", test, ["P@1"], exclude=Interactions(["u1"], ["b"]), progress=False)
+
+
+@pytest.mark.parametrize("looked_up", [3, 40, 400])  # few values against many keys, and many
+def test_an_id_map_of_arrow_ids_finds_each_id_or_none(looked_up):
+    rng = np.random.default_rng(looked_up)
+    keys = [f"doc{i}" for i in rng.permutation(100)]
+    values = [f"doc{i}" for i in rng.integers(0, 130, looked_up)]  # ids past 99 are not in the map
+    id_map, codes = R.IdMap.from_values(pa.array(keys))
+    expected = {key: position for position, key in enumerate(sorted(keys))}
+    assert codes.tolist() == [expected[key] for key in keys]
+    found = id_map.encode(pa.array(values))
+    assert found.tolist() == [expected.get(value, -1) for value in values]
+    assert id_map.encode(pc.dictionary_encode(pa.array(values))).tolist() == found.tolist()
 
 
 def test_files_to_means_never_imports_pandas(tmp_path):

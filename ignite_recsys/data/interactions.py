@@ -254,7 +254,9 @@ class IdMap:
             values = values.cast(pa.string())
         if self.kind == "int" and values.type != pa.int64():
             values = values.cast(pa.int64())
-        # a binary search in the keys sorted once (index_in would hash every key at each call)
+        if len(self._arrow) <= 4 * len(values):  # a hash set of the keys, built for this call
+            return numpy_of(pc.index_in(values, value_set=self._arrow), null=-1).astype(np.int64)
+        # few values against many keys: a binary search in the keys sorted once
         if self._sorted is None:
             order = pc.sort_indices(self._arrow)
             self._sorted = (self._arrow.take(order), numpy_of(order).astype(np.int64))
