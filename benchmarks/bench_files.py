@@ -19,7 +19,7 @@ both tools are checked to agree.
 
     python benchmarks/bench_files.py --rows 1000000 --repeats 5
     python benchmarks/bench_files.py --rows 1000000 --rows 10000000 --repeats 3   # 10M rows: slow
-    python benchmarks/bench_files.py --rows 1000000 --profile      # where evaluate's time goes
+    python benchmarks/bench_files.py --rows 1000000 --profile      # where evaluate's time goes (py-spy)
     python benchmarks/bench_files.py --rows 1000000 --import-pandas   # pandas imported before the clock
 """
 
@@ -98,13 +98,15 @@ def _resident() -> tuple:
     return fields["VmRSS"], fields["VmHWM"]
 
 
-def work(tool: str, run: str, qrels: str, profile: bool = False, import_pandas: bool = False) -> dict:
+def work(tool: str, run: str, qrels: str, import_pandas: bool = False) -> dict:
     """File to means with one tool in this process; the call's seconds and peak memory (MiB)."""
     if import_pandas:  # pyarrow imports pandas on its first pyarrow.array(): before the clock
         import pandas  # noqa: F401
     if tool == "ignite_recsys":
+        import pyarrow.compute  # noqa: F401  (the modules the readers use, imported as pytrec_eval is)
+        import pyarrow.csv  # noqa: F401
+
         import ignite_recsys
-        import ignite_recsys.data.files  # noqa: F401  (pyarrow, imported as a user's script has it)
 
         def call() -> dict:
             result = ignite_recsys.evaluate(run, qrels, METRICS, progress=False, **CONVENTIONS)
@@ -128,23 +130,51 @@ def work(tool: str, run: str, qrels: str, profile: bool = False, import_pandas: 
     with open("/proc/self/clear_refs", "w") as clear:
         clear.write("5")  # resets VmHWM to the current resident set
     before, _ = _resident()
-    if profile:
-        import cProfile
-        import pstats
-
-        profiler = cProfile.Profile()
-        start = time.perf_counter()
-        profiler.enable()
-        means = call()
-        profiler.disable()
-        seconds = time.perf_counter() - start
-        pstats.Stats(profiler, stream=sys.stderr).sort_stats("cumulative").print_stats(35)
-    else:
-        start = time.perf_counter()
-        means = call()
-        seconds = time.perf_counter() - start
+    start = time.perf_counter()
+    means = call()
+    seconds = time.perf_counter() - start
     _, peak = _resident()
     return {"seconds": seconds, "peak_mib": peak - before, "means": means}
+
+
+def _in_call(frame: str) -> bool:
+    """Whether a py-spy frame (``function (file:line)``) is work()'s timed call()."""
+    function, _, where = frame.partition(" (")
+    return function.rsplit(".", 1)[-1] == "call" and "bench_files.py" in where
+
+
+def profile(run: str, qrels: str, rate: int = 250, top: int = 25) -> None:
+    """py-spy (a sampling profiler: pip install py-spy) on one evaluate() call: the seconds each
+    thread was busy inside the call and the functions it spent them in (inclusive)."""
+    import collections
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as folder:
+        raw = os.path.join(folder, "samples.txt")
+        command = [sys.executable, __file__, "--work", "ignite_recsys", "--run", run, "--qrels", qrels]
+        subprocess.run(
+            ["py-spy", "record", "-r", str(rate), "--threads", "-f", "raw", "-o", raw, "--", *command],
+            env=CHILD_ENV,
+            check=True,
+            capture_output=True,
+        )
+        busy: collections.Counter = collections.Counter()
+        inside: collections.Counter = collections.Counter()
+        with open(raw) as samples:
+            for line in samples:
+                stack, count = line.rsplit(" ", 1)
+                frames = stack.split(";")
+                # the reader thread's samples, and the main thread's inside call()
+                thread = "reader" if "run-reader" in frames[0] else "main"
+                if thread == "main" and not any(_in_call(frame) for frame in frames):
+                    continue
+                busy[thread] += int(count)
+                for frame in dict.fromkeys(frames[1:]):
+                    inside[thread, frame] += int(count)
+    print("busy seconds inside the call: " + ", ".join(f"{name} {n / rate:.2f}" for name, n in busy.items()))
+    for (thread, frame), count in inside.most_common(top * 3)[: top * 2]:
+        if not any(skip in frame for skip in ("importlib", "threading.py", "bench_files.py")):
+            print(f"{count / rate:7.2f} s  {thread:<6} {frame[:110]}")
 
 
 def measure(tool: str, run: str, qrels: str, import_pandas: bool = False) -> dict:
@@ -165,7 +195,11 @@ def main() -> None:
     parser.add_argument("--rows", type=int, action="append", help="run rows (repeatable; default 1000000)")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--folder", default="/tmp/ignite_recsys_bench_files")
-    parser.add_argument("--profile", action="store_true", help="cProfile evaluate() once per size, to stderr")
+    parser.add_argument(
+        "--profile",
+        action="store_true",
+        help="py-spy samples of one evaluate() per size: busy seconds by thread and function",
+    )
     parser.add_argument(
         "--import-pandas", action="store_true", help="import pandas before the clock (pyarrow imports it on first use)"
     )
@@ -174,7 +208,7 @@ def main() -> None:
     parser.add_argument("--qrels", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.work:
-        print(json.dumps(work(args.work, args.run, args.qrels, profile=args.profile, import_pandas=args.import_pandas)))
+        print(json.dumps(work(args.work, args.run, args.qrels, import_pandas=args.import_pandas)))
         return
     print(f"load: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} {os.getloadavg()[2]:.2f} on {os.cpu_count()} cores")
     for rows in args.rows or [1_000_000]:
@@ -184,10 +218,7 @@ def main() -> None:
         run, qrels = generate(folder, rows)
         print(f"\n{rows:,} run rows, {rows // PER_USER * JUDGED:,} judgments ({time.perf_counter() - started:.0f} s)")
         if args.profile:
-            subprocess.run(
-                [sys.executable, __file__, "--work", "ignite_recsys", "--run", run, "--qrels", qrels, "--profile"],
-                env=CHILD_ENV,
-            )
+            profile(run, qrels)
             continue
         results: dict = {"ignite_recsys": [], "pytrec_eval": []}
         for _ in range(args.repeats):

@@ -14,7 +14,7 @@ import os
 import re
 import warnings
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, List, Optional, Sequence, Union
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Union
 
 import numpy as np
 import torch
@@ -400,9 +400,57 @@ def evaluate(
     >>> result.means
     {'recall@2': 0.5, 'mrr@2': 0.5}
     """
-    import ignite.distributed as idist
-    from ignite.exceptions import NotComputableError
+    requested = _checked_arguments(metrics, conventions, score_precision, level)
+    is_model = (
+        callable(scores)
+        and not isinstance(scores, (str, os.PathLike, tuple, dict))
+        and not hasattr(scores, "columns")
+        and not hasattr(scores, "column_names")
+    )
+    is_run = not is_model and not isinstance(scores, tuple)
+    if batch_size is None:
+        batch_size = 1024 if is_model else RUN_BATCH_SIZE if is_run else 16384
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
+    test, exclude, catalog, known = _tables(test, exclude, num_items, is_model)
+    if sampled is not None:  # each test item among sampled negatives (sampled.py)
+        from .sampled import evaluate_sampled
 
+        arguments = (scores, test, requested, sampled, exclude, catalog, batch_size, device, per_user, level)
+        return EvaluationResult(*evaluate_sampled(*arguments, (run_ties, run_columns, run_format), conventions))
+    names = [metric.name for metric in requested]
+    cutoffs = sorted({metric.k for metric in requested if metric.k is not None}) or [1]
+    # the metrics learn the catalog, except for a run of named items, whose items the test
+    # table does not name are numbered past it
+    told = catalog if is_model else known if isinstance(scores, tuple) or test.item_map is None else None
+    metric = RankingMetrics(
+        cutoffs, metrics=list(dict.fromkeys(names)), device=device, per_user=per_user, num_items=told, **conventions
+    )
+    feed = _Feed.start(test, exclude, metric, batch_size, device, per_user, progress)
+    threads = torch.get_num_threads()
+    if num_threads is not None:
+        torch.set_num_threads(V.check_positive_int("num_threads", num_threads))
+    elif is_run and threads > 1:  # the run's reader thread gets a core
+        torch.set_num_threads(threads - 1)
+    try:
+        if is_model:
+            _from_model(scores, feed, catalog)
+        elif isinstance(scores, tuple):
+            _from_ranked(scores, feed, known)
+        else:
+            depth = None if any(_reads_whole_list(name) for name in names) else cutoffs[-1]
+            run = _RunOptions(run_ties, run_columns, run_format, depth, score_precision)
+            _from_run(scores, feed, run, known if test.item_map is None else None)
+    finally:
+        torch.set_num_threads(threads)
+        if feed.bar is not None:
+            feed.bar.close()
+    # info counts the whole run: every process reads all of it (and evaluates its share of the users)
+    return _result(metric, requested, level, per_user, test, feed.info)
+
+
+def _checked_arguments(metrics: Any, conventions: dict, score_precision: str, level: Any) -> List[MetricName]:
+    """The requested metrics, after the checks of evaluate()'s arguments that need no table."""
     unknown = sorted(set(conventions) - set(CONVENTIONS))
     if unknown:
         raise TypeError(
@@ -417,17 +465,12 @@ def evaluate(
         )
     if isinstance(level, bool) or not isinstance(level, (int, float)) or not 0 < level < 1:
         raise ValueError(f"level must lie strictly between 0 and 1 (e.g. 0.95), got {level!r}")
-    is_model = (
-        callable(scores)
-        and not isinstance(scores, (str, os.PathLike, tuple, dict))
-        and not hasattr(scores, "columns")
-        and not hasattr(scores, "column_names")
-    )
-    is_run = not is_model and not isinstance(scores, tuple)
-    if batch_size is None:
-        batch_size = 1024 if is_model else RUN_BATCH_SIZE if is_run else 16384
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-        raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
+    return requested
+
+
+def _tables(test: Any, exclude: Any, num_items: Optional[int], is_model: bool) -> tuple:
+    """(test, exclude, catalog, known): the tables read and checked, the catalog's size, and the
+    catalog when it is known (given here or to the test table: ids past it are refused)."""
     test = _interactions(test, "test")
     if is_model:
         _check_model_ids(test)
@@ -448,70 +491,18 @@ def evaluate(
                 "pass the catalog's size (or leave num_items out to use the test table's)"
             )
     catalog = test.num_items if num_items is None else num_items
-    # the catalog when it is known (given here or to the test table): ids past it are refused
     known = num_items if num_items is not None else test._explicit_num_items
-    if sampled is not None:  # each test item among sampled negatives (sampled.py)
-        from .sampled import evaluate_sampled
+    return test, exclude, catalog, known
 
-        arguments = (scores, test, requested, sampled, exclude, catalog, batch_size, device, per_user, level)
-        return EvaluationResult(*evaluate_sampled(*arguments, (run_ties, run_columns, run_format), conventions))
-    names = [metric.name for metric in requested]
-    cutoffs = sorted({metric.k for metric in requested if metric.k is not None}) or [1]
-    # the metrics learn the catalog, except for a run of named items, whose items the test
-    # table does not name are numbered past it
-    told = catalog if is_model else known if isinstance(scores, tuple) or test.item_map is None else None
-    metric = RankingMetrics(
-        cutoffs,
-        metrics=list(dict.fromkeys(names)),
-        device=device,
-        per_user=per_user,
-        num_items=told,
-        **conventions,
-    )
-    rank, world_size = idist.get_rank(), idist.get_world_size()
-    positions = np.arange(len(test.users))
-    mine = positions % world_size == rank
-    info = {"test_users": len(test.users)}
 
-    def update(y_pred: Any, targets: Any, excluded: Any, users: torch.Tensor) -> None:
-        parts = (y_pred, targets) + ((excluded,) if excluded is not None else ())
-        metric.update(parts + ((UserIds(users.to(device)),) if per_user else ()))
+def _result(
+    metric: RankingMetrics, requested: List[MetricName], level: float, per_user: bool, test: Interactions, info: dict
+) -> EvaluationResult:
+    """The means, the intervals (computed when first read: their t quantiles import scipy.stats;
+    at once under torch.distributed, where every process takes part) and the per-user values."""
+    import ignite.distributed as idist
+    from ignite.exceptions import NotComputableError
 
-    bar = _progress(int(mine.sum()), progress, rank)
-    threads = torch.get_num_threads()
-    if num_threads is not None:
-        torch.set_num_threads(V.check_positive_int("num_threads", num_threads))
-    elif is_run and threads > 1:  # the run's reader thread gets a core
-        torch.set_num_threads(threads - 1)
-    try:
-        if is_model:
-            _from_model(scores, test, exclude, catalog, positions[mine], batch_size, device, update, bar)
-        elif isinstance(scores, tuple):
-            _from_ranked(scores, test, exclude, positions[mine], mine, batch_size, device, update, bar, info, known)
-        else:
-            _from_run(
-                scores,
-                test,
-                exclude,
-                mine,
-                batch_size,
-                device,
-                update,
-                bar,
-                info,
-                run_ties,
-                run_columns,
-                run_format,
-                None if any(_reads_whole_list(name) for name in names) else cutoffs[-1],
-                score_precision,
-                metric.reset,
-                known if test.item_map is None else None,
-            )
-    finally:
-        torch.set_num_threads(threads)
-        if bar is not None:
-            bar.close()
-    # info counts the whole run: every process reads all of it (and evaluates its share of the users)
     values = metric.compute()
     means = {item.key: float(values[item.key]) for item in requested}
 
@@ -522,15 +513,13 @@ def evaluate(
             return {item.key: (math.nan, math.nan) for item in requested}
         return {item.key: tuple(bounds[item.key]) for item in requested}
 
-    # computed when first read (its t quantiles import scipy.stats); under torch.distributed now,
-    # as every process must take part in the reduction
-    intervals = intervals() if world_size > 1 else intervals  # type: ignore[assignment]
+    bounds = intervals() if idist.get_world_size() > 1 else intervals
     kept, user_ids = None, None
     if per_user:
         rows = metric.per_user()
         kept = {item.key: rows[item.key].cpu() for item in requested}
         user_ids = test.original_users(metric.per_user_ids().cpu())
-    return EvaluationResult(means, intervals, level, kept, user_ids, info)
+    return EvaluationResult(means, bounds, level, kept, user_ids, info)
 
 
 def _reads_whole_list(name: str) -> bool:
@@ -555,20 +544,56 @@ def _check_model_ids(test: Interactions) -> None:
             )
 
 
-def _from_model(
-    model: Callable,
-    test: Interactions,
-    exclude: Optional[Interactions],
-    catalog: int,
-    positions: np.ndarray,
-    batch_size: int,
-    device: Any,
-    update: Callable,
-    bar: Any,
-) -> None:
-    users = test.users[torch.from_numpy(positions)]
-    for batch in users.split(batch_size):
-        scores = model(batch.to(device))
+@dataclass
+class _Feed:
+    """Where the batches of a model, ranked lists or a run go: the tables, the metric's update and
+    reset, the progress bar, the users this process evaluates (``mine``, a mask over
+    ``test.users``) and the counts of what was read (``info``)."""
+
+    test: Interactions
+    exclude: Optional[Interactions]
+    update: Callable
+    reset: Callable
+    batch_size: int
+    device: Any
+    bar: Any
+    mine: np.ndarray
+    info: dict
+
+    @classmethod
+    def start(
+        cls, test: Interactions, exclude: Any, metric: Any, batch_size: int, device: Any, per_user: bool, progress: bool
+    ) -> "_Feed":
+        import ignite.distributed as idist
+
+        rank, world_size = idist.get_rank(), idist.get_world_size()
+        mine = np.arange(len(test.users)) % world_size == rank
+
+        def update(y_pred: Any, targets: Any, excluded: Any, users: torch.Tensor) -> None:
+            parts = (y_pred, targets) + ((excluded,) if excluded is not None else ())
+            metric.update(parts + ((UserIds(users.to(device)),) if per_user else ()))
+
+        bar = _progress(int(mine.sum()), progress, rank)
+        return cls(test, exclude, update, metric.reset, batch_size, device, bar, mine, {"test_users": len(test.users)})
+
+    def ranked(self, users: torch.Tensor, ranked: torch.Tensor) -> None:
+        """One update from the ranked item lists (dense ids, -1 padded) of ``users`` (dense ids)."""
+        targets = self.test.item_ids(users, device=self.device)
+        exclude = self.exclude
+        excluded = exclude.item_ids(users, grades=False, device=self.device) if exclude is not None else None
+        self.update(RankedItems(ranked.to(self.device)), targets, excluded, users)
+        self.advance(len(users))
+
+    def advance(self, users: int) -> None:
+        if self.bar is not None:
+            self.bar.update(users)
+
+
+def _from_model(model: Callable, feed: _Feed, catalog: int) -> None:
+    test, exclude = feed.test, feed.exclude
+    users = test.users[torch.from_numpy(np.flatnonzero(feed.mine))]
+    for batch in users.split(feed.batch_size):
+        scores = model(batch.to(feed.device))
         if not isinstance(scores, torch.Tensor) or scores.ndim != 2 or tuple(scores.shape) != (len(batch), catalog):
             shape = tuple(scores.shape) if isinstance(scores, torch.Tensor) else type(scores).__name__
             raise ValueError(
@@ -578,37 +603,11 @@ def _from_model(
         excluded = (
             exclude.csr(batch, grades=False, num_items=catalog, device=scores.device) if exclude is not None else None
         )
-        update(scores, targets, excluded, batch)
-        if bar is not None:
-            bar.update(len(batch))
+        feed.update(scores, targets, excluded, batch)
+        feed.advance(len(batch))
 
 
-def _ranked_update(
-    test: Interactions,
-    exclude: Optional[Interactions],
-    users: torch.Tensor,
-    ranked: torch.Tensor,
-    device: Any,
-    update: Callable,
-) -> None:
-    targets = test.item_ids(users, device=device)
-    excluded = exclude.item_ids(users, grades=False, device=device) if exclude is not None else None
-    update(RankedItems(ranked.to(device)), targets, excluded, users)
-
-
-def _from_ranked(
-    given: tuple,
-    test: Interactions,
-    exclude: Optional[Interactions],
-    positions: np.ndarray,
-    mine: np.ndarray,
-    batch_size: int,
-    device: Any,
-    update: Callable,
-    bar: Any,
-    info: dict,
-    catalog: Optional[int] = None,
-) -> None:
+def _from_ranked(given: tuple, feed: _Feed, catalog: Optional[int] = None) -> None:
     if len(given) != 2:
         raise TypeError("scores as a tuple must be (users, ranked): user ids (n,) and ranked item ids (n, K)")
     users, ranked = given
@@ -623,6 +622,7 @@ def _from_ranked(
             f"scores: the ranked lists hold item id {int(ranked.max())}, past the catalog of num_items={catalog} "
             f"items (ids 0 to {catalog - 1}): pass the catalog's size as num_items, or drop the ids past it"
         )
+    test = feed.test
     dense = test.user_ids(users) if test.user_map is not None else torch.as_tensor(np.asarray(users), dtype=torch.int64)
     if dense.ndim != 1 or len(dense) != len(ranked):
         raise ValueError(
@@ -633,97 +633,48 @@ def _from_ranked(
     test_users = test.users
     position = torch.searchsorted(test_users, dense.contiguous()).clamp(max=len(test_users) - 1)
     known = test_users[position] == dense
-    info["run_rows_not_in_test"] = int((~known).sum())
+    feed.info["run_rows_not_in_test"] = int((~known).sum())
     row_of = torch.full((len(test_users),), -1, dtype=torch.int64)
     row_of[position[known]] = torch.arange(len(dense))[known]
-    info["test_users_not_in_run"] = int((row_of < 0).sum())
-    for batch in torch.from_numpy(positions).split(batch_size):
+    feed.info["test_users_not_in_run"] = int((row_of < 0).sum())
+    for batch in torch.from_numpy(np.flatnonzero(feed.mine)).split(feed.batch_size):
         rows = row_of[batch]
         lists = torch.where((rows >= 0).unsqueeze(1), ranked[rows.clamp(min=0)].to(torch.int64), -1)
-        _ranked_update(test, exclude, test_users[batch], lists, device, update)
-        if bar is not None:
-            bar.update(len(batch))
+        feed.ranked(test_users[batch], lists)
 
 
-def _from_run(
-    run: Any,
-    test: Interactions,
-    exclude: Optional[Interactions],
-    mine: np.ndarray,
-    batch_size: int,
-    device: Any,
-    update: Callable,
-    bar: Any,
-    info: dict,
-    ties: str,
-    columns: Optional[Sequence[str]],
-    format: Optional[str],
-    depth: Optional[int],
-    score_precision: str,
-    reset: Callable,
-    known: Optional[int] = None,
-) -> None:
+class _RunOptions(NamedTuple):
+    """How evaluate() reads a run: its tie rule, columns and format, the depth its lists are cut
+    at (None: whole) and the precision its scores are compared in."""
 
-    chunks = run_chunks(run, columns, format)
-    base = max(test.num_items, len(test.item_map) if test.item_map is not None else 0)
-    source = chunks.source
+    ties: str
+    columns: Optional[Sequence[str]]
+    format: Optional[str]
+    depth: Optional[int]
+    score_precision: str
 
-    def evaluated(chunks: Any) -> RunStream:
-        stream = RunStream(chunks, test, ties=ties, keep=mine, unknown_base=base, score_precision=score_precision)
-        pending: list = []
-        waiting = 0
 
-        def flush(parts: list) -> None:
-            positions = np.concatenate([part[0] for part in parts])
-            items = np.concatenate([part[1] for part in parts])
-            lengths = np.concatenate([part[2] for part in parts])
-            if known is not None and len(items) and int(items.max()) >= known:
-                at = int(np.argmax(items >= known))
-                row = int(positions[np.searchsorted(np.cumsum(lengths), at, "right")])
-                user = test.original_users(test.users[row : row + 1])[0]
-                user = user.item() if hasattr(user, "item") else user
-                raise ValueError(
-                    f"the run ranks item {int(items[at])} (for user {user}), past the catalog of num_items={known} "
-                    f"items (ids 0 to {known - 1}): pass the catalog's size as num_items, or drop the ids past it"
-                )
-            for start in range(0, len(positions), batch_size):
-                stop = start + batch_size
-                _ranked_batch(test, exclude, positions[start:stop], items, lengths, start, stop, depth, device, update)
-                if bar is not None:
-                    bar.update(len(positions[start:stop]))
-
-        # The next chunk is read by a background thread while this one is evaluated (see num_threads).
-        for part in _prefetched(stream):
-            pending.append(part)
-            waiting += len(part[0])
-            if waiting >= batch_size:
-                flush(pending)
-                pending, waiting = [], 0
-        if pending:
-            flush(pending)
-        return stream
-
-    grouped = False
+def _from_run(run: Any, feed: _Feed, options: _RunOptions, known: Optional[int] = None) -> None:
+    """Each test user's list of ``run`` in batches of users; the users the run misses get an
+    empty list. A run whose users' rows are not contiguous is read again, grouped in memory."""
+    chunks = run_chunks(run, options.columns, options.format)
+    source, grouped = chunks.source, False
     try:
-        stream = evaluated(chunks)
+        stream = _evaluated(chunks, feed, options, known)
     except SplitUserError:
         # a user's rows are split: read the whole run, group each user's rows (memory grows with
         # the run), and evaluate again from the start
         if not isinstance(run, (str, os.PathLike)):
             raise
-        reset()
-        if bar is not None:
-            bar.reset()
-        chunks = run_chunks(run, columns, format)
-        stream = evaluated(grouped_chunks(chunks))
+        feed.reset()
+        if feed.bar is not None:
+            feed.bar.reset()
+        stream = _evaluated(grouped_chunks(run_chunks(run, options.columns, options.format)), feed, options, known)
         grouped = True
-    missing = np.flatnonzero(~stream.seen & mine)
-    for start in range(0, len(missing), batch_size):
-        batch = missing[start : start + batch_size]
-        empty = torch.full((len(batch), 1), -1, dtype=torch.int64)
-        _ranked_update(test, exclude, test.users[torch.from_numpy(batch)], empty, device, update)
-        if bar is not None:
-            bar.update(len(batch))
+    missing = torch.from_numpy(np.flatnonzero(~stream.seen & feed.mine))
+    for start in range(0, len(missing), feed.batch_size):  # (split() of no users gives one empty batch)
+        batch = missing[start : start + feed.batch_size]
+        feed.ranked(feed.test.users[batch], torch.full((len(batch), 1), -1, dtype=torch.int64))
     notes = []
     if stream.rows == 0:
         notes.append(
@@ -736,13 +687,72 @@ def _from_run(
         )
     for note in notes:
         warnings.warn(note, InputWarning, stacklevel=3)
-    info.update(
+    feed.info.update(
         run_rows=stream.rows,
         run_rows_not_in_test=stream.rows_outside,
         test_users_not_in_run=int((~stream.seen).sum()),
         run_grouped_in_memory=grouped,
         warnings=notes,
     )
+
+
+def _evaluated(chunks: Any, feed: _Feed, options: _RunOptions, known: Optional[int]) -> RunStream:
+    """The run's users evaluated in batches of ``feed.batch_size`` (the next chunk is read by a
+    background thread meanwhile: see num_threads); the stream, for its counts."""
+    test = feed.test
+    base = max(test.num_items, len(test.item_map) if test.item_map is not None else 0)
+    stream = RunStream(
+        chunks, test, ties=options.ties, keep=feed.mine, unknown_base=base, score_precision=options.score_precision
+    )
+    pending: list = []
+    waiting = 0
+    for part in _prefetched(stream):
+        pending.append(part)
+        waiting += len(part[0])
+        if waiting >= feed.batch_size:
+            _flush(feed, pending, options.depth, known)
+            pending, waiting = [], 0
+    if pending:
+        _flush(feed, pending, options.depth, known)
+    return stream
+
+
+def _flush(feed: _Feed, parts: list, depth: Optional[int], known: Optional[int]) -> None:
+    """Updates from the lists of ``parts`` (``(positions, items, lengths)`` of the stream)."""
+    positions = np.concatenate([part[0] for part in parts])
+    items = np.concatenate([part[1] for part in parts])
+    lengths = np.concatenate([part[2] for part in parts])
+    if known is not None and len(items) and int(items.max()) >= known:
+        at = int(np.argmax(items >= known))
+        row = int(positions[np.searchsorted(np.cumsum(lengths), at, "right")])
+        user = feed.test.original_users(feed.test.users[row : row + 1])[0]
+        user = user.item() if hasattr(user, "item") else user
+        raise ValueError(
+            f"the run ranks item {int(items[at])} (for user {user}), past the catalog of num_items={known} "
+            f"items (ids 0 to {known - 1}): pass the catalog's size as num_items, or drop the ids past it"
+        )
+    offsets = np.concatenate([[0], np.cumsum(lengths)])
+    cut = depth if feed.exclude is None else None  # an excluded item frees a place further down
+    for start in range(0, len(positions), feed.batch_size):
+        stop = min(start + feed.batch_size, len(positions))
+        ranked = _padded(items[offsets[start] : offsets[stop]], lengths[start:stop], cut)
+        feed.ranked(feed.test.users[torch.from_numpy(positions[start:stop])], torch.from_numpy(ranked))
+
+
+def _padded(items: np.ndarray, lengths: np.ndarray, depth: Optional[int]) -> np.ndarray:
+    """The lists of ``items`` (concatenated, ``lengths`` each) as rows padded with -1, cut at
+    ``depth`` (None: whole)."""
+    starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
+    row = np.repeat(np.arange(len(lengths)), lengths)
+    column = np.arange(len(items)) - np.repeat(starts, lengths)
+    flat = np.arange(len(items))
+    if depth is not None:
+        inside = column < depth
+        row, column, flat = row[inside], column[inside], flat[inside]
+    width = max(int(column.max()) + 1 if len(column) else 1, 1)
+    ranked = np.full((len(lengths), width), -1, dtype=np.int64)
+    ranked[row, column] = items[flat]
+    return ranked
 
 
 def _prefetched(items: Any, depth: int = 2) -> Any:
@@ -784,33 +794,3 @@ def _prefetched(items: Any, depth: int = 2) -> Any:
     finally:
         stop.set()
         thread.join(timeout=5)
-
-
-def _ranked_batch(
-    test: Interactions,
-    exclude: Optional[Interactions],
-    positions: np.ndarray,
-    items: np.ndarray,
-    lengths: np.ndarray,
-    start: int,
-    stop: int,
-    depth: Optional[int],
-    device: Any,
-    update: Callable,
-) -> None:
-    """One update from users ``start:stop`` of a flush: their lists, padded with -1 (cut at
-    ``depth`` when only cut-off metrics are asked and nothing is excluded)."""
-    offsets = np.concatenate([[0], np.cumsum(lengths)])
-    batch_lengths = lengths[start:stop]
-    stop = start + len(batch_lengths)
-    flat = np.arange(offsets[start], offsets[stop])
-    row = np.repeat(np.arange(len(batch_lengths)), batch_lengths)
-    column = flat - np.repeat(offsets[start:stop], batch_lengths)
-    if depth is not None and exclude is None:
-        inside = column < depth
-        row, column, flat = row[inside], column[inside], flat[inside]
-    width = max(int(column.max()) + 1 if len(column) else 1, 1)
-    ranked = np.full((len(batch_lengths), width), -1, dtype=np.int64)
-    ranked[row, column] = items[flat]
-    users = torch.from_numpy(positions)
-    _ranked_update(test, exclude, test.users[users], torch.from_numpy(ranked), device, update)

@@ -16,6 +16,7 @@ from ignite_recsys.data import FileFormatError, Interactions, read_interactions,
 from ignite_recsys.evaluation import parse_metrics
 
 pa = pytest.importorskip("pyarrow")
+pc = pytest.importorskip("pyarrow.compute")
 pq = pytest.importorskip("pyarrow.parquet")
 pd = pytest.importorskip("pandas")
 pytrec_eval = pytest.importorskip("pytrec_eval")
@@ -399,6 +400,40 @@ def test_exclusion_from_a_file_and_from_a_table(tmp_path):
     test = read_interactions(tmp_path / "test.qrels")
     with pytest.raises(ValueError, match="exclude must number users and items as test does"):
         R.evaluate(tmp_path / "run.trec", test, ["P@1"], exclude=Interactions(["u1"], ["b"]), progress=False)
+
+
+@pytest.mark.parametrize("looked_up", [3, 40, 400])  # few values against many keys, and many
+def test_an_id_map_of_arrow_ids_finds_each_id_or_none(looked_up):
+    rng = np.random.default_rng(looked_up)
+    keys = [f"doc{i}" for i in rng.permutation(100)]
+    values = [f"doc{i}" for i in rng.integers(0, 130, looked_up)]  # ids past 99 are not in the map
+    id_map, codes = R.IdMap.from_values(pa.array(keys))
+    expected = {key: position for position, key in enumerate(sorted(keys))}
+    assert codes.tolist() == [expected[key] for key in keys]
+    found = id_map.encode(pa.array(values))
+    assert found.tolist() == [expected.get(value, -1) for value in values]
+    assert id_map.encode(pc.dictionary_encode(pa.array(values))).tolist() == found.tolist()
+
+
+def test_files_to_means_never_imports_pandas(tmp_path):
+    """pyarrow imports pandas on its first pyarrow.array() or Array.to_numpy() (half a second and
+    50 MiB): a TREC run, qrels and an exclusion file are evaluated without it."""
+    import os
+    import subprocess
+
+    (tmp_path / "test.qrels").write_text("u1 0 a 1\nu1 0 c 1\nu2 0 b 1\n")
+    (tmp_path / "train.qrels").write_text("u1 0 b 1\nu2 0 a 1\nu2 0 z 1\n")
+    (tmp_path / "run.trec").write_text("u1 Q0 b 1 3 t\nu1 Q0 a 2 2 t\nu1 Q0 x 3 1 t\nu2 Q0 a 1 5 t\nu2 Q0 b 2 4 t\n")
+    script = (
+        "import sys, ignite_recsys as R\n"
+        "r = R.evaluate('run.trec', 'test.qrels', ['P@1', 'mrr@3'], exclude='train.qrels', progress=False)\n"
+        "print(r.means == {'precision@1': 1.0, 'mrr@3': 1.0}, 'pandas' in sys.modules)\n"
+    )
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = {**os.environ, "PYTHONPATH": root}
+    done = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True, env=env)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["True", "False"]
 
 
 # --- bad files -------------------------------------------------------------------------------

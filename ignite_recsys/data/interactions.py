@@ -19,6 +19,7 @@ import numpy as np
 import torch
 
 from ..inputs import ItemIds
+from ._arrow import arrow_of, kept, numpy_of
 
 DUPLICATE_RULES = ("error", "max", "sum")
 
@@ -85,7 +86,7 @@ def _to_numpy(values: Any) -> np.ndarray:
 
         if pa.types.is_dictionary(values.type):
             values = values.dictionary_decode()
-        return values.to_numpy(zero_copy_only=False)
+        return numpy_of(values)
     return values
 
 
@@ -124,16 +125,31 @@ class IdMap:
     def __init__(self, ids: Any = (), *, _distinct: bool = False):
         values = column("IdMap ids", ids)
         self.kind = id_kind("IdMap ids", values) if len(values) else None
-        keys = _to_numpy(values)
-        keys = keys.astype(object) if self.kind == "str" else keys.astype(np.int64)
-        self._keys = keys
         # made by a reader or from_frame for ids it mapped on its own (not given by the user): a
         # model callable cannot know those dense ids when the originals are integers
         self.derived = False
         self._lookup: Optional[tuple] = None  # (sorted keys, their dense ids), built on use
-        self._arrow = None  # the keys as a pyarrow array, built on use
-        if not _distinct and len(np.unique(keys)) != len(keys):
+        self._arrow: Any = None  # the keys as a pyarrow array (kept from an Arrow column, or built on use)
+        self._numpy: Optional[np.ndarray] = None  # the keys as numpy (built on use from Arrow ones)
+        self._sorted: Optional[tuple] = None  # (the Arrow keys sorted, their dense ids), built on use
+        if _distinct and _is_arrow(values) and len(values):  # a reader's: numpy only when asked
+            self._arrow = _arrow_keys(values, self.kind)
+            return
+        keys = _to_numpy(values)
+        self._keys = keys.astype(object) if self.kind == "str" else keys.astype(np.int64)
+        if not _distinct and len(np.unique(self._keys)) != len(self._keys):
             raise ValueError("IdMap ids must be distinct")
+
+    @property
+    def _keys(self) -> np.ndarray:
+        if self._numpy is None:
+            keys = numpy_of(self._arrow)
+            self._numpy = keys.astype(object) if self.kind == "str" else keys.astype(np.int64)
+        return self._numpy
+
+    @_keys.setter
+    def _keys(self, keys: np.ndarray) -> None:
+        self._numpy, self._arrow, self._lookup, self._sorted = keys, None, None, None
 
     @classmethod
     def derived_map(cls) -> "IdMap":
@@ -166,7 +182,7 @@ class IdMap:
         return self._keys
 
     def __len__(self) -> int:
-        return len(self._keys)
+        return len(self._arrow) if self._numpy is None else len(self._numpy)
 
     def __repr__(self) -> str:
         return f"IdMap({len(self)} {self.kind or 'no'} ids)"
@@ -193,12 +209,24 @@ class IdMap:
         else:
             codes = self._encode_numpy(values.astype(object) if kind == "str" else values.astype(np.int64))
         if add and (codes < 0).any():
-            missing = _to_numpy(values)[codes < 0] if _is_arrow(values) else values[codes < 0]
-            new = np.unique(missing.astype(object) if kind == "str" else missing)
-            self._keys = np.concatenate([self._keys, new.astype(self._keys.dtype)])
-            self._lookup = self._arrow = None
+            self._add(values, codes < 0)
             codes = self.encode(values, name=name)
         return codes
+
+    def _add(self, values: Any, missing: np.ndarray) -> None:
+        """Append the distinct ``values[missing]``, sorted, to the map."""
+        if _is_arrow(values) and (self._numpy is None or not len(self._numpy)):  # stays in Arrow
+            import pyarrow as pa
+            import pyarrow.compute as pc
+
+            new = pc.unique(_arrow_keys(kept(values, missing), self.kind))
+            new = new.take(pc.sort_indices(new))
+            keys = new if self._numpy is not None else pa.concat_arrays([self._arrow, new])
+            self._numpy, self._arrow, self._lookup, self._sorted = None, keys, None, None
+            return
+        others = _to_numpy(values)[missing] if _is_arrow(values) else values[missing]
+        new = np.unique(others.astype(object) if self.kind == "str" else others)
+        self._keys = np.concatenate([self._keys, new.astype(self._keys.dtype)])
 
     def _encode_numpy(self, values: np.ndarray) -> np.ndarray:
         if self._lookup is None:
@@ -215,17 +243,39 @@ class IdMap:
         import pyarrow as pa
         import pyarrow.compute as pc
 
-        if self._arrow is None:
-            self._arrow = pa.array(self._keys.tolist(), type=pa.string() if self.kind == "str" else pa.int64())
+        if self._arrow is None and self.kind == "int":
+            self._arrow = arrow_of(self._keys)
+        elif self._arrow is None:
+            self._arrow = pa.array(self._keys.tolist(), type=pa.string())
         if pa.types.is_dictionary(values.type):  # look up each distinct value once
             codes = self._encode_arrow(values.dictionary)
-            return codes[values.indices.to_numpy(zero_copy_only=False)] if len(values) else codes[:0]
+            return codes[numpy_of(values.indices)] if len(values) else codes[:0]
         if self.kind == "str" and not pa.types.is_string(values.type):
             values = values.cast(pa.string())
         if self.kind == "int" and values.type != pa.int64():
             values = values.cast(pa.int64())
-        index = pc.index_in(values, value_set=self._arrow)
-        return index.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
+        if len(self._arrow) <= 4 * len(values):  # a hash set of the keys, built for this call
+            return numpy_of(pc.index_in(values, value_set=self._arrow), null=-1).astype(np.int64)
+        # few values against many keys: a binary search in the keys sorted once
+        if self._sorted is None:
+            order = pc.sort_indices(self._arrow)
+            self._sorted = (self._arrow.take(order), numpy_of(order).astype(np.int64))
+        keys, dense = self._sorted
+        if not len(keys):
+            return np.full(len(values), -1, dtype=np.int64)
+        position = np.minimum(numpy_of(pc.search_sorted(keys, values), null=0).astype(np.int64), len(keys) - 1)
+        found = numpy_of(pc.equal(keys.take(arrow_of(position)), values), null=False)
+        return np.where(found, dense[position], -1)
+
+
+def _arrow_keys(values: Any, kind: Optional[str]) -> Any:
+    """An Arrow id column as plain ``string`` or ``int64`` values (dictionaries decoded)."""
+    import pyarrow as pa
+
+    if pa.types.is_dictionary(values.type):
+        values = values.dictionary_decode()
+    wanted = pa.string() if kind == "str" else pa.int64()
+    return values if values.type == wanted else values.cast(wanted)
 
 
 # --- interactions ----------------------------------------------------------------------------
@@ -518,8 +568,8 @@ class Interactions:
         users: Any,
         *,
         grades: bool = True,
-        width: Optional[int] = None,
         device: Union[str, torch.device, None] = None,
+        width: Optional[int] = None,
     ) -> ItemIds:
         """The interactions of ``users`` as :class:`~ignite_recsys.ItemIds`: each row a user's items
         ascending, padded with ``-1`` to the longest row (or ``width``), with the grades."""

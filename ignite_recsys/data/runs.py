@@ -20,6 +20,7 @@ from typing import Any, Iterator, Optional
 
 import numpy as np
 
+from ._arrow import arrow_of, kept, numpy_of
 from ._optional import require
 from .files import (
     CANONICAL_INTEGER,
@@ -38,6 +39,7 @@ from .files import (
 from .interactions import Interactions, frame_columns
 
 RUN_TIES = ("docid", "order")
+RUN_COLUMNS = (USER_COLUMNS, ITEM_COLUMNS, SCORE_COLUMNS)  # the usual names of a run table's columns
 SCORE_PRECISIONS = ("float64", "float32")
 
 
@@ -55,16 +57,11 @@ class Chunks:
         self.typed = typed  # ids from typed (non-text) columns: tie order by value
 
 
-def run_file_chunks(
-    path: Any,
-    format: Optional[str] = None,
-    *,
-    user: Optional[str] = None,
-    item: Optional[str] = None,
-    score: Optional[str] = None,
-) -> Chunks:
-    """The chunks of a TREC run file or a parquet/CSV run table (user, item, score columns)."""
+def run_file_chunks(path: Any, format: Optional[str] = None, names: Optional[dict] = None) -> Chunks:
+    """The chunks of a TREC run file or a parquet/CSV run table (user, item, score columns;
+    ``names``: ``{"user": ..., "item": ..., "score": ...}``, each missing role the usual name)."""
     kind = file_format(path, format)
+    names = names or {}
     if kind == "trec":
         chunks = (
             (line, columns["qid"], columns["docid"], columns["score"])
@@ -74,19 +71,19 @@ def run_file_chunks(
     chosen = table_columns(
         path,
         kind,
-        {"user": (user, USER_COLUMNS), "item": (item, ITEM_COLUMNS), "score": (score, SCORE_COLUMNS)},
+        {role: (names.get(role), usual) for role, usual in zip(("user", "item", "score"), RUN_COLUMNS)},
         "the run table",
     )
-    names = [chosen["user"], chosen["item"], chosen["score"]]
+    order = [chosen["user"], chosen["item"], chosen["score"]]
     chunks = (
-        (first, columns[names[0]], columns[names[1]], columns[names[2]])
-        for first, columns in table_chunks(path, kind, names, ids=names[:2])
+        (first, columns[order[0]], columns[order[1]], columns[order[2]])
+        for first, columns in table_chunks(path, kind, order, ids=order[:2])
     )
     return Chunks(
         chunks,
         os.fspath(path),
         "row" if kind == "parquet" else "line",
-        {"user": names[0], "item": names[1], "score": names[2]},
+        {"user": order[0], "item": order[1], "score": order[2]},
         typed=kind == "parquet",
     )
 
@@ -98,7 +95,7 @@ def run_chunks(run: Any, columns: Optional[Any] = None, format: Optional[str] = 
         raise ValueError(f"run_columns must be (user, item, score) column names, got {columns!r}")
     names = {role: name for role, name in zip(("user", "item", "score"), columns or ()) if name is not None}
     if isinstance(run, (str, os.PathLike)):
-        return run_file_chunks(run, format, **names)
+        return run_file_chunks(run, format, names)
     return run_frame_chunks(run, names.get("user", "user"), names.get("item", "item"), names.get("score", "score"))
 
 
@@ -137,14 +134,13 @@ def grouped_chunks(chunks: Chunks, rows_per_chunk: int = 1 << 20) -> Chunks:
 def _grouped(arrays: list, lines: np.ndarray, rows_per_chunk: int) -> tuple:
     """(chunks of ``(first line, users, items, scores, lines)`` with each user's rows together, in
     the order of their first row's user code; whether rows had to move)."""
-    pa = require("pyarrow", "evaluating a run table")
     pc = require("pyarrow.compute", "evaluating a run table")
-    users = pc.dictionary_encode(arrays[0]).indices.to_numpy(zero_copy_only=False)
+    users = numpy_of(pc.dictionary_encode(arrays[0]).indices)
     starts = np.flatnonzero(np.concatenate([[True], users[1:] != users[:-1]])) if len(users) else users
     moved = len(np.unique(users[starts])) != len(starts)
     if moved:  # not grouped by user: group them
         order = np.argsort(users, kind="stable")
-        arrays = [array.take(pa.array(order)) for array in arrays]
+        arrays = [array.take(arrow_of(order)) for array in arrays]
         lines = lines[order]
 
     def chunks() -> Iterator[tuple]:
@@ -177,7 +173,7 @@ def _arrow(values: Any, name: str) -> Any:
         except (pa.ArrowInvalid, pa.ArrowTypeError) as error:
             raise TypeError(f"run column {name!r} must hold ids or numbers of one type, got {error}") from None
     if array.null_count:
-        row = int(np.argmax(array.is_null().to_numpy(zero_copy_only=False)))
+        row = int(np.argmax(numpy_of(array.is_null())))
         raise FileFormatError(
             "run", row, name, "a missing value (null): every row needs a user, an item and a score", "row"
         )
@@ -258,11 +254,10 @@ class RunStream:
             yield from self._lists(*carry)
 
     def _lists(self, users: Any, items: Any, scores: Any, lines: np.ndarray) -> Iterator[tuple]:
-        pa = require("pyarrow", "reading a run")
         pc = require("pyarrow.compute", "reading a run")
         self.rows += len(users)
         user_codes = pc.dictionary_encode(users)
-        user_index = user_codes.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+        user_index = numpy_of(user_codes.indices).astype(np.int64)
         position_of = self._positions(user_codes.dictionary, user_index, lines)
         starts = np.flatnonzero(np.concatenate([[True], user_index[1:] != user_index[:-1]]))
         segment_users = user_index[starts]
@@ -307,15 +302,13 @@ class RunStream:
         same_user = segment[1:] == segment[:-1]
         descending = score_values[1:] <= score_values[:-1]
         tied = same_user & (score_values[1:] == score_values[:-1])
-        if (descending | ~same_user).all() and not tied.any():
+        in_order = bool((descending | ~same_user).all())
+        if in_order and not tied.any():
             order = None  # already ranked (a run written in rank order): no sort
         else:
-            order = np.lexsort((-score_values, segment))
+            order = np.arange(len(segment)) if in_order else np.lexsort((-score_values, segment))
             if self.ties == "docid":
-                ranked_segment, ranked_scores = segment[order], score_values[order]
-                if ((ranked_segment[1:] == ranked_segment[:-1]) & (ranked_scores[1:] == ranked_scores[:-1])).any():
-                    text_rank = _sort_rank(items.take(pa.array(rows)))
-                    order = np.lexsort((-text_rank, -score_values, segment))
+                order = self._docid_order(order, segment, score_values, items, rows)
         if order is None:
             starts = np.flatnonzero(np.concatenate([[True], ~same_user]))
             lengths = np.diff(np.append(starts, len(segment)))
@@ -325,6 +318,22 @@ class RunStream:
         starts = np.flatnonzero(np.concatenate([[True], segment[1:] != segment[:-1]]))
         lengths = np.diff(np.append(starts, len(segment)))
         yield row_positions[order][starts], item_codes[order], lengths
+
+    @staticmethod
+    def _docid_order(order: np.ndarray, segment: np.ndarray, scores: np.ndarray, items: Any, rows: np.ndarray) -> Any:
+        """``order`` (by user, then score descending) with equal scores by item id, descending:
+        only the tied rows' ids are ranked as text."""
+        ranked_segment, ranked_scores = segment[order], scores[order]
+        tie = (ranked_segment[1:] == ranked_segment[:-1]) & (ranked_scores[1:] == ranked_scores[:-1])
+        if not tie.any():
+            return order
+        involved = np.zeros(len(order), dtype=bool)
+        involved[:-1] |= tie
+        involved[1:] |= tie
+        tied_rows = order[involved]
+        text_rank = np.zeros(len(segment), dtype=np.int64)  # decides only among equal scores
+        text_rank[tied_rows] = _sort_rank(items.take(arrow_of(rows[tied_rows])))
+        return np.lexsort((-text_rank, -scores, segment))
 
     def _positions(self, dictionary: Any, user_index: np.ndarray, lines: np.ndarray) -> np.ndarray:
         """Each distinct user's position in test.users, -1 when the test table does not hold it."""
@@ -343,9 +352,9 @@ class RunStream:
     def _int_ids(self, dictionary: Any, index: np.ndarray, lines: np.ndarray, role: str) -> np.ndarray:
         """int64 ids of a dictionary of ids (text parsed); errors point at the first row using a bad entry."""
         try:
-            return ids_of(
-                self.chunks.source, dictionary, 0, self.chunks.labels[role], "int", self.chunks.unit
-            ).to_numpy(zero_copy_only=False)
+            return numpy_of(
+                ids_of(self.chunks.source, dictionary, 0, self.chunks.labels[role], "int", self.chunks.unit)
+            )
         except FileFormatError as error:
             bad = error.line  # the dictionary entry
             row = int(np.argmax(index == bad))
@@ -362,14 +371,13 @@ class RunStream:
     def _items(self, items: Any, lines: np.ndarray) -> np.ndarray:
         """The dense item id of each row; an item the test table does not know gets an id from
         ``unknown_base`` up (the same id for the same item in this chunk)."""
-        pa = require("pyarrow", "reading a run")
         pc = require("pyarrow.compute", "reading a run")
         test = self.test
         if test.item_map is None or test.item_map.kind == "int":
             try:
-                ids = ids_of(
-                    self.chunks.source, items, 0, self.chunks.labels["item"], "int", self.chunks.unit
-                ).to_numpy(zero_copy_only=False)
+                ids = numpy_of(
+                    ids_of(self.chunks.source, items, 0, self.chunks.labels["item"], "int", self.chunks.unit)
+                )
             except FileFormatError as error:
                 message = str(error).split(": ", 1)[1]
                 raise self._error(int(lines[error.line]), "item", message) from None
@@ -383,8 +391,8 @@ class RunStream:
         codes = test.item_map.encode(_as_kind(items, test.item_map.kind), name="run items")
         unknown = codes < 0
         if unknown.any():
-            others = pc.dictionary_encode(items.filter(pa.array(unknown)))
-            codes[unknown] = self.unknown_base + others.indices.to_numpy(zero_copy_only=False)
+            others = pc.dictionary_encode(kept(items, unknown))
+            codes[unknown] = self.unknown_base + numpy_of(others.indices)
         return codes
 
 
@@ -397,9 +405,10 @@ def _as_kind(dictionary: Any, kind: Optional[str]) -> Any:
     if kind == "str" and not is_text:
         return dictionary.cast(pa.string())
     if kind == "int" and is_text:
-        integer = pc.match_substring_regex(dictionary, CANONICAL_INTEGER)
-        safe = pc.if_else(integer, dictionary, "-1")
-        return safe.cast(pa.int64())
+        integer = numpy_of(pc.match_substring_regex(dictionary, CANONICAL_INTEGER))
+        ids = np.full(len(dictionary), -1, dtype=np.int64)
+        ids[integer] = numpy_of(kept(dictionary, integer).cast(pa.int64()))
+        return arrow_of(ids)
     return dictionary
 
 
@@ -409,7 +418,7 @@ def _last_user_start(users: Any) -> int:
         return -1
     pc = require("pyarrow.compute", "reading a run")
     last = users[len(users) - 1]
-    different = pc.not_equal(users, last).to_numpy(zero_copy_only=False)
+    different = numpy_of(pc.not_equal(users, last))
     other = np.flatnonzero(different)
     return int(other[-1]) + 1 if len(other) else 0
 
@@ -428,10 +437,10 @@ def _sort_rank(items: Any) -> np.ndarray:
     ids share a rank)."""
     pc = require("pyarrow.compute", "reading a run")
     encoded = pc.dictionary_encode(items)
-    order = pc.sort_indices(encoded.dictionary).to_numpy(zero_copy_only=False)
+    order = numpy_of(pc.sort_indices(encoded.dictionary))
     rank = np.empty(len(order), dtype=np.int64)
     rank[order] = np.arange(len(order))
-    return rank[encoded.indices.to_numpy(zero_copy_only=False)]
+    return rank[numpy_of(encoded.indices)]
 
 
 def _show(value: Any) -> str:
