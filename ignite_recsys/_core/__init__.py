@@ -5,7 +5,8 @@
    :class:`~ignite_recsys.RankedItems`, exclusion masks) is checked and becomes one
    ``RankingInput``; per-user item sets become an :class:`.item_sets.ItemTable`.
 2. :mod:`.ranking`: ``rank_input`` turns a ``RankingInput`` into one ``RankedBatch``, the
-   per-position quantities of each user's top candidates, using
+   per-position quantities of each user's top candidates (every field present: what the
+   ``RankingRequest`` did not ask for is derived on first use), using
 
    - :mod:`.selection`, the one dispatch point of the exact top-k kernels (dense, excluding,
      values only);

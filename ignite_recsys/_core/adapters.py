@@ -20,7 +20,7 @@ every form runs on any device (checked on the ``meta`` device, which refuses bot
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any, Generic, Optional, TypeVar
 
 import torch
 
@@ -29,6 +29,25 @@ from ..inputs import ItemIds, RankedItems, UserGroups, UserIds
 from .input_checks import RANKED_IDS_HINT, check_id_range
 from .item_sets import ItemTable, entries_bound, sorted_rows
 from .tuning import cpu_tuned
+
+
+_T = TypeVar("_T")
+
+
+class _Part(Generic[_T]):
+    """An optional field of ``RankingInput`` read by a path that needs it: its value, or a
+    ValueError naming the part the batch does not hold."""
+
+    def __init__(self, field_name: str, what: str) -> None:
+        self.field_name, self.what = field_name, what
+
+    def __get__(self, batch: Optional[RankingInput], owner: Optional[type] = None) -> _T:
+        if batch is None:  # read on the class: no value
+            raise AttributeError(f"{self.field_name} is read on a RankingInput")
+        value = getattr(batch, self.field_name)
+        if value is None:
+            raise ValueError(f"this batch holds no {self.what}")
+        return value
 
 
 @dataclass
@@ -51,20 +70,40 @@ class RankingInput:
     _excluded_table: Optional[ItemTable] = None
     _excluded_rows: Optional[torch.Tensor] = None
     # the ranked ids' rows sorted ascending, (values, indices), for RankedItems
-    ranked_sorted: Optional[tuple] = None
+    ranked_sorted: Optional[tuple[torch.Tensor, torch.Tensor]] = None
     # at least the most entries of a user in ``targets`` (the ItemIds width, a sparse tensor's
     # largest row on CPU): |R| never exceeds it (None: dense labels, or not known)
     targets_width: Optional[int] = None
-    invalid: dict = field(default_factory=dict)  # message -> 0-d bool tensor (value checks)
+    invalid: dict[str, torch.Tensor] = field(default_factory=dict)  # message -> 0-d bool tensor (value checks)
     groups: Optional[torch.Tensor] = None  # (B,) int64 from UserGroups, range checked by the metric
     users: Optional[torch.Tensor] = None  # (B,) int64 from UserIds
+
+    def dense_pair(self) -> Optional[tuple[torch.Tensor, torch.Tensor]]:
+        """(scores, labels) for the plain dense form without exclusion (the fast path of the ranking
+        step), else None."""
+        if self.scores is None or self.labels is None or self.has_exclusion:
+            return None
+        return self.scores, self.labels
+
+    @property
+    def label_dtype(self) -> torch.dtype:
+        """The dtype of the relevance labels (dense, or the targets' stored values)."""
+        return self.labels.dtype if self.labels is not None else self.target_table.values.dtype
+
+    # The parts a path of the ranking step reads, for the forms that hold them
+    score_rows = _Part[torch.Tensor]("scores", "scores (y_pred is RankedItems)")
+    id_rows = _Part[torch.Tensor]("ranked_ids", "ranked ids (y_pred holds scores)")
+    target_table = _Part[ItemTable]("targets", "sparse or ItemIds targets (y holds dense labels)")
+    exclusion_mask = _Part[torch.Tensor]("excluded", "exclusion mask")
+    exclusion_rows = _Part[torch.Tensor]("excluded_rows", "exclusion list")
+    exclusion_table = _Part[ItemTable]("excluded_table", "exclusion list")
 
     @property
     def excluded(self) -> Optional[torch.Tensor]:
         """(B, N) bool, True = excluded (None without exclusion): a dense mask as given, or, for
         dense scores, an exclusion given as a list made dense here, on first use."""
         if self._excluded is None and self.excluded_list is not None and self.scores is not None:
-            self._excluded = _dense_mask(self.excluded_table, self.num_users, self.num_items, self.device)
+            self._excluded = _dense_mask(self.exclusion_table, self.num_users, self.scores.shape[1], self.device)
         return self._excluded
 
     @excluded.setter
@@ -99,11 +138,6 @@ class RankingInput:
     @property
     def has_exclusion(self) -> bool:
         return self._excluded is not None or self.excluded_list is not None
-
-    @property
-    def is_dense(self) -> bool:
-        """The plain (scores, labels) form without exclusion: the fast path of ``rank``."""
-        return self.scores is not None and self.labels is not None and not self.has_exclusion
 
 
 def _is_sparse(value: Any) -> bool:
@@ -154,6 +188,23 @@ def _with_user_tags(result: RankingInput, groups, users) -> RankingInput:
 
 
 def _parse_ranking_input(output: Any, num_items: Optional[int] = None) -> RankingInput:
+    y_pred, y, exclude = _unpack(output)
+    if isinstance(y_pred, torch.Tensor) and isinstance(y, torch.Tensor) and not _is_sparse(y) and exclude is None:
+        scores, labels = checks.check_scores_and_relevance((y_pred, y))
+        if num_items is not None and scores.shape[1] != num_items:
+            raise ValueError(f"y_pred must have num_items={num_items} columns (given), got {scores.shape[1]}")
+        return RankingInput(scores.shape[0], scores.shape[1], scores.device, scores=scores, labels=labels)
+    _check_types(y_pred, y, exclude)
+    result = _batch_shape(y_pred, y, exclude, num_items)
+    _set_predictions(result, y_pred)
+    _set_targets(result, y)
+    if exclude is not None:
+        _set_exclusion(result, exclude)
+    return result
+
+
+def _unpack(output: Any) -> tuple[Any, Any, Any]:
+    """(y_pred, y, exclude or None) of an update's tuple."""
     if not isinstance(output, (tuple, list)):
         raise TypeError(f"update expects a tuple (y_pred, y) or (y_pred, y, exclude), got {type(output).__name__}")
     if len(output) not in (2, 3):
@@ -161,17 +212,13 @@ def _parse_ranking_input(output: Any, num_items: Optional[int] = None) -> Rankin
             f"update expects a tuple (y_pred, y) or (y_pred, y, exclude) of 2 or 3 entries, got a sequence of "
             f"length {len(output)}"
         )
-    y_pred, y = output[0], output[1]
-    exclude = output[2] if len(output) == 3 else None
-    if isinstance(y_pred, torch.Tensor) and isinstance(y, torch.Tensor) and not _is_sparse(y) and exclude is None:
-        scores, labels = checks.check_scores_and_relevance((y_pred, y))
-        if num_items is not None and scores.shape[1] != num_items:
-            raise ValueError(f"y_pred must have num_items={num_items} columns (given), got {scores.shape[1]}")
-        return RankingInput(scores.shape[0], scores.shape[1], scores.device, scores=scores, labels=labels)
+    return output[0], output[1], output[2] if len(output) == 3 else None
 
-    # The catalog size and batch size, from whatever holds them.
+
+def _check_types(y_pred: Any, y: Any, exclude: Any) -> None:
+    """Each of ``y_pred``, ``y`` and ``exclude`` in one of its accepted forms, tensors 2-D."""
     if not isinstance(y_pred, RankedItems):
-        y_pred = _dense_or_error("y_pred", y_pred, "scores (batch, num_items), or RankedItems")
+        _dense_or_error("y_pred", y_pred, "scores (batch, num_items), or RankedItems")
     if not isinstance(y, (ItemIds, torch.Tensor)):
         raise TypeError(f"y must be a torch.Tensor of relevance (dense or sparse), or ItemIds, got {type(y).__name__}")
     if exclude is not None and not isinstance(exclude, (ItemIds, torch.Tensor)):
@@ -179,22 +226,26 @@ def _parse_ranking_input(output: Any, num_items: Optional[int] = None) -> Rankin
             "exclude must be a torch.Tensor (bool mask, dense or sparse), ItemIds or None, "
             f"got {type(exclude).__name__}"
         )
+    for name, value in (("y_pred", y_pred), ("y", y), ("exclude", exclude)):
+        if isinstance(value, torch.Tensor) and value.ndim != 2:
+            raise ValueError(f"{name} must be 2-D (batch, num_items), got shape {tuple(value.shape)}")
+
+
+def _batch_shape(y_pred: Any, y: Any, exclude: Any, num_items: Optional[int]) -> RankingInput:
+    """An empty ``RankingInput`` of the batch's users, catalog size and device, each checked to
+    agree between the parts that hold it (the catalog: the tensors' columns, else ``num_items``)."""
     shaped = [
         (name, t) for name, t in (("y_pred", y_pred), ("y", y), ("exclude", exclude)) if isinstance(t, torch.Tensor)
     ]
-    for name, tensor in shaped:
-        if tensor.ndim != 2:
-            raise ValueError(f"{name} must be 2-D (batch, num_items), got shape {tuple(tensor.shape)}")
-    widths = {name: t.shape[1] for name, t in shaped}
-    if widths:
-        first_name, width = next(iter(widths.items()))
-        for name, other in widths.items():
+    if shaped:
+        first_name, width = shaped[0][0], shaped[0][1].shape[1]
+        for name, other in ((name, tensor.shape[1]) for name, tensor in shaped):
             if other != width:
                 raise ValueError(f"{name} must have {width} columns (num_items, as {first_name}), got {other}")
         if num_items is not None and width != num_items:
             raise ValueError(f"{first_name} must have num_items={num_items} columns (given), got {width}")
         num_items = width
-    batch = _batch_size(y_pred) if not isinstance(y_pred, RankedItems) else y_pred.ids.shape[0]
+    batch = _batch_size(y_pred)
     for name, value in (("y", y), ("exclude", exclude)):
         if value is not None and _batch_size(value) != batch:
             raise ValueError(f"{name} must hold {batch} users (as y_pred), got {_batch_size(value)}")
@@ -206,16 +257,22 @@ def _parse_ranking_input(output: Any, num_items: Optional[int] = None) -> Rankin
     for name, value in (("y", y), ("exclude", exclude)):
         if value is not None and _device(value) != device:
             raise ValueError(f"{name} must be on the device of y_pred ({device}), got {_device(value)}")
+    return RankingInput(batch, num_items, device)
 
-    result = RankingInput(batch, num_items, device)
+
+def _set_predictions(result: RankingInput, y_pred: Any) -> None:
+    """``y_pred`` as ranked ids (their checks among the value checks) or floating-point scores."""
     if isinstance(y_pred, RankedItems):
         result.ranked_ids = y_pred.ids
         _check_ids(result, "y_pred", y_pred.ids, per_row_unique=True)
-    else:
-        hint = "" if y_pred.is_floating_point() or y_pred.dtype == torch.bool else f"; {RANKED_IDS_HINT}"
-        checks.check_dtype("y_pred", y_pred, checks.SCORE_DTYPES, "floating-point scores", hint)
-        result.scores = y_pred.detach()
+        return
+    hint = "" if y_pred.is_floating_point() or y_pred.dtype == torch.bool else f"; {RANKED_IDS_HINT}"
+    checks.check_dtype("y_pred", y_pred, checks.SCORE_DTYPES, "floating-point scores", hint)
+    result.scores = y_pred.detach()
 
+
+def _set_targets(result: RankingInput, y: Any) -> None:
+    """``y`` as an ``ItemTable`` (ItemIds, sparse) or dense labels, with its value checks."""
     if isinstance(y, ItemIds):
         checks.check_dtype("y grades", y.grades, checks.LABEL_DTYPES, "bool, integer or floating-point relevance")
         _check_ids(result, "y", y.ids)
@@ -242,23 +299,24 @@ def _parse_ranking_input(output: Any, num_items: Optional[int] = None) -> Rankin
         checks.check_dtype("y", y, checks.LABEL_DTYPES, "bool, integer or floating-point relevance")
         result.labels = y.detach()
 
-    if exclude is not None:
-        if isinstance(exclude, ItemIds):
-            _check_ids(result, "exclude", exclude.ids)
-            result.excluded_list = exclude.ids
-        elif _is_sparse(exclude):
-            exclude = exclude.detach()
-            if exclude.layout == torch.sparse_coo and not exclude.is_coalesced() and cpu_tuned(exclude.device):
-                # duplicate entries summed (torch's meaning), once for every reader; elsewhere
-                # ItemTable merges them with static shapes (coalesce reads its size on the host)
-                exclude = exclude.coalesce()
-            result.excluded_list = exclude
-        else:
-            exclude = _dense_or_error("exclude", exclude, "bool (batch, num_items) (dense or sparse), or ItemIds")
-            if exclude.dtype != torch.bool:
-                raise TypeError(f"exclude must be a bool tensor (True = excluded), got dtype {exclude.dtype}")
-            result.excluded = exclude.detach()  # ranked ids look their items up in it
-    return result
+
+def _set_exclusion(result: RankingInput, exclude: Any) -> None:
+    """``exclude`` as an exclusion list (ItemIds, sparse) or a dense bool mask."""
+    if isinstance(exclude, ItemIds):
+        _check_ids(result, "exclude", exclude.ids)
+        result.excluded_list = exclude.ids
+    elif _is_sparse(exclude):
+        exclude = exclude.detach()
+        if exclude.layout == torch.sparse_coo and not exclude.is_coalesced() and cpu_tuned(exclude.device):
+            # duplicate entries summed (torch's meaning), once for every reader; elsewhere
+            # ItemTable merges them with static shapes (coalesce reads its size on the host)
+            exclude = exclude.coalesce()
+        result.excluded_list = exclude
+    else:
+        exclude = _dense_or_error("exclude", exclude, "bool (batch, num_items) (dense or sparse), or ItemIds")
+        if exclude.dtype != torch.bool:
+            raise TypeError(f"exclude must be a bool tensor (True = excluded), got dtype {exclude.dtype}")
+        result.excluded = exclude.detach()  # ranked ids look their items up in it
 
 
 def _dense_or_error(name: str, value: Any, expected: str) -> torch.Tensor:
@@ -269,7 +327,7 @@ def _dense_or_error(name: str, value: Any, expected: str) -> torch.Tensor:
 
 
 def _batch_size(value: Any) -> int:
-    return value.ids.shape[0] if isinstance(value, (ItemIds, RankedItems)) else value.shape[0]
+    return int(value.ids.shape[0] if isinstance(value, (ItemIds, RankedItems)) else value.shape[0])
 
 
 def _device(value: Any) -> torch.device:

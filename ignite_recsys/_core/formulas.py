@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from functools import lru_cache
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import torch
 
@@ -18,32 +18,45 @@ from .ranking import RankedBatch, hits_within_own_depth
 from .tuning import device_constant
 
 
-def _running(ranked: RankedBatch, top_k: Sequence[int], discount: Any = "log2") -> dict:
-    """The running sums of every per-position quantity the formulas read, at each cut-off:
-    {name: (batch, len(top_k))}, made once per ranked batch, cut-offs and discount and shared by
-    the metrics (read-only): the quantities stacked, weighted by position (1, 1 / position or the
-    discount, see ``discount_weights``) in one product, summed in one cumulative sum. Each row
-    sums in the same order as a running sum of that quantity alone."""
-    key = ("running", tuple(top_k), discount)
-    memo = ranked.__dict__.setdefault("_memo", {})
-    if key not in memo:
-        quantities = {
-            "hits": ranked.hit,
-            "first_hit": ranked.first_hit,
-            "reciprocal_rank": ranked.first_hit,  # / position
-            "precision_at_hits": ranked.hit_times_hits_so_far,  # / position
-            "dcg": ranked.gain,  # * discount
-            "idcg": ranked.ideal_gain,  # * discount
-        }
-        names = tuple(name for name, value in quantities.items() if value is not None)
-        depth = ranked.hit.shape[1]
-        weights = _position_weights(names, depth, ranked.hit.device, discount)
-        # in place: one (quantities, batch, depth) buffer, not three (fresh memory is slow to touch)
-        sums = _at_cutoffs(torch.stack([quantities[name] for name in names]).mul_(weights).cumsum_(2), top_k)
-        memo[key] = dict(zip(names, sums.unbind(0)))
-        if ranked.num_relevant is not None:
-            memo[key]["relevant"] = ranked.num_relevant.unsqueeze(1)
-    return memo[key]
+# The per-position quantity behind each running sum of ``_running`` (its weight: ``_position_weights``)
+_QUANTITIES: dict[str, Callable[[RankedBatch], torch.Tensor]] = {
+    "hits": lambda ranked: ranked.hit,
+    "first_hit": lambda ranked: ranked.first_hit,
+    "reciprocal_rank": lambda ranked: ranked.first_hit,  # / position
+    "precision_at_hits": lambda ranked: ranked.hit_times_hits_so_far,  # / position
+    "dcg": lambda ranked: ranked.gain,  # * discount
+    "idcg": lambda ranked: ranked.ideal_gain,  # * discount
+}
+
+
+def _running(ranked: RankedBatch, top_k: Sequence[int], name: str, discount: Any = "log2") -> torch.Tensor:
+    """The running sum of the quantity ``name`` (``_QUANTITIES``) at each cut-off, (batch,
+    len(top_k)), or ``"relevant"``: |R| (batch, 1). Kept in ``ranked.running_sums`` per cut-offs
+    and discount and shared by the metrics (read-only): on first use every quantity the ranking
+    step computed is stacked, weighted by position (1, 1 / position or the discount, see
+    ``discount_weights``) in one product, summed in one cumulative sum; another quantity is summed
+    alone when first read. Each row sums in the same order as a running sum of that quantity alone."""
+    key = (tuple(top_k), discount)
+    sums = ranked.running_sums.get(key)
+    if sums is None:
+        names: tuple[str, ...] = ("hits", "first_hit", "reciprocal_rank", "precision_at_hits")
+        names += ("dcg",) if ranked.gain_function is not None else ()
+        names += ("idcg",) if ranked.holds_ideal_gain else ()
+        sums = ranked.running_sums[key] = _running_sums(ranked, top_k, names, discount)
+    if name not in sums:
+        if name == "relevant":
+            sums[name] = ranked.num_relevant.unsqueeze(1)
+        else:
+            sums.update(_running_sums(ranked, top_k, (name,), discount))
+    return sums[name]
+
+
+def _running_sums(ranked: RankedBatch, top_k: Sequence[int], names: tuple, discount: Any) -> dict[str, torch.Tensor]:
+    """{name: (batch, len(top_k))} the running sums of the quantities ``names`` at each cut-off."""
+    weights = _position_weights(names, ranked.hit.shape[1], ranked.hit.device, discount)
+    # in place: one (quantities, batch, depth) buffer, not three (fresh memory is slow to touch)
+    stacked = torch.stack([_QUANTITIES[name](ranked) for name in names])
+    return dict(zip(names, _at_cutoffs(stacked.mul_(weights).cumsum_(2), top_k).unbind(0)))
 
 
 def _at_cutoffs(running: torch.Tensor, top_k: Sequence[int]) -> torch.Tensor:
@@ -145,17 +158,17 @@ def _ratio(numerator: torch.Tensor, denominator: torch.Tensor) -> torch.Tensor:
 def hits(ranked: RankedBatch, top_k: Sequence[int]) -> torch.Tensor:
     """Number of relevant items in the top k (computed once per ranked batch and cut-offs, shared
     by the metrics that read it; read-only)."""
-    return _running(ranked, top_k)["hits"]
+    return _running(ranked, top_k, "hits")
 
 
 def hit_rate(ranked: RankedBatch, top_k: Sequence[int]) -> torch.Tensor:
     """HitRate@k = 1 if any relevant item is in the top k, else 0."""
-    return _running(ranked, top_k)["first_hit"]
+    return _running(ranked, top_k, "first_hit")
 
 
 def recall(ranked: RankedBatch, top_k: Sequence[int], normalization: str = "relevant") -> torch.Tensor:
     """Recall@k = hits@k / |R|  (or / min(k, |R|) with ``normalization="min_k_relevant"``)."""
-    relevant = _running(ranked, top_k)["relevant"]
+    relevant = _running(ranked, top_k, "relevant")
     if normalization == "min_k_relevant":
         relevant = torch.minimum(relevant, _cutoffs(top_k, relevant))
     return _ratio(hits(ranked, top_k), relevant)
@@ -167,7 +180,7 @@ def precision(ranked: RankedBatch, top_k: Sequence[int], normalization: str = "k
     the predictions are a ranked list; 0 for a user without candidates)."""
     cutoffs = _cutoffs(top_k, ranked.hit)
     if normalization == "min_k_items":
-        if ranked.num_candidates is None:
+        if ranked.candidates_are_all_items:
             cutoffs = cutoffs.clamp(max=ranked.num_items)
         else:
             return _ratio(hits(ranked, top_k), torch.minimum(cutoffs, ranked.num_candidates.unsqueeze(1)))
@@ -182,19 +195,19 @@ def f1(ranked: RankedBatch, top_k: Sequence[int]) -> torch.Tensor:
 
 def reciprocal_rank(ranked: RankedBatch, top_k: Sequence[int]) -> torch.Tensor:
     """RR@k = 1 / rank of the first relevant item if it is in the top k, else 0."""
-    return _running(ranked, top_k)["reciprocal_rank"]
+    return _running(ranked, top_k, "reciprocal_rank")
 
 
 def average_precision(ranked: RankedBatch, top_k: Sequence[int], normalization: str = "min_k_relevant") -> torch.Tensor:
     """AP@k = (sum over relevant positions i <= k of P@i) / Z, with Z = min(k, |R|) (RecBole),
     |R| (trec_eval, ranx), hits@k (torchmetrics; the mean precision at the hits) or k (RecTools
     ``divide_by_k=True``)."""
-    numerator = _running(ranked, top_k)["precision_at_hits"]
+    numerator = _running(ranked, top_k, "precision_at_hits")
     if normalization == "hits":
         return _ratio(numerator, hits(ranked, top_k))
     if normalization == "k":
         return numerator / _cutoffs(top_k, numerator)
-    relevant = _running(ranked, top_k)["relevant"]
+    relevant = _running(ranked, top_k, "relevant")
     if normalization == "min_k_relevant":
         relevant = torch.minimum(relevant, _cutoffs(top_k, relevant))
     return _ratio(numerator, relevant)
@@ -202,24 +215,24 @@ def average_precision(ranked: RankedBatch, top_k: Sequence[int], normalization: 
 
 def dcg(ranked: RankedBatch, top_k: Sequence[int], discount: Any = "log2") -> torch.Tensor:
     """DCG@k = sum_{i<=k} gain_i * w(i), w the discount (``discount_weights``)."""
-    return _running(ranked, top_k, discount)["dcg"]
+    return _running(ranked, top_k, "dcg", discount)
 
 
 def ndcg(ranked: RankedBatch, top_k: Sequence[int], discount: Any = "log2", ideal: str = "achievable") -> torch.Tensor:
     """NDCG@k = DCG@k / IDCG@k; 0 when IDCG@k = 0. ``ideal="achievable"``: IDCG@k is the DCG@k of
     the ideal ranking (relevance sorted descending); ``"k_relevant"``: of k items of the user's
     largest gain, sum_{i<=k} g_max w(i) (RecTools' ``divide_by_achievable=False``)."""
-    running = _running(ranked, top_k, discount)
+    dcg = _running(ranked, top_k, "dcg", discount)
     if ideal == "achievable":
-        return _ratio(running["dcg"], running["idcg"])
+        return _ratio(dcg, _running(ranked, top_k, "idcg", discount))
     best = ranked.ideal_gain[:, :1]  # the user's largest gain (ideal gains are sorted descending)
-    return _ratio(running["dcg"], best * _cumulative_weights(tuple(top_k), best.device, discount))
+    return _ratio(dcg, best * _cumulative_weights(tuple(top_k), best.device, discount))
 
 
 def rbp(ranked: RankedBatch, top_k: Sequence[int], persistence: float = 0.8, graded: bool = True) -> torch.Tensor:
     """RBP@k = (1 - p) sum_{i<=k} r_i p^(i-1) (Moffat & Zobel 2008), r_i the label of a relevant
     item at position i (``graded``, as ranx's ``rbp``) or 1 (the paper's binary r_i)."""
-    values = ranked.gains["linear_rank"] if graded else ranked.hit
+    values = ranked.gain_of("linear_rank") if graded else ranked.hit
     weights = _geometric_weights(values.shape[1], values.device, persistence)
     return _at_cutoffs((values * weights).cumsum(1), top_k)
 
@@ -228,7 +241,7 @@ def err(ranked: RankedBatch, top_k: Sequence[int], max_grade: float = 4.0) -> to
     """ERR@k = sum_{i<=k} (R_i / i) prod_{j<i} (1 - R_j), R_i = (2^{g_i} - 1) / 2^{g_max} for a
     relevant item of grade g_i, else 0 (Chapelle et al., CIKM 2009; gdeval and ir-measures use
     g_max = 4)."""
-    stop = ranked.gains["exp_rank"] / 2.0**max_grade
+    stop = ranked.gain_of("exp_rank") / 2.0**max_grade
     going_on = torch.nn.functional.pad((1 - stop).cumprod(1)[:, :-1], (1, 0), value=1.0)
     positions = torch.arange(1, stop.shape[1] + 1, dtype=torch.float64, device=stop.device)
     return _at_cutoffs((stop * going_on / positions).cumsum(1), top_k)
@@ -236,7 +249,7 @@ def err(ranked: RankedBatch, top_k: Sequence[int], max_grade: float = 4.0) -> to
 
 def err_checks(ranked: RankedBatch, max_grade: float = 4.0) -> dict:
     """ERR's value check: R_i <= 1, i.e. no ranked grade above ``max_grade``."""
-    too_high = (ranked.gains["exp_rank"] > 2.0**max_grade - 1).any()
+    too_high = (ranked.gain_of("exp_rank") > 2.0**max_grade - 1).any()
     return {
         f"y holds a grade above max_grade={max_grade:g} among the ranked items (ERR's stopping probability "
         "(2**y - 1) / 2**max_grade must be at most 1): pass a larger max_grade": too_high
@@ -247,10 +260,8 @@ def fall_out(ranked: RankedBatch, top_k: Sequence[int]) -> torch.Tensor:
     """Fall-out@k = (non-relevant candidates in the top k) / (non-relevant candidates), the
     candidates being the items ranked (not excluded; for ranked ids, the listed ids); 0 for a
     user whose candidates are all relevant (torchmetrics' ``retrieval_fall_out``)."""
-    hits_at_k = _running(ranked, top_k)["hits"]
+    hits_at_k = _running(ranked, top_k, "hits")
     candidates = ranked.num_candidates
-    if candidates is None:
-        candidates = torch.full_like(ranked.num_relevant_candidates, float(ranked.num_items))
     listed = torch.minimum(_cutoffs(top_k, hits_at_k), candidates.unsqueeze(1))
     return _ratio(listed - hits_at_k, (candidates - ranked.num_relevant_candidates).unsqueeze(1))
 
@@ -260,8 +271,9 @@ def bpref(ranked: RankedBatch, top_k: Sequence[int], negative_labels: str = "unj
     relevant items, N the judged non-relevant ones, n_r those ranked above r; a relevant item
     adds 1 when N = 0 (trec_eval's ``bpref``; Buckley & Voorhees, SIGIR 2004)."""
     relevant = ranked.num_relevant.unsqueeze(1)
-    judged = ranked.num_judged_nonrelevant.unsqueeze(1)
-    above = ranked.judged_nonrelevant.cumsum(1) - ranked.judged_nonrelevant
+    at_positions, count = ranked.judged("nonnegative" if negative_labels == "unjudged" else "all")
+    judged = count.unsqueeze(1)
+    above = at_positions.cumsum(1) - at_positions
     fewer = torch.minimum(relevant, judged)
     penalty = torch.where(fewer > 0, torch.minimum(above, relevant) / fewer.clamp(min=1), 0.0)
     return _ratio(_at_cutoffs((ranked.hit * (1 - penalty)).cumsum(1), top_k), relevant)

@@ -4,10 +4,12 @@
 
 from __future__ import annotations
 
+from typing import Optional
+
 import torch
 
 from . import tuning
-from .relevance import Relevance, any_nan, indicator, invalid_flags, relevance_pass
+from .relevance import Relevance, any_nan, indicator, invalid_flags, relevant_counts
 from .selection import stable_topk
 from .ties import last_group_totals
 
@@ -34,7 +36,9 @@ def own_depth(num_relevant: torch.Tensor, width: int) -> int:
     return max(1, min(width, int(num_relevant.max())))
 
 
-def hits_at_own_depth(y_pred: torch.Tensor, y: torch.Tensor, relevance_threshold: float, ties: str):
+def hits_at_own_depth(
+    y_pred: torch.Tensor, y: torch.Tensor, relevance_threshold: Optional[float], ties: str
+) -> tuple[torch.Tensor, torch.Tensor]:
     """For R-Precision: (hits among the top |R| items, |R|) per user, both float64 (batch,).
 
     |R| differs per user and is unbounded by any cut-off: the rows are ranked to the batch's
@@ -43,7 +47,7 @@ def hits_at_own_depth(y_pred: torch.Tensor, y: torch.Tensor, relevance_threshold
     (batch, num_items) float32); no host synchronisation on accelerators."""
     num_rows, num_cols = y_pred.shape
     relevance = Relevance.of(relevance_threshold, y.dtype)
-    num_relevant = relevance_pass(y, relevance)[0]
+    num_relevant = relevant_counts(y, relevance)
     depth = own_depth(num_relevant, num_cols)
     hits = torch.empty_like(num_relevant)
     # the top |R| of the whole batch at once (small); a full sort, or the tied group's pass over the

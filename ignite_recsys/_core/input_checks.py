@@ -12,6 +12,7 @@ import os
 import sys
 import warnings
 from collections.abc import Sequence
+from types import FrameType
 from typing import Any, Optional, Union
 
 import ignite
@@ -160,7 +161,8 @@ def warn_user(message: str, category: type) -> None:
     """``warnings.warn`` attributed to the first frame outside this library, ignite and torch (the
     user's line that called ``update``, ``compute`` or ``Engine.run``)."""
     skipped = tuple(_package_dir(module) for module in (sys.modules["ignite_recsys"], ignite, torch))
-    frame, level = sys._getframe(1), 1
+    frame: Optional[FrameType] = sys._getframe(1)
+    level = 1
     while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(skipped):
         frame, level = frame.f_back, level + 1
     warnings.warn(message, category, stacklevel=level + 1)

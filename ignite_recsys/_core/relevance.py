@@ -8,7 +8,7 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass
-from typing import Callable, Optional, Union
+from typing import Callable, NamedTuple, Optional, Union
 
 import torch
 
@@ -61,6 +61,16 @@ def indicator(compare, x: torch.Tensor, value) -> torch.Tensor:
     return compare(x, value, out=torch.empty(x.shape, dtype=torch.float64, device=x.device))
 
 
+class LabelPass(NamedTuple):
+    """What one pass over the labels finds (``relevance_pass``)."""
+
+    num_relevant: Optional[torch.Tensor]  # (batch,) float64 |R| (None: not counted)
+    has_relevant: torch.Tensor  # (batch,) bool, |R| > 0
+    has_nan: torch.Tensor  # 0-d bool: a label is NaN
+    maxima: Optional[torch.Tensor]  # the maxima of the label groups (None: no groups)
+    candidates: Optional[torch.Tensor]  # the ideal selection's candidates (``ValueGroups.candidates``)
+
+
 def relevance_pass(
     labels: torch.Tensor,
     relevance: Relevance,
@@ -68,11 +78,11 @@ def relevance_pass(
     groups: Union[ValueGroups, int, None] = None,
     depth: Optional[int] = None,
     hints: Optional["RankingHints"] = None,
-):
-    """One pass over y. Returns: the per-user relevant count |R| (float64; None unless
-    ``count``), whether each user has a relevant item (bool), whether y holds a NaN (0-dim bool;
-    max-reductions propagate NaN), given ``groups`` (``ValueGroups``; an int: strided groups of
-    that many labels) the maxima of those label groups (the first step of the ideal ranking's
+) -> LabelPass:
+    """One pass over y. Returns (``LabelPass``): the per-user relevant count |R| (float64; None
+    unless ``count``), whether each user has a relevant item (bool), whether y holds a NaN (0-dim
+    bool; max-reductions propagate NaN), given ``groups`` (``ValueGroups``; an int: strided groups
+    of that many labels) the maxima of those label groups (the first step of the ideal ranking's
     selection) and, given ``depth`` too, the candidates of that selection
     (``ValueGroups.candidates``; else None).
 
@@ -90,14 +100,16 @@ def relevance_pass(
     if count and labels.dtype == torch.bool and not _true_is_relevant(relevance):
         return _no_relevant(labels, groups)
     if count and groups is None and labels.dtype != torch.bool and tuning.small_batch(labels):
-        counts = relevance.indicator(labels).sum(1)  # a small batch: every label at once, float64
-        return counts, counts > 0, any_nan(labels), None, None
+        every = relevance.indicator(labels).sum(1)  # a small batch: every label at once, float64
+        return LabelPass(every, every > 0, any_nan(labels), None, None)
     with_candidates = (
         count and groups is not None and depth is not None and labels.dtype != torch.bool and tuning.cpu_tuned(device)
     )
     many_relevant = hints.many_relevant if hints is not None else {}
     from_candidates = with_candidates and not many_relevant.get((num_cols, depth), False)
-    counts = highest = maxima = None
+    counts: Optional[torch.Tensor] = None
+    highest: Optional[torch.Tensor] = None
+    maxima: Optional[torch.Tensor] = None
     if count and not from_candidates:
         with tuning.wide_pass(labels.numel()):
             counts, highest, maxima = _counting_pass(labels, relevance, groups, count_dtype)
@@ -106,20 +118,33 @@ def relevance_pass(
     else:
         with tuning.wide_pass(labels.numel()):
             highest = torch.amax(labels, 1)
-    candidates = groups.candidates(labels, depth, maxima) if maxima is not None and depth else None
-    if with_candidates:
+    candidates = None
+    if groups is not None and maxima is not None and depth:
+        candidates = groups.candidates(labels, depth, maxima)
+    if with_candidates and maxima is not None and candidates is not None:
         beyond = _users_beyond_candidates(maxima, depth, relevance)
         if from_candidates:
             counts = _count_in_candidates(labels, candidates, beyond, relevance, count_dtype)
         if hints is not None:
             hints.note_many_relevant((num_cols, depth), 2 * beyond.numel() > num_rows)
-    if highest is None and maxima is not None and labels.dtype != torch.bool:
+    if highest is None and groups is not None and maxima is not None and labels.dtype != torch.bool:
         tail = labels[:, maxima.shape[1] * groups.size :]
         highest = maxima.amax(1) if tail.shape[1] == 0 else torch.maximum(maxima.amax(1), tail.amax(1))
-    counts = counts.to(torch.float64) if count else None
-    has_relevant = counts > 0 if count else relevance.mask(highest)
     has_nan = torch.zeros((), dtype=torch.bool, device=device) if highest is None else any_nan(highest)
-    return counts, has_relevant, has_nan, maxima, candidates
+    if counts is not None:  # counted (``count``)
+        counts = counts.to(torch.float64)
+        return LabelPass(counts, counts > 0, has_nan, maxima, candidates)
+    if highest is None:  # bool labels are taken in groups only to be counted (``pass_groups``)
+        raise ValueError("relevance_pass neither counts nor reads the largest label of each row")
+    return LabelPass(None, relevance.mask(highest), has_nan, maxima, candidates)
+
+
+def relevant_counts(labels: torch.Tensor, relevance: Relevance) -> torch.Tensor:
+    """(batch,) float64 |R| of each row: ``relevance_pass``'s count alone."""
+    counts = relevance_pass(labels, relevance).num_relevant
+    if counts is None:  # relevance_pass counts unless told not to
+        raise ValueError("relevance_pass counted no label")
+    return counts
 
 
 def pass_groups(labels: torch.Tensor, depth: int, select: bool, count: bool) -> Optional[ValueGroups]:
@@ -153,20 +178,22 @@ def _counting_pass(labels: torch.Tensor, relevance: Relevance, groups: Optional[
     if labels.dtype == torch.bool:
         return count_true(labels).to(count_dtype), None, None if groups is None else groups.maxima(labels)
     counts = torch.empty(num_rows, dtype=count_dtype, device=device)
-    highest = None if groups else torch.empty(num_rows, dtype=labels.dtype, device=device)
-    grouped, group_dim = groups.grouped(labels) if groups else (None, None)
-    maxima = (
-        None
-        if groups is None
-        else torch.empty(grouped.shape[:group_dim] + grouped.shape[group_dim + 1 :], dtype=labels.dtype, device=device)
-    )
+    highest: Optional[torch.Tensor] = None
+    grouped: Optional[torch.Tensor] = None
+    maxima: Optional[torch.Tensor] = None
+    if groups is None:
+        highest = torch.empty(num_rows, dtype=labels.dtype, device=device)
+    else:
+        grouped, group_dim = groups.grouped(labels)
+        shape = grouped.shape[:group_dim] + grouped.shape[group_dim + 1 :]
+        maxima = torch.empty(shape, dtype=labels.dtype, device=device)
     pieces = tuning.row_pieces(num_rows, num_cols * (labels.element_size() + 4), device)
     buffer = torch.empty(
         pieces[0].stop - pieces[0].start if pieces else 0, num_cols, dtype=torch.float32, device=device
     )
     for rows in pieces:
         _count_relevant(labels[rows], relevance, buffer, count_dtype, out=counts[rows])
-        if maxima is not None:
+        if grouped is not None and maxima is not None:
             torch.amax(grouped[rows], group_dim, out=maxima[rows])
         elif highest is not None:
             torch.amax(labels[rows], 1, out=highest[rows])
@@ -252,20 +279,22 @@ def _true_is_relevant(relevance: Relevance) -> bool:
     return bool(relevance.compare(torch.ones((), dtype=torch.int64), relevance.value))
 
 
-def _no_relevant(labels: torch.Tensor, groups: Optional[ValueGroups]):
+def _no_relevant(labels: torch.Tensor, groups: Optional[ValueGroups]) -> LabelPass:
     """``relevance_pass`` of bool labels of which none is relevant (a threshold above 1)."""
     num_rows, num_cols = labels.shape
     counts = torch.zeros(num_rows, dtype=torch.float64, device=labels.device)
     maxima = None
     if groups is not None:
         maxima = groups.maxima(labels)
-    return counts, counts > 0, torch.zeros((), dtype=torch.bool, device=labels.device), maxima, None
+    return LabelPass(counts, counts > 0, torch.zeros((), dtype=torch.bool, device=labels.device), maxima, None)
 
 
 _EXP2_UNDERFLOW = -1100.0  # 2**-1100 rounds to 0 in float64 (its least subnormal is 2**-1074)
 
 
-def gains(values: torch.Tensor, relevant: torch.Tensor, gain_function: GainFunction, threshold: Optional[float]):
+def gains(
+    values: torch.Tensor, relevant: torch.Tensor, gain_function: GainFunction, threshold: Optional[float]
+) -> torch.Tensor:
     """Gain of each relevance value (float64); 0 where the item is not relevant. ``relevant`` is
     the float 0/1 indicator. The built-in gains are 0 at a masked value of 0, so they mask by a
     product, not a select, of finite numbers: ``-inf`` labels (never relevant) are first raised
@@ -275,6 +304,8 @@ def gains(values: torch.Tensor, relevant: torch.Tensor, gain_function: GainFunct
     if gain_function == "binary":
         return relevant.clone()
     if gain_function == "exp_rank_shifted":
+        if threshold is None:  # refused where the metric is configured
+            raise ValueError("gain_function='exp_rank_shifted' shifts by relevance_threshold, which must be a number")
         # 2**e is 0 in float64 for every e below -1075: raising e there changes no gain
         exponent = (values - threshold).add_(1).clamp_(min=_EXP2_UNDERFLOW)
         return torch.exp2(exponent.mul_(relevant)).sub_(1)
@@ -284,6 +315,8 @@ def gains(values: torch.Tensor, relevant: torch.Tensor, gain_function: GainFunct
         return torch.exp2(values * relevant).sub_(1)
     if gain_function == "linear_rank":
         return values * relevant
+    if isinstance(gain_function, str):  # the names are mapped to the four above where options are checked
+        raise ValueError(f"unknown gain_function {gain_function!r}")
     raw = check_gain_output(gain_function(values), values)
     return torch.where(relevant > 0, raw, torch.zeros((), dtype=torch.float64, device=values.device))
 
@@ -317,11 +350,18 @@ def ideal_needs_selection(labels: torch.Tensor, gain_function) -> bool:
     return not (gain_function == "binary" or labels.dtype == torch.bool)
 
 
-def ideal_gains(labels, num_relevant, depth, relevance, gain_function, label_maxima, threshold, candidates=None):
-    """Gains of the best possible ranking, (batch, depth), from the top ``depth`` labels
-    (``candidates``: ``ValueGroups.candidates`` of the labels, if already taken)."""
-    if not ideal_needs_selection(labels, gain_function):
-        return binary_ideal_gains(num_relevant, depth, gain_function, threshold)
+def selected_ideal_gains(
+    labels: torch.Tensor,
+    depth: int,
+    relevance: Relevance,
+    gain_function: GainFunction,
+    label_maxima: Optional[torch.Tensor],
+    threshold: Optional[float],
+    candidates: Optional[torch.Tensor] = None,
+) -> torch.Tensor:
+    """Gains of the best possible ranking, (batch, depth), from the top ``depth`` labels, when
+    ``ideal_needs_selection`` (``candidates``: ``ValueGroups.candidates`` of the labels, if
+    already taken)."""
     if label_maxima is None and candidates is None and tuning.small_batch(labels):
         best = labels.topk(depth, 1).values.to(torch.float64)  # a small batch: among all labels
     else:

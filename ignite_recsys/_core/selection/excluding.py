@@ -127,7 +127,7 @@ def _candidates(x: torch.Tensor, mask: torch.Tensor, k: int, detect_nan: bool, e
     if tail is not None:
         tail_mask = mask[:, tail_start:]
         value_excluded = torch.cat([value_excluded, tail_mask], 1)
-        has_nan = has_nan | _holds_candidate_nan(tail, tail_mask) if detect_nan else None
+        has_nan = has_nan | _holds_candidate_nan(tail, tail_mask) if has_nan is not None else None
     return values, items, value_excluded, has_nan
 
 
@@ -350,7 +350,7 @@ def _listed_in_groups(x: torch.Tensor, k: int, excluded_rows: torch.Tensor):
     whose maximum is excluded (at most one group per listed item), never a mask or copy of the
     batch."""
     num_rows, num_cols = x.shape
-    group, sub_group = group_sizes(num_cols, k)
+    group, sub_group = group_sizes(num_cols, k)  # type: ignore[misc]  # grouped rows only (_groups_hold_listed)
     num_groups = num_cols // group
     device = x.device
     maxima = group_maxima(x, group)

@@ -90,7 +90,7 @@ def _candidates(x: torch.Tensor, k: int, detect_nan: bool = False):
     has_nan = holds_nan(maxima) if detect_nan else None
     values, items, tail = with_tail(values, items, x, num_full * group)
     if tail is not None and detect_nan:
-        has_nan = has_nan | holds_nan(tail)
+        has_nan = holds_nan(tail) if has_nan is None else has_nan | holds_nan(tail)
     return values, items, has_nan
 
 
