@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import ast
 import pathlib
+import tomllib
+
+import pytest
 
 import ignite_recsys
 
@@ -140,3 +143,46 @@ def test_every_metric_constructor_checks_its_arguments_at_its_top():
         if not {"_validate_params", "configure", "_validate_call"} & set(names):
             unchecked.append(f"{cls.__module__}.{cls.__qualname__}")
     assert unchecked == []
+
+
+def _function_lengths(source: str) -> dict:
+    """Each function of ``source`` (by qualified line) and its length in lines, docstring excluded."""
+    lengths = {}
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            length = node.end_lineno - node.lineno + 1
+            first = node.body[0]
+            if (
+                isinstance(first, ast.Expr)
+                and isinstance(first.value, ast.Constant)
+                and isinstance(first.value.value, str)
+            ):
+                length -= first.end_lineno - first.lineno + 1
+            lengths[f"{node.name} (line {node.lineno})"] = length
+    return lengths
+
+
+def test_no_function_is_longer_than_a_screen():
+    """At most 80 lines a function (its signature included, its docstring not)."""
+    long = {
+        f"{path.relative_to(PACKAGE)}: {name}": length
+        for path in sorted(PACKAGE.rglob("*.py"))
+        for name, length in _function_lengths(path.read_text()).items()
+        if length > 80
+    }
+    assert long == {}
+
+
+def test_the_function_length_check_counts_lines_without_the_docstring():
+    body = "\n".join(f"    x{i} = {i}" for i in range(81))
+    assert list(_function_lengths(f'def f():\n    """Doc.\n\n    more."""\n{body}\n').values()) == [82]
+
+
+def test_the_whole_package_is_type_checked():
+    """No module is left out of mypy's checks (``ignore_errors`` in pyproject.toml)."""
+    pyproject = pathlib.Path(__file__).resolve().parent.parent / "pyproject.toml"
+    if not pyproject.exists():
+        pytest.skip("no pyproject.toml beside the tests")
+    mypy = tomllib.loads(pyproject.read_text())["tool"]["mypy"]
+    assert mypy["files"] == ["ignite_recsys"]
+    assert not any(override.get("ignore_errors") for override in mypy.get("overrides", []))
