@@ -220,6 +220,8 @@ def test_the_beyond_accuracy_page_reads_the_generated_table():
     import pathlib
 
     docs = pathlib.Path(__file__).resolve().parent.parent / "docs"
+    if not (docs / "conf.py").exists():
+        pytest.skip("the docs' build configuration is not beside the tests (a wheel's check folder)")
     page = (docs / "beyond_accuracy.md").read_text()
     assert "```{include} api/list_metrics_table.inc" in page
     assert "| `IntraListDiversity` |" not in page  # no hand-kept rows
