@@ -261,8 +261,8 @@ def test_counts_exact_past_2_pow_24():
     metric._count.fill_(2**24 + 1)
     metric._sum.fill_(2**24 + 1)
     metric.update((torch.tensor([[1.0, 0.0]]), torch.tensor([[0.0, 1.0]])))  # one user, no hit
-    assert metric._count.item() == 2**24 + 2
     assert metric.compute() == [(2**24 + 1) / (2**24 + 2)]
+    assert metric._count.item() == 2**24 + 2
     assert metric._sum.dtype == torch.float64
 
 

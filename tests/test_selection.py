@@ -231,16 +231,18 @@ def test_ranking_updates_run_on_one_thread_unless_num_threads_is_given():
     seen = []
 
     class Spy(R.NDCG):
-        def _batch_totals(self, inputs):
+        def _user_columns(self, batch):  # the ranking step, whether the batch was held or not
             seen.append(torch.get_num_threads())
-            return super()._batch_totals(inputs)
+            return super()._user_columns(batch)
 
     threads = torch.get_num_threads()
     torch.set_num_threads(2)
     try:
         scores, labels = torch.rand(4, 50), (torch.rand(4, 50) < 0.2).float()
-        Spy([2]).update((scores, labels))
-        Spy([2], num_threads=2).update((scores, labels))
+        for metric in (Spy([2]), Spy([2], num_threads=2)):  # a small batch: held, then ranked in compute()
+            metric.update((scores, labels))
+            assert torch.get_num_threads() == 2
+            metric.compute()
         with pytest.raises(ValueError):
             Spy([2]).update((scores * float("nan"), labels))
         assert seen == [1, 2, 1] and torch.get_num_threads() == 2

@@ -97,12 +97,13 @@ def test_num_threads_applies_to_the_update_only():
     seen = []
 
     class Spy(R.NDCG):
-        def _batch_totals(self, inputs):
+        def _user_columns(self, batch):  # the ranking step, whether the batch was held or not
             seen.append(torch.get_num_threads())
-            return super()._batch_totals(inputs)
+            return super()._user_columns(batch)
 
     one = Spy([2], num_threads=1)
     one.update((SCORES, LABELS))
+    one.state_dict()  # a small batch is held until the state is read
     assert seen == [1] and torch.get_num_threads() == before
     with pytest.raises(ValueError):
         one.update((SCORES * float("nan"), LABELS))

@@ -36,7 +36,8 @@ import torch
 
 from .. import _validation as V
 from .._core.adapters import RankingInput, parse_ranking_input
-from .._core.input_checks import warn_if_suspicious, warn_user
+from .._core.gathering import GATHER_UP_TO, HeldBatches, holdable
+from .._core.input_checks import raise_if_invalid, warn_if_suspicious, warn_user
 from .._core.ranking import RankedBatch, RankingRequest, rank_input
 from .._core.relevance import RankingHints
 from .._core.tuning import device_constant, ranking_threads
@@ -217,6 +218,13 @@ class RankingConfig:
         names = [f"{entry.name}@{k}" for entry in self.entries if entry.has_cutoff for k in self.top_k or ()]
         return names + [entry.name for entry in self.entries if not entry.has_cutoff]
 
+    def gathers(self) -> bool:
+        """Whether small CPU batches may be held and ranked together: no metric makes value checks
+        beyond those ``gathering.holdable`` reads, and every gain function is a built-in one."""
+        request = self.request()
+        custom_gain = request is not None and any(callable(gain) for gain in request.gain_functions)
+        return not custom_gain and all(entry.checks is None for entry in self.entries)
+
     def request(self) -> Optional[RankingRequest]:
         return ranking_request(self.entries, self.options, self.top_k, self.relevance_threshold, self.ties)
 
@@ -315,6 +323,7 @@ class RankingMean(UserMean):
         self._names = self._config.value_names()
         self._request = self._config.request()
         self._hints = RankingHints()
+        self._gathers = self._config.gathers()
         if self.top_k is not None:
             self.add_state("_boundary_ties", (len(self.top_k),))
         super().__init__(
@@ -351,6 +360,35 @@ class RankingMean(UserMean):
             warn_if_suspicious(raw if isinstance(raw, torch.Tensor) else None, batch.labels)
         return batch
 
+    def reset(self) -> None:
+        super().reset()
+        self._held = HeldBatches()
+
+    # Small CPU batches, ranked together (``_core.gathering``) -----------------------------------
+    def _hold(self, inputs: RankingInput) -> bool:
+        if not self._gathers or self._device.type != "cpu" or not holdable(inputs):
+            return False
+        self._check_user_tags(inputs.groups, inputs.users)  # what the batch's own step would refuse
+        scores, labels = inputs.scores, inputs.labels
+        assert scores is not None and labels is not None  # holdable: a dense pair
+        if not self._held.accepts(scores, labels):
+            self._apply_held()
+        self._held.hold(scores, labels)
+        if self._held.entries >= GATHER_UP_TO:
+            self._apply_held()
+        return True
+
+    def _apply_held(self) -> None:
+        """Rank the held batches as one, then add each batch's users to the state as its own
+        update would have (the same sums in the same order: the same state to the last bit)."""
+        held = self._held.take()
+        if held is None:
+            return
+        batch, sizes = held
+        values, weight, invalid, ties = self._user_columns(batch)
+        raise_if_invalid(invalid)  # never set: only batches that pass these checks are held
+        self._add_in_pieces(self._rows(batch, values, weight, {}, ties), sizes)
+
     def _empty_message(self) -> str:
         threshold = self._config.relevance_threshold
         relevant = "y > 0" if threshold is None else f"y >= relevance_threshold={threshold:g}"
@@ -365,11 +403,19 @@ class RankingMean(UserMean):
 
     # One batch ---------------------------------------------------------------------------------
     def _user_rows(self, batch: RankingInput) -> UserRows:
+        return self._rows(batch, *self._user_columns(batch))
+
+    def _user_columns(self, batch: RankingInput) -> tuple:
+        """(values (batch, num_values), weight (batch,), value checks, boundary tie columns or None)."""
         columns, has_relevant, invalid, ties = self._config.evaluate(batch, self._request, self._hints)
         if self._config.ignore_zero_hits:
             weight = has_relevant.to(torch.float64)
         else:
             weight = torch.ones(has_relevant.shape, dtype=torch.float64, device=has_relevant.device)
+        return torch.cat(columns, 1), weight, invalid, ties
+
+    def _rows(self, batch: RankingInput, values, weight, invalid: dict, ties) -> UserRows:
+        """The ``UserRows`` of users of ``batch``, with the counted users' boundary ties."""
         extra = {}
         if self.top_k is not None:
             extra["_boundary_ties"] = (
@@ -377,7 +423,7 @@ class RankingMean(UserMean):
                 if ties is not None
                 else torch.zeros(len(self.top_k), dtype=torch.float64, device=weight.device)
             )
-        return UserRows(torch.cat(columns, 1), weight, invalid, extra, batch.groups, batch.users)
+        return UserRows(values, weight, invalid, extra, batch.groups, batch.users)
 
     # Tie diagnosis -----------------------------------------------------------------------------
     def boundary_tie_share(self) -> list:
@@ -407,6 +453,7 @@ class RankingMean(UserMean):
         ignite's class of the same name (with the same ``top_k``: only their number can be
         checked), then go on updating."""
         super().load_state_dict(self._from_ignite(state_dict) if self._ignite_sums_key else state_dict)
+        self._held.clear()  # batches held before the load are replaced by the loaded state
 
     def _from_ignite(self, state_dict: Any) -> Any:
         if not isinstance(state_dict, Mapping) or len(state_dict) != 1:

@@ -232,10 +232,31 @@ class StatefulMetric(Metric):
     def update(self, output: Any) -> None:
         with self._thread_setting():
             inputs = self._parse(output)
-            totals = self._batch_totals(inputs)
-            bad = screen(totals.invalid, self._inputs_device(inputs))
-            self._add(totals.sums, bad)
-            self._keep(totals, bad)
+            if self._hold(inputs):
+                return
+            self._apply_held()
+            self._apply(inputs)
+
+    def _apply(self, inputs: Any) -> None:
+        """Add one checked batch to the state (nothing if its value checks fail)."""
+        totals = self._batch_totals(inputs)
+        bad = screen(totals.invalid, self._inputs_device(inputs))
+        self._add(totals.sums, bad)
+        self._keep(totals, bad)
+
+    def _hold(self, inputs: Any) -> bool:
+        """Whether ``inputs`` are held for a later step instead of added now (see
+        :mod:`ignite_recsys._core.gathering`; a metric that holds batches also defines
+        :meth:`_apply_held`)."""
+        return False
+
+    def _apply_held(self) -> None:
+        """Add the held batches, if any (called before any other batch and any read of the state)."""
+
+    def _settle(self) -> None:
+        """:meth:`_apply_held` under the update's thread setting, before the state is read."""
+        with self._thread_setting():
+            self._apply_held()
 
     def _thread_setting(self):
         """torch's threads during ``update`` (a context manager): ``num_threads``, if set."""
@@ -314,6 +335,7 @@ class StatefulMetric(Metric):
         """The state tensors ``names`` reduced over processes by their declared reduction, as
         copies: the state itself never changes. In a single process the state tensors themselves
         (callers must not modify them)."""
+        self._settle()
         values = []
         for name in names:
             value = getattr(self, name)
@@ -345,6 +367,7 @@ class StatefulMetric(Metric):
     def state_dict(self):
         """ignite's state dict (``{"__metric_state_per_rank": [one dict of tensors per process]}``,
         copies) with the configuration it was made under, ``"configuration"``: {argument: text}."""
+        self._settle()
         state = super().state_dict()
         state[_PER_RANK] = [
             {key: value.clone() if isinstance(value, torch.Tensor) else value for key, value in per_rank.items()}

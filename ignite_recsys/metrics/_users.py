@@ -130,6 +130,41 @@ class UserMean(StatefulMetric):
         kept = torch.where(weights > 0, values, torch.nan) if self.keeps_per_user else None
         return BatchTotals(totals, invalid, kept, rows.users)
 
+    def _add_in_pieces(self, rows: UserRows, sizes: list) -> None:
+        """Add ``rows`` (checked values, no user tags, CPU state) to the state exactly as
+        consecutive updates of ``sizes`` users each would, to the last bit, in a few operations:
+        each piece's sums reduced as its own update reduces them (contiguous rows of its length),
+        then added to the state one after the other (a cumulative sum, sequential on CPU). While
+        the state counts no user, the pieces go one by one (the first counted one sets the shift)."""
+        values, weight = rows.values, rows.weight
+        starts = [0]
+        for size in sizes:
+            starts.append(starts[-1] + size)
+        first = 0
+        while first < len(sizes) and not float(self._count) > 0:  # a host read of CPU state
+            piece = slice(starts[first], starts[first + 1])
+            totals = self._totals_of_rows(UserRows(values[piece], weight[piece]))
+            self._add(totals.sums, None)
+            first += 1
+        if first < len(sizes):
+            rest = slice(starts[first], None)
+            self._add_counted_pieces(values[rest], weight[rest], sizes[first:])
+        if rows.extra:  # counts of users (sums of 0/1): exact in any order
+            self._add(rows.extra, None)
+        if self.keeps_per_user:
+            self._keep(BatchTotals({}, {}, torch.where(weight.unsqueeze(1) > 0, values, torch.nan)), None)
+
+    def _add_counted_pieces(self, values: torch.Tensor, weight: torch.Tensor, sizes: list) -> None:
+        """``_add_in_pieces`` once the state counts a user: the shift then stays the state's."""
+        weights = weight.unsqueeze(1)
+        deviation = values - self._shift
+        sums = _piece_sums(values * weights, sizes)
+        squares = _piece_sums(deviation * deviation * weights, sizes)
+        self._sum.copy_(torch.cat([self._sum.unsqueeze(0), sums]).cumsum(0)[-1])
+        self._sum_squares.copy_(torch.cat([self._sum_squares.unsqueeze(0), squares]).cumsum(0)[-1])
+        self._count.add_(weight.sum())  # a count: exact in any order
+        self._shift.add_(0.0)  # what each update adds to it (center - shift = +0.0)
+
     def _check_user_tags(self, groups, users) -> None:
         name = type(self).__name__
         if groups is not None and self.num_groups is None:
@@ -312,6 +347,23 @@ def _group_totals(
         "_group_count": torch.zeros(num_groups, dtype=torch.float64, device=values.device).index_add(0, index, weight),
         "_group_sum_squares": zeros.index_add(0, index, deviation * deviation * weights),
     }
+
+
+def _piece_sums(rows: torch.Tensor, sizes: list) -> torch.Tensor:
+    """(len(sizes), num_values): the column sums of each run of ``sizes`` consecutive rows, each
+    reduced as ``_totals_of_rows`` reduces a batch (a contiguous row of the piece's length per
+    value), so the same to the last bit; the pieces of one length in one reduction."""
+    sums = torch.empty(len(sizes), rows.shape[1], dtype=rows.dtype, device=rows.device)
+    starts = [0]
+    for size in sizes:
+        starts.append(starts[-1] + size)
+    for length in sorted(set(sizes)):
+        pieces = [index for index, size in enumerate(sizes) if size == length]
+        first_rows = torch.tensor([starts[index] for index in pieces], dtype=torch.int64)
+        row_index = (first_rows.unsqueeze(1) + torch.arange(length)).flatten()
+        block = rows.index_select(0, row_index).view(len(pieces), length, -1)
+        sums[torch.tensor(pieces, dtype=torch.int64)] = block.transpose(1, 2).contiguous().sum(2)
+    return sums
 
 
 def shifted(values: torch.Tensor, sums: torch.Tensor, count: torch.Tensor, state_count, state_shift) -> tuple:
