@@ -23,6 +23,9 @@ Common arguments (ignite's ``NDCG`` signature, plus keywords):
   thread whose core another process holds (data-loader workers, other jobs), and slows with the
   load as ``torch.topk`` does. An int: every operation on that many torch threads.
 - ``output_transform``, ``device``, ``skip_unrolling``: as in :class:`ignite.metrics.Metric`.
+
+On CPU, small ``(scores, labels)`` batches are held and ranked together, with the state the same to
+the last bit as with each ranked on its own (:mod:`ignite_recsys._core.gathering`).
 """
 
 from __future__ import annotations
