@@ -79,8 +79,8 @@ class HeldBatches:
 
     def hold(self, scores: torch.Tensor, labels: torch.Tensor) -> None:
         """Keep copies (the caller may change its tensors after ``update``)."""
-        self._scores.append(scores.clone())
-        self._labels.append(labels.clone())
+        self._scores.append(scores.detach().clone())  # no autograd graph kept alive by what is held
+        self._labels.append(labels.detach().clone())
         self.entries += scores.numel()
 
     def take(self) -> Optional[tuple[RankingInput, list[int]]]:
