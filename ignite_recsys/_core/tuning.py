@@ -57,6 +57,11 @@ MIN_VALUE_GROUP = 3
 # bench_update.py with graded labels.
 CONTIGUOUS_FROM = 24
 
+# On CPU, |R| is counted among the labels of the groups whose maximum is relevant (and the ideal
+# ranking's labels sorted among them) when those groups are at most this share of ``depth`` per
+# row; else among the ``depth`` best groups of every row. Re-measure: bench_update.py.
+RELEVANT_GROUPS_SHARE = 0.5
+
 # --- Threads of a ranking update (CPU) --------------------------------------------------------
 # A pass over at least this many entries of the (batch, num_items) inputs (the scores' and the
 # labels' group maxima) takes torch's own thread count; every other operation of a ranking update
