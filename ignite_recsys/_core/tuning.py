@@ -44,6 +44,10 @@ SHORT_ROW_GROUPS = (16, 4)
 # prune enough. Re-measure: bench_update.py at N = 2k..200k.
 LONG_ROWS_PER_K = 200
 GROUPED_ROWS_PER_K = 20
+# From this many group maxima per row on, the best groups are chosen on CPU by one float selection
+# (rows tied at its boundary re-selected by int64 keys): keys over that many maxima cost more than
+# the float selection's slower comparisons. Re-measure: bench_update.py at N = 100k..1M.
+FLOAT_SELECTION_FROM = 4096
 # Below this group size, group maxima on CPU are taken by max pooling (torch's max-reduction is
 # slow over few contiguous values; pooling handles small groups faster).
 FAST_REDUCTION = 64

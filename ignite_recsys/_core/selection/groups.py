@@ -79,7 +79,7 @@ def _candidates(x: torch.Tensor, k: int, detect_nan: bool = False):
     group, sub_group = sizes
     num_full = num_cols // group
     maxima = group_maxima(x, group)
-    best = _exact_topk(maxima, None, k, sorted=False)
+    best = _best_groups(maxima, k)
     subs_per_group = group // sub_group
     sub_ids = runs(best, subs_per_group)
     sub_maxima = group_maxima(rows_of_groups(x, best, group), sub_group)
@@ -92,6 +92,23 @@ def _candidates(x: torch.Tensor, k: int, detect_nan: bool = False):
     if tail is not None and detect_nan:
         has_nan = holds_nan(tail) if has_nan is None else has_nan | holds_nan(tail)
     return values, items, has_nan
+
+
+def _best_groups(maxima: torch.Tensor, k: int) -> torch.Tensor:
+    """Column positions (batch, k), in no order, of the k best ``maxima`` of each row by value
+    descending then index ascending. On CPU over many groups (``tuning.FLOAT_SELECTION_FROM``),
+    one float selection of the k + 1 largest: where a row's k-th largest exceeds its (k + 1)-th,
+    its k largest are those k whatever the index (a host read); the keyed selection takes the
+    other rows (a tie at the boundary, or a NaN). No int64 keys over the whole row."""
+    num_rows, num_cols = maxima.shape
+    if not tuning.cpu_tuned(maxima.device) or num_cols < tuning.FLOAT_SELECTION_FROM or k >= num_cols:
+        return _exact_topk(maxima, None, k, sorted=False)
+    values, indices = maxima.topk(k + 1, 1)
+    rows = torch.gt(values[:, k - 1], values[:, k]).logical_not_().nonzero().flatten()
+    best = indices[:, :k]
+    if rows.numel():
+        best = best.index_copy(0, rows, _exact_topk(maxima.index_select(0, rows), None, k, sorted=False))
+    return best
 
 
 def with_tail(values: torch.Tensor, items: torch.Tensor, x: torch.Tensor, tail_start: int):
