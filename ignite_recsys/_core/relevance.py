@@ -264,13 +264,13 @@ def _relevant_groups(labels, relevance, groups: ValueGroups, maxima, depth: int,
         positions = torch.cat([positions, tail.view(-1)])
         position_rows = torch.cat([position_rows, row_ids.expand(-1, num_cols - tail_start).reshape(-1)])
     values = labels.contiguous().view(-1).index_select(0, positions)
-    relevant = relevance.mask(values)
-    relevant_rows = position_rows[relevant]
+    listed = relevance.mask(values).nonzero().view(-1)  # the relevant ones, listed once
+    relevant_rows = position_rows.index_select(0, listed)
     counts = torch.bincount(relevant_rows, minlength=num_rows)
     fill = _irrelevant_fill(relevance)
-    if not select or fill is None or relevant_rows.numel() > num_rows * depth:
+    if not select or fill is None or listed.numel() > num_rows * depth:
         return counts, None
-    return counts, listed_top_values(values[relevant], relevant_rows, counts, depth, fill)
+    return counts, listed_top_values(values.index_select(0, listed), relevant_rows, counts, depth, fill)
 
 
 @functools.lru_cache(maxsize=None)
