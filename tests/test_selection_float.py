@@ -68,3 +68,27 @@ def test_float_first_level_other_dtypes(rng, float_selection, dtype):
     x = torch.from_numpy(np.round(rng.random((3, 20_000)) * 50)).to(dtype)  # exact in every dtype, many ties
     expected = np.argsort(-x.double().numpy(), axis=1, kind="stable")[:, :100]
     np.testing.assert_array_equal(stable_topk(x, 100).numpy(), expected)
+
+
+@pytest.mark.parametrize("width", [2001, 6463, 20_033, 70_001])
+@pytest.mark.parametrize("k", [1, 7, 100])
+def test_candidates_above_the_lowest_chosen_maximum(rng, monkeypatch, width, k):
+    """The final candidates: the chosen groups' items scoring at least their lowest maximum, on
+    rows of distinct scores, of scores tied with that maximum (each tie kept, the lower index
+    first), and of few levels, and of equal scores or a NaN (the sub-groups then); against the stable argsort."""
+    taken, original = [], module._above_threshold
+    monkeypatch.setattr(module, "_above_threshold", lambda *args: taken.append(original(*args)) or taken[-1])
+    x = np.stack([rng.permutation(width).astype(np.float32) for _ in range(3)])
+    tied = np.argsort(-x[1], kind="stable")[k - 1]
+    x[1, rng.choice(width, size=5, replace=False)] = x[1, tied]  # five more items tied with the k-th
+    expected = np.argsort(-x, axis=1, kind="stable")[:, :k]
+    np.testing.assert_array_equal(stable_topk(torch.from_numpy(x), k).numpy(), expected)
+    assert taken and taken[-1] is not None, "the candidates above the threshold"
+    for name in ("few_levels", "all_equal"):
+        ties = _pattern(rng, name, 3, width)
+        expected = np.argsort(-ties.numpy(), axis=1, kind="stable")[:, :k]
+        np.testing.assert_array_equal(stable_topk(ties, k).numpy(), expected, err_msg=name)
+    assert taken[-1] is None, "every item tied: the sub-groups"
+    x[2, 3] = np.nan
+    _, has_nan = stable_topk(torch.from_numpy(x), k, detect_nan=True)
+    assert has_nan.tolist() == [False, False, True]

@@ -48,6 +48,10 @@ GROUPED_ROWS_PER_K = 20
 # (rows tied at its boundary re-selected by int64 keys): keys over that many maxima cost more than
 # the float selection's slower comparisons. Re-measure: bench_update.py at N = 100k..1M.
 FLOAT_SELECTION_FROM = 4096
+# On CPU the items of the chosen groups that score at least the lowest chosen maximum are the
+# final candidates when they are at most this many times k per row (else the sub-groups of
+# LONG_ROW_GROUPS / SHORT_ROW_GROUPS: rows of many ties). Re-measure: bench_update.py.
+THRESHOLD_CANDIDATES_PER_K = 4
 # Below this group size, group maxima on CPU are taken by max pooling (torch's max-reduction is
 # slow over few contiguous values; pooling handles small groups faster).
 FAST_REDUCTION = 64

@@ -80,13 +80,18 @@ def _candidates(x: torch.Tensor, k: int, detect_nan: bool = False):
     num_full = num_cols // group
     maxima = group_maxima(x, group)
     best = _best_groups(maxima, k)
-    subs_per_group = group // sub_group
-    sub_ids = runs(best, subs_per_group)
-    sub_maxima = group_maxima(rows_of_groups(x, best, group), sub_group)
-    best_sub = _exact_topk(sub_maxima, sub_ids * sub_group, k, sorted=False)
-    chosen = sub_ids.gather(1, best_sub)
-    values = rows_of_groups(x, chosen, sub_group)
-    items = runs(chosen, sub_group)
+    chosen_values = rows_of_groups(x, best, group)
+    above = tuning.cpu_tuned(x.device) and x.is_floating_point()
+    found = _above_threshold(chosen_values, maxima, best, group, k) if above else None
+    if found is not None:
+        values, items = found
+    else:
+        subs_per_group = group // sub_group
+        sub_ids = runs(best, subs_per_group)
+        best_sub = _exact_topk(group_maxima(chosen_values, sub_group), sub_ids * sub_group, k, sorted=False)
+        chosen = sub_ids.gather(1, best_sub)
+        values = rows_of_groups(x, chosen, sub_group)
+        items = runs(chosen, sub_group)
     has_nan = holds_nan(maxima) if detect_nan else None
     values, items, tail = with_tail(values, items, x, num_full * group)
     if tail is not None and detect_nan:
@@ -109,6 +114,33 @@ def _best_groups(maxima: torch.Tensor, k: int) -> torch.Tensor:
     if rows.numel():
         best = best.index_copy(0, rows, _exact_topk(maxima.index_select(0, rows), None, k, sorted=False))
     return best
+
+
+def _above_threshold(chosen: torch.Tensor, maxima: torch.Tensor, best: torch.Tensor, size: int, k: int):
+    """CPU (host reads): the items of the chosen groups (``best``, their values ``chosen``
+    (batch, k * size)) that score at least T, the lowest of the chosen groups' maxima, as
+    (values, items) (batch, W), W the most per row, padded with -inf at item index num_cols
+    (ranked after every item); None where a row has fewer than k such items (a NaN) or W is
+    above ``tuning.THRESHOLD_CANDIDATES_PER_K`` x k (many ties: the sub-groups then). Exact: the
+    chosen maxima are k items scoring at least T, so an item below T is not among the k best.
+    Replaces the sub-group level (its maxima, a keyed selection and a copy of the chosen runs)."""
+    num_rows, span = chosen.shape
+    threshold = maxima.gather(1, best).amin(1, keepdim=True)
+    listed = torch.ge(chosen, threshold).view(-1).nonzero().view(-1)
+    rows = listed.div(span, rounding_mode="floor")
+    counts = torch.bincount(rows, minlength=num_rows)
+    low, high = (int(v) for v in counts.aminmax())
+    if low < k or high > tuning.THRESHOLD_CANDIDATES_PER_K * k:
+        return None
+    first = counts.cumsum(0).sub_(counts)
+    slots = torch.arange(listed.numel(), device=rows.device).sub_(first.index_select(0, rows)).add_(rows, alpha=high)
+    columns = listed.sub(rows, alpha=span)  # in the row of chosen runs
+    groups = best.reshape(-1).index_select(0, torch.add(columns.div(size, rounding_mode="floor"), rows, alpha=k))
+    items = torch.full((num_rows * high,), maxima.shape[1] * size, dtype=torch.int64, device=rows.device)
+    items.index_copy_(0, slots, torch.add(columns.remainder_(size), groups, alpha=size))
+    values = torch.full((num_rows * high,), float("-inf"), dtype=chosen.dtype, device=rows.device)
+    values.index_copy_(0, slots, chosen.view(-1).index_select(0, listed))
+    return values.view(num_rows, high), items.view(num_rows, high)
 
 
 def with_tail(values: torch.Tensor, items: torch.Tensor, x: torch.Tensor, tail_start: int):
