@@ -11,7 +11,11 @@ taken among those items. This is exact: an item outside the chosen groups has at
 long rows and (16, 4) on shorter ones (``tuning``). One max-reduction over the row plus selections among
 ~``N / g + depth * (g / s + s)`` values replace ``torch.topk``'s selection over all N. The final
 selection uses unique int64 keys (order-preserving float bits, then the item index), so the order
-is the same on CPU and CUDA. Everything is tensor code without host synchronisation.
+is the same on CPU and CUDA. Everything is tensor code without host synchronisation on
+accelerators. On CPU, where a host read waits for nothing, the sub-group level gives way to the
+chosen groups' items scoring at least the lowest chosen maximum (``_above_threshold``: no item
+below it is among the best ``depth``), and over many groups the best groups are chosen by a float
+selection, its rows tied at the boundary by keys (``_best_groups``).
 """
 
 from __future__ import annotations
