@@ -86,7 +86,7 @@ def _candidates(x: torch.Tensor, k: int, detect_nan: bool = False):
     best = _best_groups(maxima, k)
     chosen_values = rows_of_groups(x, best, group)
     above = tuning.cpu_tuned(x.device) and x.is_floating_point()
-    found = _above_threshold(chosen_values, maxima, best, group, k) if above else None
+    found = _above_threshold(chosen_values, maxima, best, group, k, num_cols) if above else None
     if found is not None:
         values, items = found
     else:
@@ -120,7 +120,7 @@ def _best_groups(maxima: torch.Tensor, k: int) -> torch.Tensor:
     return best
 
 
-def _above_threshold(chosen: torch.Tensor, maxima: torch.Tensor, best: torch.Tensor, size: int, k: int):
+def _above_threshold(chosen: torch.Tensor, maxima: torch.Tensor, best: torch.Tensor, size: int, k: int, num_cols: int):
     """CPU (host reads): the items of the chosen groups (``best``, their values ``chosen``
     (batch, k * size)) that score at least T, the lowest of the chosen groups' maxima, as
     (values, items) (batch, W), W the most per row, padded with -inf at item index num_cols
@@ -140,7 +140,7 @@ def _above_threshold(chosen: torch.Tensor, maxima: torch.Tensor, best: torch.Ten
     slots = torch.arange(listed.numel(), device=rows.device).sub_(first.index_select(0, rows)).add_(rows, alpha=high)
     columns = listed.sub(rows, alpha=span)  # in the row of chosen runs
     groups = best.reshape(-1).index_select(0, torch.add(columns.div(size, rounding_mode="floor"), rows, alpha=k))
-    items = torch.full((num_rows * high,), maxima.shape[1] * size, dtype=torch.int64, device=rows.device)
+    items = torch.full((num_rows * high,), num_cols, dtype=torch.int64, device=rows.device)
     items.index_copy_(0, slots, torch.add(columns.remainder_(size), groups, alpha=size))
     values = torch.full((num_rows * high,), float("-inf"), dtype=chosen.dtype, device=rows.device)
     values.index_copy_(0, slots, chosen.view(-1).index_select(0, listed))
