@@ -32,6 +32,7 @@ from .relevance import (
     LabelPass,
     RankingHints,
     Relevance,
+    TopLabels,
     any_nan,
     binary_ideal_gains,
     count_true,
@@ -414,7 +415,9 @@ def _label_pass(labels: torch.Tensor, relevance: Relevance, request: RankingRequ
     selects_labels = request.ideal and ideal_needs_selection(labels, request.gain_function)
     count = request.counts_relevant or (request.ideal and not selects_labels)  # the binary ideal counts
     groups = pass_groups(labels, depth, selects_labels, count)
-    return relevance_pass(labels, relevance, count=count, groups=groups, depth=depth, hints=hints)
+    return relevance_pass(
+        labels, relevance, count=count, groups=groups, depth=depth, hints=hints, select=selects_labels
+    )
 
 
 def _target_pass(
@@ -567,10 +570,14 @@ def _ideal_gains(ranked: RankedBatch, gain_function: GainFunction) -> torch.Tens
     values = labels if labels is not None else ranking.batch.target_table.values
     if not ideal_needs_selection(values, gain_function):
         return binary_ideal_gains(ranked.num_relevant, depth, gain_function, threshold)
-    if labels is not None:
-        maxima, candidates = ranking.label_pass.maxima, ranking.label_pass.candidates
+    candidates = ranking.label_pass.candidates
+    if labels is not None and not isinstance(candidates, TopLabels):
+        maxima = ranking.label_pass.maxima
         return selected_ideal_gains(labels, depth, relevance, gain_function, maxima, threshold, candidates)
-    best = ranking.batch.target_table.top_values(depth)
+    if isinstance(candidates, TopLabels):  # sorted by the label pass
+        best = candidates.values.to(torch.float64)
+    else:
+        best = ranking.batch.target_table.top_values(depth)
     return gains(best, relevance.indicator(best), gain_function, threshold)
 
 

@@ -14,7 +14,7 @@ import torch
 
 from .._validation import GainFunction, check_gain_output
 from . import tuning
-from .selection import ValueGroups, holds_nan, top_values, value_groups
+from .selection import ValueGroups, holds_nan, listed_top_values, top_values, value_groups
 
 
 @dataclass(frozen=True)
@@ -68,7 +68,14 @@ class LabelPass(NamedTuple):
     has_relevant: torch.Tensor  # (batch,) bool, |R| > 0
     has_nan: torch.Tensor  # 0-d bool: a label is NaN
     maxima: Optional[torch.Tensor]  # the maxima of the label groups (None: no groups)
-    candidates: Optional[torch.Tensor]  # the ideal selection's candidates (``ValueGroups.candidates``)
+    # the ideal selection's candidates (``ValueGroups.candidates``), or its result (``TopLabels``)
+    candidates: Union[torch.Tensor, "TopLabels", None]
+
+
+class TopLabels(NamedTuple):
+    """The top labels of each row, (batch, depth) descending: the ideal ranking's labels."""
+
+    values: torch.Tensor
 
 
 def relevance_pass(
@@ -78,13 +85,17 @@ def relevance_pass(
     groups: Union[ValueGroups, int, None] = None,
     depth: Optional[int] = None,
     hints: Optional["RankingHints"] = None,
+    select: Optional[bool] = None,
 ) -> LabelPass:
     """One pass over y. Returns (``LabelPass``): the per-user relevant count |R| (float64; None
     unless ``count``), whether each user has a relevant item (bool), whether y holds a NaN (0-dim
     bool; max-reductions propagate NaN), given ``groups`` (``ValueGroups``; an int: strided groups
     of that many labels) the maxima of those label groups (the first step of the ideal ranking's
     selection) and, given ``depth`` too, the candidates of that selection
-    (``ValueGroups.candidates``; else None).
+    (``ValueGroups.candidates``; else None). ``select`` (CPU, float labels, counted with
+    groups and ``depth``): |R| is counted among the groups of relevant maximum alone
+    (``_relevant_groups``), and if ``select`` is True the ideal's labels are sorted there too
+    (``TopLabels`` in place of the candidates); None: among the candidates.
 
     Where no label needs a comparison, the pass is one max-reduction over the whole batch (the
     group maxima, or the row maxima): a user has a relevant item iff its largest label is
@@ -118,10 +129,18 @@ def relevance_pass(
     else:
         with tuning.wide_pass(labels.numel()):
             highest = torch.amax(labels, 1)
-    candidates = None
-    if groups is not None and maxima is not None and depth:
+    candidates: Union[torch.Tensor, TopLabels, None] = None
+    found = None
+    if select is not None and from_candidates and groups is not None and maxima is not None and depth:
+        found = (
+            _relevant_groups(labels, relevance, groups, maxima, depth, select) if labels.is_floating_point() else None
+        )
+    if found is not None:  # counted in the groups of relevant maximum alone
+        counts, top = found
+        candidates = None if top is None else TopLabels(top)
+    elif groups is not None and maxima is not None and depth:
         candidates = groups.candidates(labels, depth, maxima)
-    if with_candidates and maxima is not None and candidates is not None:
+    if found is None and with_candidates and maxima is not None and candidates is not None:
         beyond = _users_beyond_candidates(maxima, depth, relevance)
         if from_candidates:
             counts = _count_in_candidates(labels, candidates, beyond, relevance, count_dtype)
@@ -217,6 +236,49 @@ class RankingHints:
         if len(self.many_relevant) >= 64:  # a hint per catalog size and depth: keep it small
             self.many_relevant.clear()
         self.many_relevant[key] = value
+
+
+def _relevant_groups(labels, relevance, groups: ValueGroups, maxima, depth: int, select: bool):
+    """CPU (host reads): (|R| (batch,) int64, with ``select`` the top ``depth`` labels (batch,
+    depth) descending, else None) from the labels of the groups whose maximum is relevant (a
+    group holds a relevant label iff its maximum is relevant) and those after the last full
+    group: a copy of those few labels instead of the ``depth`` best groups of every row. None
+    where more than ``tuning.RELEVANT_GROUPS_SHARE`` x ``depth`` groups per row are relevant.
+    The top labels are None too where more than ``depth`` labels per row are relevant on
+    average (sorting them would cost more than selecting among the best groups), or where no
+    label value is sure to be irrelevant to fill the positions past |R|."""
+    num_rows, num_cols = labels.shape
+    rows, columns = relevance.mask(maxima).nonzero(as_tuple=True)
+    if rows.numel() > tuning.RELEVANT_GROUPS_SHARE * num_rows * depth:
+        return None
+    device, size, num_groups = labels.device, groups.size, maxima.shape[1]
+    # group j: items j * size + 0 .. size - 1 (contiguous), else j + num_groups * (0 .. size - 1)
+    step, spread = (size, 1) if groups.contiguous else (1, num_groups)
+    offsets = tuning.index_constant(0, size * spread, spread, 0, device)
+    positions = torch.add(offsets, torch.add(columns * step, rows, alpha=num_cols).unsqueeze(1)).view(-1)
+    position_rows = rows.repeat_interleave(size)
+    tail_start = num_groups * size
+    if tail_start < num_cols:  # the items after the last full group are always read
+        row_ids = tuning.index_constant(0, num_rows, 1, -1, device)
+        tail = torch.add(tuning.index_constant(tail_start, num_cols, 1, 0, device), row_ids, alpha=num_cols)
+        positions = torch.cat([positions, tail.view(-1)])
+        position_rows = torch.cat([position_rows, row_ids.expand(-1, num_cols - tail_start).reshape(-1)])
+    values = labels.contiguous().view(-1).index_select(0, positions)
+    listed = relevance.mask(values).nonzero().view(-1)  # the relevant ones, listed once
+    relevant_rows = position_rows.index_select(0, listed)
+    counts = torch.bincount(relevant_rows, minlength=num_rows)
+    fill = _irrelevant_fill(relevance)
+    if not select or fill is None or listed.numel() > num_rows * depth:
+        return counts, None
+    return counts, listed_top_values(values.index_select(0, listed), relevant_rows, counts, depth, fill)
+
+
+@functools.lru_cache(maxsize=None)
+def _irrelevant_fill(relevance: Relevance) -> Optional[float]:
+    """A label value that is never relevant under ``relevance`` (the positions of the ideal
+    ranking past |R|), or None: the threshold itself under ``y > t``, else ``-inf``."""
+    fill = float(relevance.value) if relevance.compare is torch.gt else float("-inf")
+    return None if bool(relevance.compare(torch.tensor(fill), relevance.value)) else fill
 
 
 def _users_beyond_candidates(maxima, depth, relevance) -> torch.Tensor:

@@ -44,6 +44,14 @@ SHORT_ROW_GROUPS = (16, 4)
 # prune enough. Re-measure: bench_update.py at N = 2k..200k.
 LONG_ROWS_PER_K = 200
 GROUPED_ROWS_PER_K = 20
+# From this many group maxima per row on, the best groups are chosen on CPU by one float selection
+# (rows tied at its boundary re-selected by int64 keys): keys over that many maxima cost more than
+# the float selection's slower comparisons. Re-measure: bench_update.py at N = 100k..1M.
+FLOAT_SELECTION_FROM = 4096
+# On CPU the items of the chosen groups that score at least the lowest chosen maximum are the
+# final candidates when they are at most this many times k per row (else the sub-groups of
+# LONG_ROW_GROUPS / SHORT_ROW_GROUPS: rows of many ties). Re-measure: bench_update.py.
+THRESHOLD_CANDIDATES_PER_K = 4
 # Below this group size, group maxima on CPU are taken by max pooling (torch's max-reduction is
 # slow over few contiguous values; pooling handles small groups faster).
 FAST_REDUCTION = 64
@@ -56,6 +64,11 @@ MIN_VALUE_GROUP = 3
 # torch reduces fast and streams from memory (strided groups read many rows at once). Re-measure:
 # bench_update.py with graded labels.
 CONTIGUOUS_FROM = 24
+
+# On CPU, |R| is counted among the labels of the groups whose maximum is relevant (and the ideal
+# ranking's labels sorted among them) when those groups are at most this share of ``depth`` per
+# row; else among the ``depth`` best groups of every row. Re-measure: bench_update.py.
+RELEVANT_GROUPS_SHARE = 0.5
 
 # --- Threads of a ranking update (CPU) --------------------------------------------------------
 # A pass over at least this many entries of the (batch, num_items) inputs (the scores' and the

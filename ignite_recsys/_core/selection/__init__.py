@@ -14,12 +14,21 @@ Every selection of the library goes through these three functions; a kernel for 
 
 from .excluding import listed_bound, stable_topk_excluding, stable_topk_excluding_listed
 from .groups import LOW_MASK, holds_nan, ordered_int32, stable_topk, untied_topk
-from .values import ValueGroups, strided_candidates, strided_groups, top_values, value_group_size, value_groups
+from .values import (
+    ValueGroups,
+    listed_top_values,
+    strided_candidates,
+    strided_groups,
+    top_values,
+    value_group_size,
+    value_groups,
+)
 
 __all__ = [
     "LOW_MASK",
     "holds_nan",
     "listed_bound",
+    "listed_top_values",
     "ordered_int32",
     "stable_topk",
     "stable_topk_excluding",

@@ -11,7 +11,11 @@ taken among those items. This is exact: an item outside the chosen groups has at
 long rows and (16, 4) on shorter ones (``tuning``). One max-reduction over the row plus selections among
 ~``N / g + depth * (g / s + s)`` values replace ``torch.topk``'s selection over all N. The final
 selection uses unique int64 keys (order-preserving float bits, then the item index), so the order
-is the same on CPU and CUDA. Everything is tensor code without host synchronisation.
+is the same on CPU and CUDA. Everything is tensor code without host synchronisation on
+accelerators. On CPU, where a host read waits for nothing, the sub-group level gives way to the
+chosen groups' items scoring at least the lowest chosen maximum (``_above_threshold``: no item
+below it is among the best ``depth``), and over many groups the best groups are chosen by a float
+selection, its rows tied at the boundary by keys (``_best_groups``).
 """
 
 from __future__ import annotations
@@ -79,19 +83,68 @@ def _candidates(x: torch.Tensor, k: int, detect_nan: bool = False):
     group, sub_group = sizes
     num_full = num_cols // group
     maxima = group_maxima(x, group)
-    best = _exact_topk(maxima, None, k, sorted=False)
-    subs_per_group = group // sub_group
-    sub_ids = runs(best, subs_per_group)
-    sub_maxima = group_maxima(rows_of_groups(x, best, group), sub_group)
-    best_sub = _exact_topk(sub_maxima, sub_ids * sub_group, k, sorted=False)
-    chosen = sub_ids.gather(1, best_sub)
-    values = rows_of_groups(x, chosen, sub_group)
-    items = runs(chosen, sub_group)
+    best = _best_groups(maxima, k)
+    chosen_values = rows_of_groups(x, best, group)
+    above = tuning.cpu_tuned(x.device) and x.is_floating_point()
+    found = _above_threshold(chosen_values, maxima, best, group, k, num_cols) if above else None
+    if found is not None:
+        values, items = found
+    else:
+        subs_per_group = group // sub_group
+        sub_ids = runs(best, subs_per_group)
+        best_sub = _exact_topk(group_maxima(chosen_values, sub_group), sub_ids * sub_group, k, sorted=False)
+        chosen = sub_ids.gather(1, best_sub)
+        values = rows_of_groups(x, chosen, sub_group)
+        items = runs(chosen, sub_group)
     has_nan = holds_nan(maxima) if detect_nan else None
     values, items, tail = with_tail(values, items, x, num_full * group)
     if tail is not None and detect_nan:
         has_nan = holds_nan(tail) if has_nan is None else has_nan | holds_nan(tail)
     return values, items, has_nan
+
+
+def _best_groups(maxima: torch.Tensor, k: int) -> torch.Tensor:
+    """Column positions (batch, k), in no order, of the k best ``maxima`` of each row by value
+    descending then index ascending. On CPU over many groups (``tuning.FLOAT_SELECTION_FROM``),
+    one float selection of the k + 1 largest: where a row's k-th largest exceeds its (k + 1)-th,
+    its k largest are those k whatever the index (a host read); the keyed selection takes the
+    other rows (a tie at the boundary, or a NaN). No int64 keys over the whole row."""
+    num_rows, num_cols = maxima.shape
+    if not tuning.cpu_tuned(maxima.device) or num_cols < tuning.FLOAT_SELECTION_FROM or k >= num_cols:
+        return _exact_topk(maxima, None, k, sorted=False)
+    values, indices = maxima.topk(k + 1, 1)
+    rows = torch.gt(values[:, k - 1], values[:, k]).logical_not_().nonzero().flatten()
+    best = indices[:, :k]
+    if rows.numel():
+        best = best.index_copy(0, rows, _exact_topk(maxima.index_select(0, rows), None, k, sorted=False))
+    return best
+
+
+def _above_threshold(chosen: torch.Tensor, maxima: torch.Tensor, best: torch.Tensor, size: int, k: int, num_cols: int):
+    """CPU (host reads): the items of the chosen groups (``best``, their values ``chosen``
+    (batch, k * size)) that score at least T, the lowest of the chosen groups' maxima, as
+    (values, items) (batch, W), W the most per row, padded with -inf at item index num_cols
+    (ranked after every item); None where a row has fewer than k such items (a NaN) or W is
+    above ``tuning.THRESHOLD_CANDIDATES_PER_K`` x k (many ties: the sub-groups then). Exact: the
+    chosen maxima are k items scoring at least T, so an item below T is not among the k best.
+    Replaces the sub-group level (its maxima, a keyed selection and a copy of the chosen runs)."""
+    num_rows, span = chosen.shape
+    threshold = maxima.gather(1, best).amin(1, keepdim=True)
+    listed = torch.ge(chosen, threshold).view(-1).nonzero().view(-1)
+    rows = listed.div(span, rounding_mode="floor")
+    counts = torch.bincount(rows, minlength=num_rows)
+    low, high = (int(v) for v in counts.aminmax())
+    if low < k or high > tuning.THRESHOLD_CANDIDATES_PER_K * k:
+        return None
+    first = counts.cumsum(0).sub_(counts)
+    slots = torch.arange(listed.numel(), device=rows.device).sub_(first.index_select(0, rows)).add_(rows, alpha=high)
+    columns = listed.sub(rows, alpha=span)  # in the row of chosen runs
+    groups = best.reshape(-1).index_select(0, torch.add(columns.div(size, rounding_mode="floor"), rows, alpha=k))
+    items = torch.full((num_rows * high,), num_cols, dtype=torch.int64, device=rows.device)
+    items.index_copy_(0, slots, torch.add(columns.remainder_(size), groups, alpha=size))
+    values = torch.full((num_rows * high,), float("-inf"), dtype=chosen.dtype, device=rows.device)
+    values.index_copy_(0, slots, chosen.view(-1).index_select(0, listed))
+    return values.view(num_rows, high), items.view(num_rows, high)
 
 
 def with_tail(values: torch.Tensor, items: torch.Tensor, x: torch.Tensor, tail_start: int):

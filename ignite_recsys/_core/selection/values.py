@@ -107,3 +107,16 @@ def strided_groups(x: torch.Tensor, group: int) -> torch.Tensor:
     across contiguous runs, which vectorises well on CPU (unlike maxima of small runs)."""
     stride = x.shape[1] // group
     return x[:, : group * stride].unflatten(1, (group, stride))
+
+
+def listed_top_values(values: torch.Tensor, rows: torch.Tensor, counts: torch.Tensor, k: int, fill) -> torch.Tensor:
+    """(len(counts), k): the k largest of the listed ``values`` (1-D) of each row, descending,
+    ``fill`` past a row's values; ``rows``: each value's row, ``counts``: values per row (int64).
+    Two sorts of the list (by value, then stably by row) and one scatter."""
+    by_value = values.sort(descending=True).indices
+    by_row = rows.index_select(0, by_value).sort(stable=True)
+    first = counts.cumsum(0).sub_(counts)
+    rank = torch.arange(rows.numel(), device=rows.device).sub_(first.index_select(0, by_row.values))
+    out = torch.full((counts.numel(), k + 1), fill, dtype=values.dtype, device=values.device)
+    ordered = values.index_select(0, by_value.index_select(0, by_row.indices))
+    return out.index_put_((by_row.values, rank.clamp_(max=k)), ordered)[:, :k]

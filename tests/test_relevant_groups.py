@@ -1,0 +1,91 @@
+"""The label pass of a dense ranking update on CPU counts |R| among the label groups whose maximum
+is relevant, and sorts the ideal ranking's labels there (a group holds a relevant label iff its
+maximum is relevant): against numpy, with relevant labels after the last full group, users with
+none, users relevant in more groups than the pass takes (the candidates path then), thresholds
+under which 0 or -inf labels are relevant, and whole updates against the reference."""
+
+import numpy as np
+import pytest
+import torch
+
+import ignite_recsys as R
+from conftest import CUTOFF_CLASSES, run_metric
+from ignite_recsys._core import tuning
+from ignite_recsys._core.relevance import Relevance, TopLabels, relevance_pass
+from ignite_recsys._core.selection import ValueGroups
+from references import candidate_metric_means, candidate_rankings
+
+
+def _labels(rng, rows, width, dtype):
+    grades = np.where(rng.random((rows, width)) < 8 / width, rng.integers(1, 5, size=(rows, width)), 0)
+    grades = grades.astype(np.float64)
+    grades[0, -3:] = [4.0, 2.0, 3.0]  # after the last full group
+    grades[1] = 0.0  # no relevant label
+    grades[2, ::50] = -np.inf  # legal labels, never relevant (unless the threshold is -inf)
+    grades[3, :7] = 4.0  # tied top labels in one group
+    return grades, torch.from_numpy(grades).to(dtype)
+
+
+@pytest.mark.parametrize("select", [False, True])
+@pytest.mark.parametrize("contiguous", [False, True])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16])
+@pytest.mark.parametrize("threshold", [None, 2.0, 0.0, float("-inf")])
+def test_relevant_groups_against_numpy(monkeypatch, threshold, dtype, contiguous, select):
+    from ignite_recsys._core import relevance as module
+
+    counted, original = [], module._count_in_candidates
+    monkeypatch.setattr(module, "_count_in_candidates", lambda *args: counted.append(1) or original(*args))
+    rng = np.random.default_rng(3)
+    width, group, depth = 2_003, 7, 30
+    grades, labels = _labels(rng, 9, width, dtype)
+    relevance = Relevance.of(threshold, dtype)
+    passed = relevance_pass(labels, relevance, groups=ValueGroups(group, contiguous), depth=depth, select=select)
+    relevant = grades > 0 if threshold is None else grades >= threshold
+    np.testing.assert_array_equal(passed.num_relevant.numpy(), relevant.sum(1))
+    np.testing.assert_array_equal(passed.has_relevant.numpy(), relevant.any(1))
+    # 0 relevant everywhere (threshold 0 or -inf): more relevant groups than the pass takes
+    assert bool(counted) == (threshold is not None and threshold <= 0), "counted among the candidates"
+    if counted or not select:
+        assert not isinstance(passed.candidates, TopLabels)
+        return
+    top = passed.candidates.values
+    assert top.shape == (9, depth) and top.dtype == dtype
+    values = top.numpy().astype(np.float64)
+    for row, (row_grades, row_relevant) in enumerate(zip(grades, relevant)):
+        best = np.sort(row_grades[row_relevant])[::-1][:depth]
+        np.testing.assert_array_equal(values[row, : best.size], best)
+        rest = torch.from_numpy(values[row, best.size :]).to(dtype)
+        assert not relevance.mask(rest).any(), "positions past |R| hold an irrelevant label"
+
+
+@pytest.mark.parametrize("items", [1_503, 6_001])  # label groups of ~sqrt(items / 5): 17 strided, 32 contiguous
+@pytest.mark.parametrize("gain_function", ["exp_rank", "linear_rank", "binary"])
+@pytest.mark.parametrize("threshold", [None, 2.0])
+def test_rankings_with_relevant_groups_against_the_reference(monkeypatch, items, gain_function, threshold):
+    """Every cut-off metric (NDCG's ideal from the sorted relevant labels) against the reference."""
+    from ignite_recsys._core import relevance as module
+
+    found, original = [], module._relevant_groups
+    monkeypatch.setattr(module, "_relevant_groups", lambda *args: found.append(original(*args)) or found[-1])
+    monkeypatch.setattr(tuning, "SMALL_BATCH_ENTRIES", 0)  # the label groups even on these few users
+    rng = np.random.default_rng(8)
+    users, top_k = 7, [1, 5, 30]
+    scores = rng.permutation(users * items).reshape(users, items).astype(np.float32)
+    grades, labels = _labels(rng, users, items, torch.float32)
+    scores[0, -1] = scores.max() + 1  # a tail label ranked first
+    options = {"gain_function": gain_function, "relevance_threshold": threshold}
+    reference_threshold = np.nextafter(0.0, 1.0) if threshold is None else threshold
+    expected = candidate_metric_means(
+        candidate_rankings(scores, [set()] * users),
+        grades,
+        top_k,
+        threshold=reference_threshold,
+        gain_kind=gain_function,
+    )
+    got = run_metric(
+        R.RankingMetrics(top_k, metrics=list(CUTOFF_CLASSES), **options), [(torch.from_numpy(scores), labels)]
+    )
+    for name in CUTOFF_CLASSES:
+        np.testing.assert_allclose([got[f"{name}@{k}"] for k in top_k], expected[name], atol=1e-12, err_msg=name)
+    assert len(found) == 1 and found[0] is not None, "counted among the groups of relevant maximum"
+    assert (found[0][1] is None) == (gain_function == "binary"), "the ideal's labels sorted there"
