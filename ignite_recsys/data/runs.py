@@ -388,12 +388,12 @@ class RunStream:
             if unknown.any():  # the same id for the same unknown item
                 codes[unknown] = self.unknown_base + np.unique(ids[unknown], return_inverse=True)[1].reshape(-1)
             return codes
-        codes = test.item_map.encode(_as_kind(items, test.item_map.kind), name="run items")
+        # each distinct id of the chunk looked up once; the unknown ones numbered in order of first row
+        encoded = pc.dictionary_encode(_as_kind(items, test.item_map.kind))
+        codes = test.item_map.encode(encoded.dictionary, name="run items")
         unknown = codes < 0
-        if unknown.any():
-            others = pc.dictionary_encode(kept(items, unknown))
-            codes[unknown] = self.unknown_base + numpy_of(others.indices)
-        return codes
+        codes[unknown] = self.unknown_base + np.arange(int(unknown.sum()), dtype=np.int64)
+        return codes[numpy_of(encoded.indices)]
 
 
 def _as_kind(dictionary: Any, kind: Optional[str]) -> Any:
