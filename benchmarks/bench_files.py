@@ -165,7 +165,7 @@ def profile(run: str, qrels: str, rate: int = 250, top: int = 25) -> None:
                 stack, count = line.rsplit(" ", 1)
                 frames = stack.split(";")
                 # the reader thread's samples, and the main thread's inside call()
-                thread = next((name for name in ("reader", "parser") if f"run-{name}" in frames[0]), "main")
+                thread = "reader" if "run-reader" in frames[0] else "main"
                 if thread == "main" and not any(_in_call(frame) for frame in frames):
                     continue
                 busy[thread] += int(count)

@@ -23,9 +23,9 @@ from . import _validation as V
 from ._core.input_checks import InputWarning
 from ._registry import ALL_METRICS, CUTOFF_METRICS, REGISTRY, ranking_metrics_options
 from .data._optional import require
-from .data.files import file_format, read_interactions
+from .data.files import read_interactions
 from .data.interactions import Interactions
-from .data.runs import SCORE_PRECISIONS, Chunks, RunStream, SplitUserError, grouped_chunks, run_chunks
+from .data.runs import SCORE_PRECISIONS, RunStream, SplitUserError, grouped_chunks, run_chunks
 from .inputs import RankedItems, UserIds
 from .metrics import RankingMetrics
 from .stats import paired_test
@@ -43,7 +43,6 @@ CONVENTIONS = (
 # users per update from a run: small enough that a batch's ranked lists (100 rows a user: 200k
 # entries) stay in cache-sized tensors, large enough that the update's fixed cost is spread
 RUN_BATCH_SIZE = 2048
-RUN_AHEAD = 8  # chunks of a TREC run (about 1 MiB of text each) read while the test table is read
 
 # Other names of the library's metrics, as ranx, trec_eval / ir-measures and papers write them
 # (compared in lower case; a cut-off follows as "@10" or, trec_eval style, "_10").
@@ -413,13 +412,7 @@ def evaluate(
         batch_size = 1024 if is_model else RUN_BATCH_SIZE if is_run else 16384
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
-    ahead = _run_ahead(scores, run_columns, run_format) if is_run and sampled is None else None
-    try:
-        test, exclude, catalog, known = _tables(test, exclude, num_items, is_model)
-    except BaseException:
-        if ahead is not None:
-            _close(ahead)
-        raise
+    test, exclude, catalog, known = _tables(test, exclude, num_items, is_model)
     if sampled is not None:  # each test item among sampled negatives (sampled.py)
         from .sampled import evaluate_sampled
 
@@ -447,11 +440,9 @@ def evaluate(
         else:
             depth = None if any(_reads_whole_list(name) for name in names) else cutoffs[-1]
             run = _RunOptions(run_ties, run_columns, run_format, depth, score_precision)
-            _from_run(scores, feed, run, known if test.item_map is None else None, ahead)
+            _from_run(scores, feed, run, known if test.item_map is None else None)
     finally:
         torch.set_num_threads(threads)
-        if ahead is not None:
-            _close(ahead)
         if feed.bar is not None:
             feed.bar.close()
     # info counts the whole run: every process reads all of it (and evaluates its share of the users)
@@ -652,30 +643,6 @@ def _from_ranked(given: tuple, feed: _Feed, catalog: Optional[int] = None) -> No
         feed.ranked(test_users[batch], lists)
 
 
-def _run_ahead(run: Any, columns: Any, format: Optional[str]) -> Optional[Chunks]:
-    """The chunks of a TREC run file, read by a background thread from now on (at most
-    ``RUN_AHEAD`` chunks ahead), so that reading the run overlaps reading the test table; None for
-    other runs, and where the run's arguments are wrong (the error is raised where the run is read)."""
-    if not isinstance(run, (str, os.PathLike)):
-        return None
-    try:
-        if file_format(run, format) != "trec":
-            return None
-        chunks = run_chunks(run, columns, format)
-    except Exception:
-        return None
-    reader: Any = _Ahead(chunks.chunks, RUN_AHEAD, "ignite_recsys-run-parser")
-    chunks.chunks = reader
-    return chunks
-
-
-def _close(chunks: Chunks) -> None:
-    """Stop reading ``chunks`` (a generator, or chunks read ahead by a thread)."""
-    close = getattr(chunks.chunks, "close", None)
-    if close is not None:
-        close()
-
-
 class _RunOptions(NamedTuple):
     """How evaluate() reads a run: its tie rule, columns and format, the depth its lists are cut
     at (None: whole) and the precision its scores are compared in."""
@@ -687,13 +654,10 @@ class _RunOptions(NamedTuple):
     score_precision: str
 
 
-def _from_run(
-    run: Any, feed: _Feed, options: _RunOptions, known: Optional[int] = None, ahead: Optional[Chunks] = None
-) -> None:
-    """Each test user's list of ``run`` in batches of users (its chunks: ``ahead`` when they are
-    being read already); the users the run misses get an empty list. A run whose users' rows
-    are not contiguous is read again, grouped in memory."""
-    chunks = ahead if ahead is not None else run_chunks(run, options.columns, options.format)
+def _from_run(run: Any, feed: _Feed, options: _RunOptions, known: Optional[int] = None) -> None:
+    """Each test user's list of ``run`` in batches of users; the users the run misses get an
+    empty list. A run whose users' rows are not contiguous is read again, grouped in memory."""
+    chunks = run_chunks(run, options.columns, options.format)
     source, grouped = chunks.source, False
     try:
         stream = _evaluated(chunks, feed, options, known)
@@ -702,7 +666,6 @@ def _from_run(
         # the run), and evaluate again from the start
         if not isinstance(run, (str, os.PathLike)):
             raise
-        _close(chunks)
         feed.reset()
         if feed.bar is not None:
             feed.bar.reset()
@@ -743,7 +706,7 @@ def _evaluated(chunks: Any, feed: _Feed, options: _RunOptions, known: Optional[i
     )
     pending: list = []
     waiting = 0
-    for part in _Ahead(stream):
+    for part in _prefetched(stream):
         pending.append(part)
         waiting += len(part[0])
         if waiting >= feed.batch_size:
@@ -792,53 +755,42 @@ def _padded(items: np.ndarray, lengths: np.ndarray, depth: Optional[int]) -> np.
     return ranked
 
 
-class _Ahead:
-    """The items of an iterable, produced by a background thread (started at once) at most
-    ``depth`` ahead (Arrow's readers and numpy release the GIL, so reading overlaps other work);
-    an error of the producer is raised where the items are taken, and the producer stops when
-    the consumer stops or calls :meth:`close`."""
+def _prefetched(items: Any, depth: int = 2) -> Any:
+    """The items of an iterable, produced by a background thread at most ``depth`` ahead (Arrow's
+    readers and numpy release the GIL, so reading overlaps the metrics' updates); an error of the
+    producer is raised here, and the producer stops when the consumer does."""
+    import queue
+    import threading
 
-    def __init__(self, items: Any, depth: int = 2, name: str = "ignite_recsys-run-reader"):
-        import queue
-        import threading
+    waiting: queue.Queue = queue.Queue(maxsize=depth)
+    stop = threading.Event()
+    done = object()
 
-        self.waiting: queue.Queue = queue.Queue(maxsize=depth)
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=self._produce, args=(items,), name=name, daemon=True)
-        self.thread.start()
-
-    def _produce(self, items: Any) -> None:
-        import queue
-
-        def put(entry: tuple) -> bool:  # False when the consumer has stopped
-            while not self.stop.is_set():
-                try:
-                    self.waiting.put(entry, timeout=0.1)
-                    return True
-                except queue.Full:
-                    continue
-            return False
-
+    def produce() -> None:
         try:
             for item in items:
-                if not put(("item", item)):
+                while not stop.is_set():
+                    try:
+                        waiting.put(("item", item), timeout=0.1)
+                        break
+                    except queue.Full:
+                        continue
+                if stop.is_set():
                     return
-            put(("end", None))
+            waiting.put(("end", done))
         except BaseException as error:  # handed to the consumer, which raises it
-            put(("error", error))
+            waiting.put(("error", error))
 
-    def __iter__(self) -> Any:
-        try:
-            while True:
-                kind, item = self.waiting.get()
-                if kind == "end":
-                    return
-                if kind == "error":
-                    raise item
-                yield item
-        finally:
-            self.close()
-
-    def close(self) -> None:
-        self.stop.set()
-        self.thread.join(timeout=5)
+    thread = threading.Thread(target=produce, name="ignite_recsys-run-reader", daemon=True)
+    thread.start()
+    try:
+        while True:
+            kind, item = waiting.get()
+            if kind == "end":
+                return
+            if kind == "error":
+                raise item
+            yield item
+    finally:
+        stop.set()
+        thread.join(timeout=5)

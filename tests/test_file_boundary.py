@@ -264,27 +264,3 @@ def test_split_users_are_grouped_and_equal_trec_eval(tmp_path, ties, monkeypatch
     with pytest.raises(FileFormatError, match="ranks item 'd1' twice"):  # a repeat across the split is still seen
         (tmp_path / "d").write_text("q1 Q0 d1 1 0.5 t\nq2 Q0 d1 1 0.5 t\nq1 Q0 d1 2 0.4 t\n")
         _evaluate(tmp_path / "d", tmp_path / "q")
-
-
-# --- the run is read while the test table is read: errors and threads -----------------------
-def test_a_bad_test_table_is_reported_and_the_run_reader_stops(tmp_path, monkeypatch):
-    """The run's first chunks are read by a thread while the qrels are read: a bad qrels file is
-    the error raised, and no reader thread outlives the call; a bad run line is still named."""
-    import threading
-
-    from ignite_recsys.data import files
-
-    monkeypatch.setattr(files, "CHUNK_BYTES", 64)  # many chunks: the reader fills its queue and waits
-    lines = [f"q{n} Q0 d{m} {m} {10 - m}.5 t" for n in range(50) for m in range(5)]
-    (tmp_path / "run").write_text("\n".join(lines) + "\n")
-    (tmp_path / "bad_qrels").write_text("q1 0 d1 1\nq1 0 d2\n")
-    with pytest.raises(FileFormatError, match=r"bad_qrels, line 2: expected 4 fields"):
-        _evaluate(str(tmp_path / "run"), str(tmp_path / "bad_qrels"))
-    (tmp_path / "qrels").write_text(QRELS)
-    (tmp_path / "bad_run").write_text("\n".join(lines[:200] + ["q9 Q0 d1 1 x"] + lines[200:]) + "\n")
-    with pytest.raises(FileFormatError, match=r"bad_run, line 201: expected 6 fields"):
-        _evaluate(str(tmp_path / "bad_run"), str(tmp_path / "qrels"))
-    assert not [thread for thread in threading.enumerate() if thread.name.startswith("ignite_recsys-run")]
-    run = {f"q{n}": {f"d{m}": 10 - m + 0.5 for m in range(5)} for n in range(50)}
-    qrels = {"q1": {"d1": 1, "d2": 0}, "q2": {"d1": 2, "d3": 1}}
-    _assert_means(_evaluate(str(tmp_path / "run"), str(tmp_path / "qrels")), _trec_eval_means(qrels, run))

@@ -133,6 +133,7 @@ class TextIndex:
         counts = np.bincount(bucket, minlength=1 << self.bits)
         self.starts = (np.cumsum(counts) - counts).astype(np.int64)
         self.counts = counts.astype(np.int64)
+        self.depth = int(counts.max()) if len(counts) else 0
 
     @classmethod
     def of(cls, keys: Any) -> Optional["TextIndex"]:
@@ -147,16 +148,12 @@ class TextIndex:
         pc = require("pyarrow.compute", "reading files")
         wanted = text_hashes(values)
         bucket = (wanted >> np.uint64(64 - self.bits)).astype(np.int64)
-        slot, left = self.starts[bucket], self.counts[bucket]
+        starts, counts = self.starts[bucket], self.counts[bucket]
         found = np.full(len(values), -1, dtype=np.int64)
-        live = np.flatnonzero(left > 0)
-        while len(live):  # the next slot of each bucket not yet searched through
-            at = slot[live]
-            hit = self.hashes[at] == wanted[live]
-            found[live[hit]] = self.order[at[hit]]
-            slot[live] += 1
-            left[live] -= 1
-            live = live[~hit & (left[live] > 0)]
+        for step in range(self.depth):  # the bucket's slots, one at a time for every value
+            slot = np.where(step < counts, starts + step, 0)
+            hit = (step < counts) & (self.hashes[slot] == wanted)
+            found[hit] = self.order[slot[hit]]
         if not len(found) or not len(self.keys):
             return found
         candidates = self.keys.take(arrow_of(np.maximum(found, 0)))
