@@ -74,11 +74,11 @@ def _check_exists(path: Any) -> None:
 
 
 # --- TREC text files -------------------------------------------------------------------------
-def _text_blocks(path: Any, block_size: int) -> Iterator[tuple]:
-    """(first line number, bytes) of each block of whole lines of a text file (about
-    ``block_size`` bytes each; a UTF-8 byte-order mark at the start is dropped)."""
+def _text_blocks(path: Any, block_size: int) -> Iterator[bytes]:
+    """The blocks of whole lines of a text file (about ``block_size`` bytes each; a UTF-8
+    byte-order mark at the start is dropped)."""
     pa = require("pyarrow", "reading TREC files")
-    line, rest, first = 1, b"", True
+    rest, first = b"", True
     with pa.input_stream(os.fspath(path), compression="detect") as stream:
         while True:
             data = stream.read(block_size)
@@ -86,7 +86,7 @@ def _text_blocks(path: Any, block_size: int) -> Iterator[tuple]:
                 data, first = (data[3:] if data.startswith(b"\xef\xbb\xbf") else data), False
             if not data:
                 if rest:
-                    yield line, rest + b"\n"
+                    yield rest + b"\n"
                 return
             data = rest + data if rest else data
             cut = data.rfind(b"\n") + 1
@@ -94,8 +94,7 @@ def _text_blocks(path: Any, block_size: int) -> Iterator[tuple]:
                 rest = data
                 continue
             block, rest = (data, b"") if cut == len(data) else (data[:cut], data[cut:])
-            yield line, block
-            line += block.count(b"\n")
+            yield block
 
 
 _SPACES = re.compile(rb" {2,}")
@@ -125,18 +124,13 @@ def _one_space(block: bytes) -> bytes:
     return block[1:] if block.startswith(b" ") else block
 
 
-def _has_empty_field(table: Any) -> bool:
-    """Whether a field of ``table`` (parsed with one space between fields) is empty: a blank
-    line, or spaces that are not single separators (the block is then normalized and read again)."""
-    pa = require("pyarrow", "reading TREC files")
-    pc = require("pyarrow.compute", "reading TREC files")
-    for field in table.columns:
-        values = field.combine_chunks()
-        if pa.types.is_dictionary(values.type):
-            values = values.dictionary
-        if len(values) and pc.min(pc.binary_length(values)).as_py() == 0:
-            return True
-    return False
+def _irregular(block: bytes) -> bool:
+    """Whether the lines of ``_spaces_only(block)`` may hold other spacing than one space between
+    fields (a run of spaces, a space at the start or end of a line) or a blank line, the only ways
+    to an empty field: two bytes <= 32 in a row, or one first (one pass of numpy; another control
+    byte only costs a normalization that changes nothing)."""
+    low = np.frombuffer(block, dtype=np.uint8) <= 32
+    return bool(len(low)) and (bool(low[0]) or bool((low[1:] & low[:-1]).any()))
 
 
 def trec_chunks(
@@ -147,8 +141,8 @@ def trec_chunks(
     Fields are separated by any run of spaces and tabs; spaces at the start and end of a line and
     Windows line endings are ignored (as trec_eval and pytrec_eval read them). A line without
     exactly ``len(fields)`` fields, a blank line included, raises a FileFormatError naming it.
-    Each block is parsed as single-space separated first (Arrow's multithreaded reader); a block
-    with other spacing is normalized and parsed again."""
+    Each block is parsed as single-space separated (Arrow's multithreaded reader), after
+    normalizing the spacing of a block that has other spacing."""
     pa = require("pyarrow", "reading TREC files")
     csv = require("pyarrow.csv", "reading TREC files")
     _check_exists(path)
@@ -167,22 +161,20 @@ def trec_chunks(
             pa.py_buffer(block), read_options=read_options, parse_options=parse_options, convert_options=convert_options
         )
 
-    for line, block in _text_blocks(path, block_size or CHUNK_BYTES):
+    line = 1
+    for block in _text_blocks(path, block_size or CHUNK_BYTES):
         block = _spaces_only(block)
-        try:
-            table = parse(block)
-        except (pa.ArrowInvalid, UnicodeDecodeError):
-            table = None
-        if table is None or _has_empty_field(table):
+        if _irregular(block):
             block = _one_space(block)
             if block.startswith(b"\n") or b"\n\n" in block:  # Arrow's reader reads a blank line as empty fields
                 raise _first_bad_line(path, line, block, fields, ValueError("a blank line"))
-            try:
-                table = parse(block)
-            except (pa.ArrowInvalid, UnicodeDecodeError) as error:
-                raise _first_bad_line(path, line, block, fields, error) from None
+        try:
+            table = parse(block)
+        except (pa.ArrowInvalid, UnicodeDecodeError) as error:
+            raise _first_bad_line(path, line, block, fields, error) from None
         if table.num_rows:
             yield line, {name: table.column(name).combine_chunks() for name in keep}
+        line += table.num_rows  # one row a line: a blank line is refused above
 
 
 def _first_bad_line(path: Any, first: int, block: bytes, fields: Sequence[str], error: Exception) -> FileFormatError:

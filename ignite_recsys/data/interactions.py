@@ -19,7 +19,7 @@ import numpy as np
 import torch
 
 from ..inputs import ItemIds
-from ._arrow import arrow_of, kept, numpy_of
+from ._arrow import TextIndex, arrow_of, kept, numpy_of
 
 DUPLICATE_RULES = ("error", "max", "sum")
 
@@ -132,6 +132,7 @@ class IdMap:
         self._arrow: Any = None  # the keys as a pyarrow array (kept from an Arrow column, or built on use)
         self._numpy: Optional[np.ndarray] = None  # the keys as numpy (built on use from Arrow ones)
         self._sorted: Optional[tuple] = None  # (the Arrow keys sorted, their dense ids), built on use
+        self._index: Any = None  # text keys: their TextIndex (False where two keys share a hash), built on use
         if _distinct and _is_arrow(values) and len(values):  # a reader's: numpy only when asked
             self._arrow = _arrow_keys(values, self.kind)
             return
@@ -149,7 +150,7 @@ class IdMap:
 
     @_keys.setter
     def _keys(self, keys: np.ndarray) -> None:
-        self._numpy, self._arrow, self._lookup, self._sorted = keys, None, None, None
+        self._numpy, self._arrow, self._lookup, self._sorted, self._index = keys, None, None, None, None
 
     @classmethod
     def derived_map(cls) -> "IdMap":
@@ -222,7 +223,7 @@ class IdMap:
             new = pc.unique(_arrow_keys(kept(values, missing), self.kind))
             new = new.take(pc.sort_indices(new))
             keys = new if self._numpy is not None else pa.concat_arrays([self._arrow, new])
-            self._numpy, self._arrow, self._lookup, self._sorted = None, keys, None, None
+            self._numpy, self._arrow, self._lookup, self._sorted, self._index = None, keys, None, None, None
             return
         others = _to_numpy(values)[missing] if _is_arrow(values) else values[missing]
         new = np.unique(others.astype(object) if self.kind == "str" else others)
@@ -254,6 +255,11 @@ class IdMap:
             values = values.cast(pa.string())
         if self.kind == "int" and values.type != pa.int64():
             values = values.cast(pa.int64())
+        if self.kind == "str":  # one hash table of the keys, kept across calls
+            if self._index is None:
+                self._index = TextIndex.of(self._arrow) or False
+            if self._index is not False:
+                return self._index.find(values)
         if len(self._arrow) <= 4 * len(values):  # a hash set of the keys, built for this call
             return numpy_of(pc.index_in(values, value_set=self._arrow), null=-1).astype(np.int64)
         # few values against many keys: a binary search in the keys sorted once
