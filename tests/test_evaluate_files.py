@@ -510,11 +510,15 @@ def test_bad_ids_in_tables_name_the_row(tmp_path):
         read_interactions(tmp_path / "n.csv")
 
 
-def test_a_run_of_integer_ids_with_a_text_id_names_it(tmp_path):
+def test_a_text_id_in_a_run_against_integer_ids_is_an_unjudged_item(tmp_path):
+    """trec_eval compares ids as text: "x7" is no item of the table, ranked but not relevant."""
     pq.write_table(pa.table({"user": [3], "item": [0]}), tmp_path / "test.parquet")
-    (tmp_path / "run.trec").write_text("3 Q0 0 1 0.9 t\n3 Q0 x7 2 0.8 t\n")
-    with pytest.raises(FileFormatError, match="line 2, column 3 \\(docid\\): id must be an integer, got 'x7'"):
-        R.evaluate(tmp_path / "run.trec", tmp_path / "test.parquet", ["P@1"], progress=False)
+    (tmp_path / "run.trec").write_text("3 Q0 x7 1 0.9 t\n3 Q0 0 2 0.8 t\n")
+    result = R.evaluate(tmp_path / "run.trec", tmp_path / "test.parquet", ["P@1", "P@2"], progress=False)
+    reference = pytrec_eval.RelevanceEvaluator({"3": {"0": 1}}, {"P.1", "P.2"}).evaluate(
+        {"3": {"x7": 0.9, "0": 0.8}}
+    )["3"]
+    assert result.means == {"precision@1": reference["P_1"], "precision@2": reference["P_2"]}
 
 
 def test_empty_files(tmp_path):
@@ -716,3 +720,30 @@ def test_python_dash_m_runs_the_command_line(tmp_path):
     )
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["means"] == {"precision@1": 0.5}
+
+
+def test_text_run_ids_that_are_not_integers_match_nothing_in_an_integer_table(tmp_path):
+    """A CSV test table with integer ids and a TREC run whose ids are text: a run user such as
+    "Z" is a user outside the test set and a run item such as "Y" or "07" an unjudged item (trec_eval
+    compares ids as text), as pytrec_eval evaluates them; neither is an error."""
+    (tmp_path / "test.csv").write_text("user,item,relevance\n9,9,1\n9,4,1\n3,7,2\n")
+    run = {"9": {"Y": 0.9, "9": 0.8, "07": 0.7, "4": 0.6}, "3": {"07": 0.9, "7": 0.5}, "Z": {"9": 0.5}}
+    lines = [f"{q} Q0 {d} {rank} {s} t\n" for q, docs in run.items() for rank, (d, s) in enumerate(docs.items(), 1)]
+    (tmp_path / "run.trec").write_text("".join(lines))
+    result = R.evaluate(
+        tmp_path / "run.trec",
+        tmp_path / "test.csv",
+        metrics=["ndcg@3", "P@2", "recip_rank@10"],
+        per_user=True,
+        progress=False,
+        **TREC_EVAL,
+    )
+    qrels = {"9": {"9": 1, "4": 1}, "3": {"7": 2}}
+    reference = pytrec_eval.RelevanceEvaluator(qrels, {"ndcg_cut.3", "P.2", "recip_rank"}).evaluate(run)
+    users = [str(user) for user in result.user_ids.tolist()]
+    assert sorted(users) == ["3", "9"]
+    for key, measure in (("ndcg@3", "ndcg_cut_3"), ("precision@2", "P_2"), ("mrr@10", "recip_rank")):
+        ours = dict(zip(users, result.per_user()[key].tolist()))
+        for user in qrels:
+            assert ours[user] == pytest.approx(reference[user][measure], abs=1e-12), (key, user)
+    assert result.info["run_rows_not_in_test"] == 1

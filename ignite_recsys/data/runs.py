@@ -29,6 +29,7 @@ from .files import (
     TREC_RUN_FIELDS,
     USER_COLUMNS,
     FileFormatError,
+    _is_text,
     file_format,
     ids_of,
     numbers_of,
@@ -339,9 +340,10 @@ class RunStream:
     def _positions(self, dictionary: Any, user_index: np.ndarray, lines: np.ndarray) -> np.ndarray:
         """Each distinct user's position in test.users, -1 when the test table does not hold it."""
         test = self.test
-        if test.user_map is not None and test.user_map.kind != "int":
+        if test.user_map is not None and (test.user_map.kind != "int" or _is_text(dictionary)):
+            # a text id that does not read as an integer is a user the integer map does not hold
             codes = test.user_map.encode(_as_kind(dictionary, test.user_map.kind), name="run users")
-        else:  # integer ids: a text id that does not read as one is an error naming its line
+        else:  # integer ids without a map: a text id that does not read as one is an error naming its line
             codes = self._int_ids(dictionary, user_index, lines, "user")
             if test.user_map is not None:
                 codes = test.user_map.encode(codes, name="run users")
@@ -372,9 +374,10 @@ class RunStream:
     def _items(self, items: Any, lines: np.ndarray) -> np.ndarray:
         """The dense item id of each row; an item the test table does not know gets an id from
         ``unknown_base`` up (the same id for the same item in this chunk)."""
+        pa = require("pyarrow", "reading a run")
         pc = require("pyarrow.compute", "reading a run")
         test = self.test
-        if test.item_map is None or test.item_map.kind == "int":
+        if test.item_map is None or (test.item_map.kind == "int" and not _is_text(items)):
             try:
                 ids = numpy_of(
                     ids_of(self.chunks.source, items, 0, self.chunks.labels["item"], "int", self.chunks.unit)
@@ -389,9 +392,10 @@ class RunStream:
             if unknown.any():  # the same id for the same unknown item
                 codes[unknown] = self.unknown_base + np.unique(ids[unknown], return_inverse=True)[1].reshape(-1)
             return codes
-        # each distinct id of the chunk looked up once; the unknown ones numbered in order of first row
-        encoded = pc.dictionary_encode(_as_kind(items, test.item_map.kind))
-        codes = test.item_map.encode(encoded.dictionary, name="run items")
+        # each distinct id of the chunk looked up once (as text: distinct texts stay distinct items,
+        # "07" and "Z" included against an integer map); the unknown ones numbered in order of first row
+        encoded = items if pa.types.is_dictionary(items.type) else pc.dictionary_encode(items)
+        codes = test.item_map.encode(_as_kind(encoded.dictionary, test.item_map.kind), name="run items")
         unknown = codes < 0
         codes[unknown] = self.unknown_base + np.arange(int(unknown.sum()), dtype=np.int64)
         return codes[numpy_of(encoded.indices)]
