@@ -515,9 +515,8 @@ def test_a_text_id_in_a_run_against_integer_ids_is_an_unjudged_item(tmp_path):
     pq.write_table(pa.table({"user": [3], "item": [0]}), tmp_path / "test.parquet")
     (tmp_path / "run.trec").write_text("3 Q0 x7 1 0.9 t\n3 Q0 0 2 0.8 t\n")
     result = R.evaluate(tmp_path / "run.trec", tmp_path / "test.parquet", ["P@1", "P@2"], progress=False)
-    reference = pytrec_eval.RelevanceEvaluator({"3": {"0": 1}}, {"P.1", "P.2"}).evaluate(
-        {"3": {"x7": 0.9, "0": 0.8}}
-    )["3"]
+    evaluator = pytrec_eval.RelevanceEvaluator({"3": {"0": 1}}, {"P.1", "P.2"})
+    reference = evaluator.evaluate({"3": {"x7": 0.9, "0": 0.8}})["3"]
     assert result.means == {"precision@1": reference["P_1"], "precision@2": reference["P_2"]}
 
 
