@@ -16,7 +16,7 @@ import torch
 
 import ignite_recsys as R
 from conftest import CUTOFF_CLASSES, run_metric
-from ignite_recsys._core import tuning
+from ignite_recsys._core import gathering, tuning
 from ignite_recsys._core.relevance import Relevance, count_true, relevance_pass
 from ignite_recsys._core.selection import ValueGroups
 from references import candidate_metric_means, candidate_rankings
@@ -116,7 +116,7 @@ def test_pieces_change_no_result(monkeypatch, options):
 @pytest.mark.slow
 @pytest.mark.parametrize("cache", [1 << 20, 64 << 20])
 def test_operation_count_is_bounded_and_does_not_grow_with_the_batch(monkeypatch, cache):
-    """An update of the six metrics at six cut-offs takes at most 170 top-level operations at
+    """An update of the six metrics at six cut-offs takes at most 190 top-level operations at
     every shape (one level of groups from 20k items, labels with a tail after the last strided
     group), and as many for 512 rows as for 256: the pass over the labels is one reduction
     whatever the cache (with a 1 MiB cache it would otherwise be cut into many pieces). The
@@ -126,6 +126,7 @@ def test_operation_count_is_bounded_and_does_not_grow_with_the_batch(monkeypatch
     # the passes shared with the helper thread run whole: each of their row blocks would count as
     # operations of its own (8-16 of them, more for more rows; test_selection checks those passes)
     monkeypatch.setattr(tuning, "WIDE_PASS_ENTRIES", 1 << 62)
+    monkeypatch.setattr(gathering, "GATHER_BELOW", 0)  # every batch ranked in its own update, counted
     top_level_ops = _bench_module().top_level_ops
     counts = {}
     for rows, items in [(8, 1_000), (64, 5_003), (256, 30_000), (512, 30_000), (16, 200_003)]:
@@ -137,7 +138,7 @@ def test_operation_count_is_bounded_and_does_not_grow_with_the_batch(monkeypatch
             metric.update((scores, form))  # warm: constants are made once
             counts[rows, items, form.dtype, str(options)] = top_level_ops(lambda: metric.update((scores, form)))
     average = {key: count for key, count in counts.items() if "average" in key[3]}
-    assert max(count for key, count in counts.items() if key not in average) <= 170, counts
+    assert max(count for key, count in counts.items() if key not in average) <= 190, counts
     assert max(average.values()) <= 300, average  # the expectations over tie orders: ~125 more
     for options, form in _configurations(torch.zeros(1)):
         assert counts[256, 30_000, form.dtype, str(options)] == counts[512, 30_000, form.dtype, str(options)]
