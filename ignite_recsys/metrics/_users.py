@@ -14,6 +14,7 @@ same sums per user group.
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
@@ -137,9 +138,7 @@ class UserMean(StatefulMetric):
         then added to the state one after the other (a cumulative sum, sequential on CPU). While
         the state counts no user, the pieces go one by one (the first counted one sets the shift)."""
         values, weight = rows.values, rows.weight
-        starts = [0]
-        for size in sizes:
-            starts.append(starts[-1] + size)
+        starts = _piece_starts(sizes)
         first = 0
         while first < len(sizes) and not float(self._count) > 0:  # a host read of CPU state
             piece = slice(starts[first], starts[first + 1])
@@ -349,14 +348,17 @@ def _group_totals(
     }
 
 
+def _piece_starts(sizes: list) -> list:
+    """The first row of each run of ``sizes`` consecutive rows, then the row past the last."""
+    return [0, *itertools.accumulate(sizes)]
+
+
 def _piece_sums(rows: torch.Tensor, sizes: list) -> torch.Tensor:
     """(len(sizes), num_values): the column sums of each run of ``sizes`` consecutive rows, each
     reduced as ``_totals_of_rows`` reduces a batch (a contiguous row of the piece's length per
     value), so the same to the last bit; the pieces of one length in one reduction."""
     sums = torch.empty(len(sizes), rows.shape[1], dtype=rows.dtype, device=rows.device)
-    starts = [0]
-    for size in sizes:
-        starts.append(starts[-1] + size)
+    starts = _piece_starts(sizes)
     for length in sorted(set(sizes)):
         pieces = [index for index, size in enumerate(sizes) if size == length]
         first_rows = torch.tensor([starts[index] for index in pieces], dtype=torch.int64)
