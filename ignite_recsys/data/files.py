@@ -149,11 +149,12 @@ def trec_chunks(
     # blocks of 256 KiB: Arrow parses a chunk's blocks on several threads
     read_options = csv.ReadOptions(column_names=list(fields), use_threads=True, block_size=1 << 18)
     parse_options = csv.ParseOptions(delimiter=" ", quote_char=False, escape_char=False, ignore_empty_lines=False)
-    # every field as text (UTF-8 checked; the fields not kept only to see that none is empty):
-    # plain strings convert at twice the speed of dictionaries
-    types = {name: pa.string() for name in fields}
+    # the kept fields as text (UTF-8 checked; plain strings convert at twice the speed of
+    # dictionaries); the others are counted on each line but not converted, as trec_eval skips them
+    # (none can be empty: the spacing is normalized below)
+    types = {name: pa.string() for name in keep}
     convert_options = csv.ConvertOptions(
-        column_types=types, strings_can_be_null=False, quoted_strings_can_be_null=False
+        column_types=types, strings_can_be_null=False, quoted_strings_can_be_null=False, include_columns=list(keep)
     )
 
     def parse(block: bytes) -> Any:
