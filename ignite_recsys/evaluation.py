@@ -701,8 +701,15 @@ def _evaluated(chunks: Any, feed: _Feed, options: _RunOptions, known: Optional[i
     background thread meanwhile: see num_threads); the stream, for its counts."""
     test = feed.test
     base = max(test.num_items, len(test.item_map) if test.item_map is not None else 0)
+    # the metrics read a ranked item's id only to find it among the user's test (and excluded) items
     stream = RunStream(
-        chunks, test, ties=options.ties, keep=feed.mine, unknown_base=base, score_precision=options.score_precision
+        chunks,
+        test,
+        ties=options.ties,
+        keep=feed.mine,
+        unknown_base=base,
+        score_precision=options.score_precision,
+        match_only=(test,) + ((feed.exclude,) if feed.exclude is not None else ()),
     )
     pending: list = []
     waiting = 0

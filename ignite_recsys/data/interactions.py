@@ -165,14 +165,20 @@ class IdMap:
         values = column(name, values)
         kind = id_kind(name, values)
         if _is_arrow(values):
+            import pyarrow as pa
             import pyarrow.compute as pc
 
-            unique = pc.unique(values)
-            if unique.type != values.type:  # dictionary arrays
-                unique = unique.dictionary_decode() if hasattr(unique, "dictionary_decode") else unique
-            unique = unique.take(pc.sort_indices(unique))
-            result = cls(unique, _distinct=True)
-            return result, result.encode(values, name=name)
+            # one hash pass gives the distinct values and each row's index among them; their sort
+            # order renumbers the rows
+            if pa.types.is_dictionary(values.type):  # (its dictionary may hold unused or repeated values)
+                values = values.dictionary_decode()
+            encoded = pc.dictionary_encode(values)
+            order = numpy_of(pc.sort_indices(encoded.dictionary)).astype(np.int64)
+            rank = np.empty(len(order), dtype=np.int64)
+            rank[order] = np.arange(len(order), dtype=np.int64)
+            codes = rank[numpy_of(encoded.indices).astype(np.int64)]
+            result = cls(encoded.dictionary.take(arrow_of(order)), _distinct=True)
+            return result, codes
         values = values.astype(object) if kind == "str" else values
         unique, codes = np.unique(values, return_inverse=True)
         return cls(unique, _distinct=True), codes.reshape(-1).astype(np.int64)
@@ -214,6 +220,32 @@ class IdMap:
             codes = self.encode(values, name=name)
         return codes
 
+    def encode_among(self, values: Any, among: np.ndarray) -> np.ndarray:
+        """Dense ids (int64 numpy) of the values of a pyarrow array, looked up only among the
+        distinct dense ids ``among``: any other value gets -1, even one the map holds. A hash set of
+        ``among`` alone is built (exact: Arrow compares the ids themselves), so a few thousand ids
+        are found in a chunk without reading a map of millions."""
+        import pyarrow.compute as pc
+
+        if self.kind is None:
+            return np.full(len(values), -1, dtype=np.int64)
+        keys = self._arrow_view()
+        if values.type != keys.type:  # large_string text, or integers of another width
+            values = _arrow_keys(values, self.kind)
+        among = np.asarray(among, dtype=np.int64)
+        found = numpy_of(pc.index_in(values, value_set=keys.take(arrow_of(among))), null=-1).astype(np.int64)
+        return np.where(found >= 0, among[np.maximum(found, 0)], -1) if len(among) else found
+
+    def _arrow_view(self) -> Any:
+        """The keys as a pyarrow array (built once from numpy ones)."""
+        import pyarrow as pa
+
+        if self._arrow is None and self.kind == "int":
+            self._arrow = arrow_of(self._keys)
+        elif self._arrow is None:
+            self._arrow = pa.array(self._keys.tolist(), type=pa.string())
+        return self._arrow
+
     def _add(self, values: Any, missing: np.ndarray) -> None:
         """Append the distinct ``values[missing]``, sorted, to the map."""
         if _is_arrow(values) and (self._numpy is None or not len(self._numpy)):  # stays in Arrow
@@ -244,10 +276,7 @@ class IdMap:
         import pyarrow as pa
         import pyarrow.compute as pc
 
-        if self._arrow is None and self.kind == "int":
-            self._arrow = arrow_of(self._keys)
-        elif self._arrow is None:
-            self._arrow = pa.array(self._keys.tolist(), type=pa.string())
+        self._arrow_view()
         if pa.types.is_dictionary(values.type):  # look up each distinct value once
             codes = self._encode_arrow(values.dictionary)
             return codes[numpy_of(values.indices)] if len(values) else codes[:0]
@@ -536,6 +565,10 @@ class Interactions:
         np.cumsum(lengths, out=pointers[1:])
         flat = np.repeat(start - pointers[:-1], lengths) + np.arange(pointers[-1], dtype=np.int64)
         return pointers, flat, lengths
+
+    def items_of(self, users: Any) -> np.ndarray:
+        """The dense item ids of the interactions of ``users`` (dense ids), int64 numpy, user by user."""
+        return self._items.numpy()[self._rows(users)[1]]
 
     def counts(self, users: Any) -> torch.Tensor:
         """The number of interactions of each of ``users`` (int64)."""

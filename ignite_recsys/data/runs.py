@@ -16,7 +16,7 @@ that ranks an item twice, a NaN score, or a score that is not a number raises a 
 from __future__ import annotations
 
 import os
-from typing import Any, Iterator, Optional
+from typing import Any, Iterator, Optional, Sequence
 
 import numpy as np
 
@@ -188,7 +188,14 @@ class RunStream:
     ``test.users``, their ranked items concatenated (dense ids, best first; unknown items get ids
     from ``unknown_base`` up) and each list's length. Afterwards ``seen`` marks the test users the
     run ranked, ``rows`` counts the rows read and ``rows_outside`` those of users not in the test
-    table (not evaluated)."""
+    table (not evaluated).
+
+    ``match_only``: tables (the test table, an exclusion table, numbered by the test table's item
+    map) whose items alone need their dense ids. A chunk's items are then looked up only among the
+    items these tables hold for the chunk's users, and every other item gets an id from
+    ``unknown_base`` up (the same id for the same item in the chunk), as an unknown item does: exact
+    for metrics that read an item's id only to match it against those tables, and fast against a
+    catalog of millions of text ids. Empty (default): each item gets its id in the test table's map."""
 
     def __init__(
         self,
@@ -199,6 +206,7 @@ class RunStream:
         keep: Optional[np.ndarray] = None,
         unknown_base: Optional[int] = None,
         score_precision: str = "float64",
+        match_only: Sequence[Interactions] = (),
     ):
         if ties not in RUN_TIES:
             raise ValueError(f"run_ties must be one of {list(RUN_TIES)}, got {ties!r}")
@@ -210,6 +218,7 @@ class RunStream:
         self.seen = np.zeros(len(test.users), dtype=bool)
         self.unknown_base = test.num_items if unknown_base is None else unknown_base
         self.rows = self.rows_outside = 0
+        self.match_only = tuple(match_only)
         self._test_users = test.users.numpy()
         self._kinds: dict = {}
 
@@ -277,7 +286,7 @@ class RunStream:
         if self.float32:  # as trec_eval stores a run's scores: equal in float32, tied
             with np.errstate(over="ignore"):  # beyond float32's range: inf, as trec_eval
                 score_values = score_values.astype(np.float32).astype(np.float64)
-        item_codes = self._items(items, lines)
+        item_codes = self._items(items, lines, self._test_users[segment_positions[known]])
         row_positions = position_of[user_index]
         self.rows_outside += int((row_positions < 0).sum())
         kept = row_positions >= 0
@@ -371,9 +380,10 @@ class RunStream:
             message = str(error).split(": ", 1)[1]
             raise self._error(int(lines[error.line]), "score", message) from None
 
-    def _items(self, items: Any, lines: np.ndarray) -> np.ndarray:
-        """The dense item id of each row; an item the test table does not know gets an id from
-        ``unknown_base`` up (the same id for the same item in this chunk)."""
+    def _items(self, items: Any, lines: np.ndarray, users: np.ndarray) -> np.ndarray:
+        """The dense item id of each row; an item the test table does not know (with
+        ``match_only``: that those tables do not hold for ``users``, the chunk's test users) gets an
+        id from ``unknown_base`` up (the same id for the same item in this chunk)."""
         pa = require("pyarrow", "reading a run")
         pc = require("pyarrow.compute", "reading a run")
         test = self.test
@@ -395,7 +405,14 @@ class RunStream:
         # each distinct id of the chunk looked up once (as text: distinct texts stay distinct items,
         # "07" and "Z" included against an integer map); the unknown ones numbered in order of first row
         encoded = items if pa.types.is_dictionary(items.type) else pc.dictionary_encode(items)
-        codes = test.item_map.encode(_as_kind(encoded.dictionary, test.item_map.kind), name="run items")
+        distinct = _as_kind(encoded.dictionary, test.item_map.kind)
+        if self.match_only and test.item_map.kind is not None:
+            held = np.concatenate([table.items_of(users) for table in self.match_only])
+            held = np.sort(held)
+            held = held[np.concatenate([[True], held[1:] != held[:-1]])] if len(held) else held
+            codes = test.item_map.encode_among(distinct, held)
+        else:
+            codes = test.item_map.encode(distinct, name="run items")
         unknown = codes < 0
         codes[unknown] = self.unknown_base + np.arange(int(unknown.sum()), dtype=np.int64)
         return codes[numpy_of(encoded.indices)]

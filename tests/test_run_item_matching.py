@@ -1,0 +1,105 @@
+"""A run's items are looked up only among the items the test (and exclusion) table holds for
+the users of each chunk: every other item is an unjudged item of its list. Checked against
+pytrec_eval over many small chunks, with items judged for other users, items no table knows,
+exclusions, and a repeated unjudged item."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import ignite_recsys as R
+from ignite_recsys.data import FileFormatError, files, read_trec_qrels
+from ignite_recsys.data.runs import RunStream, run_chunks
+
+pytest.importorskip("pyarrow")
+pytrec_eval = pytest.importorskip("pytrec_eval")
+
+TREC_EVAL = dict(gain_function="linear_rank", map_normalization="relevant", ignore_zero_hits=False)
+MEASURES = {"ndcg@10": "ndcg_cut_10", "precision@5": "P_5", "map@100": "map_cut_100", "r_precision": "Rprec"}
+
+
+def _tables(seed: int = 0) -> tuple:
+    """qrels and run dicts over one pool of 40 documents (so a user's list holds documents judged
+    for other users), with documents no qrels judges, and exclusions of judged and unjudged ones."""
+    rng = np.random.default_rng(seed)
+    qrels, run, exclude = {}, {}, {}
+    for q in range(60):
+        judged = rng.choice(40, int(rng.integers(1, 8)), replace=False)
+        qrels[f"q{q}"] = {f"d{d}": int(rng.integers(0, 3)) for d in judged}
+        ranked = rng.choice(70, int(rng.integers(5, 30)), replace=False)  # d40..d69: judged for nobody
+        run[f"q{q}"] = {f"d{d}": float(s) for d, s in zip(ranked, rng.permutation(len(ranked)) / 3 + 1)}
+        exclude[f"q{q}"] = [f"d{d}" for d in rng.choice(ranked, 2, replace=False)]
+    return qrels, run, exclude
+
+
+def _write(folder, qrels, run, exclude=None):
+    (folder / "test.qrels").write_text(
+        "".join(f"{q} 0 {d} {g}\n" for q, docs in qrels.items() for d, g in docs.items())
+    )
+    ordered = {q: sorted(docs.items(), key=lambda item: -item[1]) for q, docs in run.items()}
+    (folder / "run.trec").write_text(
+        "".join(f"{q} Q0 {d} {r} {s!r} t\n" for q, docs in ordered.items() for r, (d, s) in enumerate(docs, 1))
+    )
+    if exclude is not None:
+        (folder / "train.csv").write_text(
+            "user,item\n" + "".join(f"{q},{d}\n" for q, docs in exclude.items() for d in docs)
+        )
+
+
+@pytest.mark.parametrize("chunk_bytes", [2000, 1 << 20])  # about six users a chunk, and one chunk
+@pytest.mark.parametrize("excluded", [False, True])
+def test_a_run_over_a_shared_pool_equals_trec_eval_per_user(tmp_path, monkeypatch, chunk_bytes, excluded):
+    monkeypatch.setattr(files, "CHUNK_BYTES", chunk_bytes)
+    qrels, run, exclude = _tables()
+    _write(tmp_path, qrels, run, exclude)
+    result = R.evaluate(
+        tmp_path / "run.trec",
+        tmp_path / "test.qrels",
+        metrics=list(MEASURES),
+        exclude=tmp_path / "train.csv" if excluded else None,
+        per_user=True,
+        progress=False,
+        **TREC_EVAL,
+    )
+    if excluded:  # the reference: the excluded rows removed from the run by hand
+        run = {q: {d: s for d, s in docs.items() if d not in exclude[q]} for q, docs in run.items()}
+    reference = pytrec_eval.RelevanceEvaluator(qrels, set(MEASURES.values())).evaluate(run)
+    users = list(result.user_ids)
+    assert users == sorted(qrels)
+    for key, measure in MEASURES.items():
+        ours = dict(zip(users, result.per_user()[key].tolist()))
+        for query in qrels:
+            assert ours[query] == pytest.approx(reference[query][measure], abs=1e-12), (key, query)
+
+
+def test_an_unjudged_item_ranked_twice_is_refused(tmp_path, monkeypatch):
+    monkeypatch.setattr(files, "CHUNK_BYTES", 64)
+    (tmp_path / "test.qrels").write_text("q1 0 a 1\nq2 0 b 1\n")
+    # q2 ranks z twice: z is judged for nobody (and b, judged for q2, once)
+    (tmp_path / "run.trec").write_text("q1 Q0 a 1 3 t\nq1 Q0 z 2 2 t\nq2 Q0 z 1 3 t\nq2 Q0 b 2 2 t\nq2 Q0 z 3 1 t\n")
+    with pytest.raises(FileFormatError, match=r"line 5.*ranks item 'z' twice \(also at line 3\)"):
+        R.evaluate(tmp_path / "run.trec", tmp_path / "test.qrels", ["P@1"], progress=False)
+
+
+def test_the_judged_items_get_their_ids_in_the_item_map(tmp_path, monkeypatch):
+    monkeypatch.setattr(files, "CHUNK_BYTES", 2000)
+    qrels, run, _ = _tables(seed=1)
+    _write(tmp_path, qrels, run)
+    test = read_trec_qrels(tmp_path / "test.qrels")
+    base = len(test.item_map)
+    ids = dict(zip(test.item_map.ids.tolist(), range(base)))
+    stream = RunStream(run_chunks(tmp_path / "run.trec"), test, unknown_base=base, match_only=(test,))
+    checked = 0
+    for positions, items, lengths in stream:
+        for position, row in zip(positions, np.split(items, np.cumsum(lengths)[:-1])):
+            user = test.user_map.ids[int(test.users[position])]
+            ranked = [d for d, _ in sorted(run[user].items(), key=lambda item: -item[1])]
+            for document, code in zip(ranked, row.tolist()):
+                if document in qrels[user]:  # judged for this user: its id in the map
+                    assert code == ids[document]
+                else:  # any other: its id in the map (judged for another user of the chunk) or one past the map's
+                    assert code == ids.get(document) or code >= base
+                checked += 1
+            assert len(set(row.tolist())) == len(row)
+    assert checked == sum(map(len, run.values()))
