@@ -430,7 +430,7 @@ def evaluate(
     threads = torch.get_num_threads()
     if num_threads is not None:
         torch.set_num_threads(V.check_positive_int("num_threads", num_threads))
-    elif is_run and threads > 1:  # the run's reader thread gets a core
+    elif is_run and threads > 1:  # the run's reader threads get a core
         torch.set_num_threads(threads - 1)
     try:
         if is_model:
@@ -658,6 +658,8 @@ def _from_run(run: Any, feed: _Feed, options: _RunOptions, known: Optional[int] 
     """Each test user's list of ``run`` in batches of users; the users the run misses get an
     empty list. A run whose users' rows are not contiguous is read again, grouped in memory."""
     chunks = run_chunks(run, options.columns, options.format)
+    if isinstance(run, (str, os.PathLike)):  # the text parsed by a thread of its own, ahead of the lists
+        chunks.chunks = _prefetched(chunks.chunks, name="ignite_recsys-run-parser")
     source, grouped = chunks.source, False
     try:
         stream = _evaluated(chunks, feed, options, known)
@@ -762,7 +764,7 @@ def _padded(items: np.ndarray, lengths: np.ndarray, depth: Optional[int]) -> np.
     return ranked
 
 
-def _prefetched(items: Any, depth: int = 2) -> Any:
+def _prefetched(items: Any, depth: int = 2, name: str = "ignite_recsys-run-reader") -> Any:
     """The items of an iterable, produced by a background thread at most ``depth`` ahead (Arrow's
     readers and numpy release the GIL, so reading overlaps the metrics' updates); an error of the
     producer is raised here, and the producer stops when the consumer does."""
@@ -788,7 +790,7 @@ def _prefetched(items: Any, depth: int = 2) -> Any:
         except BaseException as error:  # handed to the consumer, which raises it
             waiting.put(("error", error))
 
-    thread = threading.Thread(target=produce, name="ignite_recsys-run-reader", daemon=True)
+    thread = threading.Thread(target=produce, name=name, daemon=True)
     thread.start()
     try:
         while True:

@@ -103,3 +103,32 @@ def test_the_judged_items_get_their_ids_in_the_item_map(tmp_path, monkeypatch):
                 checked += 1
             assert len(set(row.tolist())) == len(row)
     assert checked == sum(map(len, run.values()))
+
+
+def _reader_threads() -> list:
+    import threading
+
+    return [thread.name for thread in threading.enumerate() if thread.name.startswith("ignite_recsys-run-")]
+
+
+@pytest.mark.parametrize(
+    "bad_line, match",
+    [("q2 Q0 d1 1 high t\n", r"line 9.*score"), ("q2 Q0 d1 1\n", "line 9: expected 6 fields"), ("", None)],
+)
+def test_the_reader_threads_end_with_the_call(tmp_path, monkeypatch, bad_line, match):
+    """The run is parsed and grouped into lists by two threads: an error of either reaches the
+    caller naming its line, a run whose users' rows are split is read again, and no thread is
+    left behind in any case."""
+    monkeypatch.setattr(files, "CHUNK_BYTES", 64)  # a few lines a chunk: both threads run ahead
+    (tmp_path / "test.qrels").write_text("".join(f"q{u} 0 d1 1\n" for u in range(10)))
+    rows = [f"q{u} Q0 d{i} {i} {1 - i / 10} t\n" for u in range(10) for i in range(1, 5)]
+    rows.insert(8, bad_line or "q0 Q0 d9 9 0.95 t\n")  # (q0 again after q1: split rows) 32 lines follow
+    (tmp_path / "run.trec").write_text("".join(rows))
+    if match is None:
+        result = R.evaluate(tmp_path / "run.trec", tmp_path / "test.qrels", ["P@1"], progress=False)
+        # q0's d9 (0.95), read after q1's rows, ranks first: 9 of the 10 users hit
+        assert result["P@1"] == pytest.approx(0.9) and result.info["run_grouped_in_memory"] is True
+    else:
+        with pytest.raises(FileFormatError, match=match):
+            R.evaluate(tmp_path / "run.trec", tmp_path / "test.qrels", ["P@1"], progress=False)
+    assert _reader_threads() == []

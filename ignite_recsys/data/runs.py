@@ -238,30 +238,35 @@ class RunStream:
 
     def __iter__(self) -> Iterator[tuple]:
         pa = require("pyarrow", "reading a run")
-        carry = None
-        for chunk in self.chunks.chunks:
-            first, users, items, scores = chunk[:4]
-            rows = chunk[4] if len(chunk) > 4 else None
-            lines = np.arange(first, first + len(users)) if rows is None else rows
-            if carry is not None:
-                users, items, scores = (
-                    pa.concat_arrays([old, new]) for old, new in zip(carry[:3], (users, items, scores))
-                )
-                lines = np.concatenate([carry[3], lines])
+        try:
             carry = None
-            tail = _last_user_start(users)
-            if tail < 0:  # an empty chunk
-                continue
-            if tail > 0:  # the last user may go on in the next chunk
-                carry = (users.slice(tail), items.slice(tail), scores.slice(tail), lines[tail:])
-                users, items, scores = users.slice(0, tail), items.slice(0, tail), scores.slice(0, tail)
-                lines = lines[:tail]
-            elif tail == 0:
-                carry = (users, items, scores, lines)
-                continue
-            yield from self._lists(users, items, scores, lines)
-        if carry is not None:
-            yield from self._lists(*carry)
+            for chunk in self.chunks.chunks:
+                first, users, items, scores = chunk[:4]
+                rows = chunk[4] if len(chunk) > 4 else None
+                lines = np.arange(first, first + len(users)) if rows is None else rows
+                if carry is not None:
+                    users, items, scores = (
+                        pa.concat_arrays([old, new]) for old, new in zip(carry[:3], (users, items, scores))
+                    )
+                    lines = np.concatenate([carry[3], lines])
+                carry = None
+                tail = _last_user_start(users)
+                if tail < 0:  # an empty chunk
+                    continue
+                if tail > 0:  # the last user may go on in the next chunk
+                    carry = (users.slice(tail), items.slice(tail), scores.slice(tail), lines[tail:])
+                    users, items, scores = users.slice(0, tail), items.slice(0, tail), scores.slice(0, tail)
+                    lines = lines[:tail]
+                elif tail == 0:
+                    carry = (users, items, scores, lines)
+                    continue
+                yield from self._lists(users, items, scores, lines)
+            if carry is not None:
+                yield from self._lists(*carry)
+        finally:  # the chunks' reader stops with the lists (a generator, or a thread parsing ahead)
+            close = getattr(self.chunks.chunks, "close", None)
+            if close is not None:
+                close()
 
     def _lists(self, users: Any, items: Any, scores: Any, lines: np.ndarray) -> Iterator[tuple]:
         pc = require("pyarrow.compute", "reading a run")
