@@ -718,16 +718,18 @@ def _evaluated(chunks: Any, feed: _Feed, options: _RunOptions, known: Optional[i
     for part in _prefetched(stream):
         pending.append(part)
         waiting += len(part[0])
-        if waiting >= feed.batch_size:
-            _flush(feed, pending, options.depth, known)
-            pending, waiting = [], 0
+        if waiting >= feed.batch_size:  # whole batches; the users left over wait for the next part
+            pending = _flush(feed, pending, options.depth, known, whole=True)
+            waiting = sum(len(part[0]) for part in pending)
     if pending:
         _flush(feed, pending, options.depth, known)
     return stream
 
 
-def _flush(feed: _Feed, parts: list, depth: Optional[int], known: Optional[int]) -> None:
-    """Updates from the lists of ``parts`` (``(positions, items, lengths)`` of the stream)."""
+def _flush(feed: _Feed, parts: list, depth: Optional[int], known: Optional[int], whole: bool = False) -> list:
+    """Updates from the lists of ``parts`` (``(positions, items, lengths)`` of the stream), in
+    batches of ``feed.batch_size`` users; with ``whole``, the users past the last whole batch are
+    not evaluated but returned as the parts still to do."""
     positions = np.concatenate([part[0] for part in parts])
     items = np.concatenate([part[1] for part in parts])
     lengths = np.concatenate([part[2] for part in parts])
@@ -742,10 +744,14 @@ def _flush(feed: _Feed, parts: list, depth: Optional[int], known: Optional[int])
         )
     offsets = np.concatenate([[0], np.cumsum(lengths)])
     cut = depth if feed.exclude is None else None  # an excluded item frees a place further down
-    for start in range(0, len(positions), feed.batch_size):
-        stop = min(start + feed.batch_size, len(positions))
+    end = len(positions) - len(positions) % feed.batch_size if whole else len(positions)
+    for start in range(0, end, feed.batch_size):
+        stop = min(start + feed.batch_size, end)
         ranked = _padded(items[offsets[start] : offsets[stop]], lengths[start:stop], cut)
         feed.ranked(feed.test.users[torch.from_numpy(positions[start:stop])], torch.from_numpy(ranked))
+    if end == len(positions):
+        return []
+    return [(positions[end:], items[offsets[end] :], lengths[end:])]
 
 
 def _padded(items: np.ndarray, lengths: np.ndarray, depth: Optional[int]) -> np.ndarray:

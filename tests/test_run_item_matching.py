@@ -132,3 +132,27 @@ def test_the_reader_threads_end_with_the_call(tmp_path, monkeypatch, bad_line, m
         with pytest.raises(FileFormatError, match=match):
             R.evaluate(tmp_path / "run.trec", tmp_path / "test.qrels", ["P@1"], progress=False)
     assert _reader_threads() == []
+
+
+def test_a_run_is_evaluated_in_whole_batches_of_users(tmp_path, monkeypatch):
+    """Chunks end anywhere in the users: the users past a chunk's last whole batch wait for the
+    next chunk, so every update but the last gets batch_size users (and the values do not change)."""
+    from ignite_recsys.metrics import RankingMetrics
+
+    monkeypatch.setattr(files, "CHUNK_BYTES", 300)  # about 3 users a chunk
+    qrels, run, _ = _tables(seed=2)
+    _write(tmp_path, qrels, run)
+    sizes = []
+    update = RankingMetrics.update
+
+    def counted(self, output):
+        sizes.append(len(output[0].ids))
+        return update(self, output)
+
+    monkeypatch.setattr(RankingMetrics, "update", counted)
+    result = R.evaluate(
+        tmp_path / "run.trec", tmp_path / "test.qrels", ["ndcg@10"], batch_size=7, progress=False, **TREC_EVAL
+    )
+    assert sizes == [7] * 8 + [4]  # the 60 users
+    reference = pytrec_eval.RelevanceEvaluator(qrels, {"ndcg_cut_10"}).evaluate(run)
+    assert result["ndcg@10"] == pytest.approx(np.mean([reference[q]["ndcg_cut_10"] for q in qrels]), abs=1e-12)
