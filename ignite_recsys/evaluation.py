@@ -757,6 +757,9 @@ def _flush(feed: _Feed, parts: list, depth: Optional[int], known: Optional[int],
 def _padded(items: np.ndarray, lengths: np.ndarray, depth: Optional[int]) -> np.ndarray:
     """The lists of ``items`` (concatenated, ``lengths`` each) as rows padded with -1, cut at
     ``depth`` (None: whole)."""
+    if len(lengths) and (lengths == lengths[0]).all() and lengths[0] > 0:  # lists of one length (a run's depth)
+        rows = items.reshape(len(lengths), int(lengths[0]))
+        return rows[:, :depth].copy() if depth is not None and depth < rows.shape[1] else rows
     starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
     row = np.repeat(np.arange(len(lengths)), lengths)
     column = np.arange(len(items)) - np.repeat(starts, lengths)

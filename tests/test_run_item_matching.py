@@ -156,3 +156,16 @@ def test_a_run_is_evaluated_in_whole_batches_of_users(tmp_path, monkeypatch):
     assert sizes == [7] * 8 + [4]  # the 60 users
     reference = pytrec_eval.RelevanceEvaluator(qrels, {"ndcg_cut_10"}).evaluate(run)
     assert result["ndcg@10"] == pytest.approx(np.mean([reference[q]["ndcg_cut_10"] for q in qrels]), abs=1e-12)
+
+
+@pytest.mark.parametrize("lengths", [[3, 3, 3], [3, 1, 4], [2], [5, 5]])
+@pytest.mark.parametrize("depth", [None, 1, 3, 10])
+def test_lists_are_padded_rows_cut_at_the_depth(lengths, depth):
+    from ignite_recsys.evaluation import _padded
+
+    items = np.arange(100, 100 + sum(lengths))
+    lists = np.split(items, np.cumsum(lengths)[:-1])
+    kept = [list(row[:depth] if depth is not None else row) for row in lists]
+    width = max(max(len(row) for row in kept), 1)
+    expected = [row + [-1] * (width - len(row)) for row in kept]
+    assert _padded(items, np.array(lengths), depth).tolist() == expected
