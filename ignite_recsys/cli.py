@@ -132,7 +132,7 @@ def _common(parser: argparse.ArgumentParser, formats: Sequence[str]) -> None:
         help="equal scores: the larger item id first (trec_eval; default) or file order",
     )
     parser.add_argument("--level", type=float, default=0.95, help="confidence level of the intervals")
-    parser.add_argument("--batch-size", type=int, help="users per update (default 2048)")
+    parser.add_argument("--batch-size", type=int, help="users per update (default 1024)")
     parser.add_argument("--device", default="cpu", help="torch device of the metrics (cpu, cuda, cuda:1, ...)")
     parser.add_argument(
         "--no-progress", action="store_true", help="no progress bar (one is shown only when stderr is a terminal)"

@@ -42,7 +42,7 @@ CONVENTIONS = (
 
 # users per update from a run: small enough that a batch's ranked lists (100 rows a user: 200k
 # entries) stay in cache-sized tensors, large enough that the update's fixed cost is spread
-RUN_BATCH_SIZE = 2048
+RUN_BATCH_SIZE = 1024
 
 # Other names of the library's metrics, as ranx, trec_eval / ir-measures and papers write them
 # (compared in lower case; a cut-off follows as "@10" or, trec_eval style, "_10").
@@ -353,7 +353,7 @@ def evaluate(
         num_items: the catalog size (default: the test table's). When it is known (given here
             or to the test table), ranked ids and a run's integer item ids at or past it are
             refused, and the metrics are told it.
-        batch_size: users per update (default: 1024 for a model's scores, 2048 for a run, 16384
+        batch_size: users per update (default: 1024 for a model's scores and for a run, 16384
             for ranked lists).
         device: where the metrics run and the model's user ids are sent.
         per_user: keep each user's values (:meth:`EvaluationResult.per_user`).
