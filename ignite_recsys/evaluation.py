@@ -40,9 +40,10 @@ CONVENTIONS = (
     *ranking_metrics_options(),
 )
 
-# users per update from a run: small enough that a batch's ranked lists (100 rows a user: 200k
+# users per update from a run: small enough that a batch's ranked lists (100 rows a user: 100k
 # entries) stay in cache-sized tensors, large enough that the update's fixed cost is spread
 RUN_BATCH_SIZE = 1024
+SAMPLED_RUN_BATCH_SIZE = 2048  # a sampled run draws its negatives by batch: a seed draws what it drew
 
 # Other names of the library's metrics, as ranx, trec_eval / ir-measures and papers write them
 # (compared in lower case; a cut-off follows as "@10" or, trec_eval style, "_10").
@@ -353,8 +354,9 @@ def evaluate(
         num_items: the catalog size (default: the test table's). When it is known (given here
             or to the test table), ranked ids and a run's integer item ids at or past it are
             refused, and the metrics are told it.
-        batch_size: users per update (default: 1024 for a model's scores and for a run, 16384
-            for ranked lists).
+        batch_size: users per update (default: 1024 for a model's scores and for a run, 2048 for
+            a run with ``sampled``, whose negatives are drawn batch by batch; 16384 for ranked
+            lists).
         device: where the metrics run and the model's user ids are sent.
         per_user: keep each user's values (:meth:`EvaluationResult.per_user`).
         level: the level of the confidence intervals.
@@ -366,8 +368,8 @@ def evaluate(
             in-memory table: ``user``, ``item``, ``score``).
         run_format: ``"trec"``, ``"parquet"``, ``"csv"`` or ``"tsv"`` (default: from the file name).
         num_threads: torch's intra-op threads during the call, restored after it. None: the
-            caller's setting, less one for a run (at least one): a run is read by a background
-            thread while the metrics run, and that reader gets a core.
+            caller's setting, less one for a run (at least one): a run is read by background
+            threads while the metrics run, and they get a core.
         score_precision: how a run's scores are compared: ``"float64"`` (default: as read) or
             ``"float32"`` (as trec_eval and pytrec_eval store them: scores equal in float32 tie,
             and ``run_ties`` orders them).
@@ -409,7 +411,8 @@ def evaluate(
     )
     is_run = not is_model and not isinstance(scores, tuple)
     if batch_size is None:
-        batch_size = 1024 if is_model else RUN_BATCH_SIZE if is_run else 16384
+        run_batch = RUN_BATCH_SIZE if sampled is None else SAMPLED_RUN_BATCH_SIZE
+        batch_size = 1024 if is_model else run_batch if is_run else 16384
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
     test, exclude, catalog, known = _tables(test, exclude, num_items, is_model)
@@ -784,20 +787,25 @@ def _prefetched(items: Any, depth: int = 2, name: str = "ignite_recsys-run-reade
     stop = threading.Event()
     done = object()
 
+    def handed(entry: tuple) -> bool:
+        """Whether ``entry`` was queued before the consumer stopped (which may be waiting for
+        nothing more: every put gives way to ``stop``)."""
+        while not stop.is_set():
+            try:
+                waiting.put(entry, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
     def produce() -> None:
         try:
             for item in items:
-                while not stop.is_set():
-                    try:
-                        waiting.put(("item", item), timeout=0.1)
-                        break
-                    except queue.Full:
-                        continue
-                if stop.is_set():
+                if not handed(("item", item)):
                     return
-            waiting.put(("end", done))
+            handed(("end", done))
         except BaseException as error:  # handed to the consumer, which raises it
-            waiting.put(("error", error))
+            handed(("error", error))
 
     thread = threading.Thread(target=produce, name=name, daemon=True)
     thread.start()

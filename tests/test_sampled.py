@@ -557,3 +557,24 @@ def test_the_function_gives_the_class_per_user_values_and_the_sure_ones_by_hand(
         torch.testing.assert_close(got[key], expected[key], rtol=0, atol=0)
     assert got["hit_rate@1/naive"].tolist() == [1.0, 1.0, 1.0, 0.0, 1.0, 1.0]
     assert got["ndcg@5/naive"][3] == 0.0
+
+
+def test_a_sampled_run_draws_its_negatives_in_batches_of_2048_users():
+    """A seed draws the same negatives as long as the users come in the same batches: a sampled
+    run keeps its batches of 2048 users (a plain run updates 1024 at a time)."""
+    from ignite_recsys import Interactions, evaluate
+
+    generator = torch.Generator().manual_seed(7)
+    num_users, num_items = 2100, 40
+    scores = torch.rand(num_users, num_items, generator=generator, dtype=torch.float64)
+    test = Interactions(torch.arange(num_users), (torch.arange(num_users) * 7) % num_items, num_items=num_items)
+    users, items = torch.meshgrid(torch.arange(num_users), torch.arange(num_items), indexing="ij")
+    run = {"user": users.flatten().numpy(), "item": items.flatten().numpy(), "score": scores.flatten().numpy()}
+    options = {"num_negatives": 10, "seed": 2, "estimators": ["naive"]}
+
+    def ndcg(**batch):
+        return evaluate(run, test, ["ndcg@5"], sampled=options, progress=False, **batch)["ndcg@5/naive"]
+
+    default = ndcg()
+    assert default == ndcg(batch_size=2048)
+    assert default != ndcg(batch_size=1024)  # (other batches, other draws)

@@ -168,19 +168,23 @@ def trec_chunks(
         if _irregular(block):
             block = _one_space(block)
             if block.startswith(b"\n") or b"\n\n" in block:  # Arrow's reader reads a blank line as empty fields
-                raise _first_bad_line(path, line, block, fields, ValueError("a blank line"))
+                raise _first_bad_line(path, line, block, fields, keep, ValueError("a blank line"))
         try:
             table = parse(block)
         except (pa.ArrowInvalid, UnicodeDecodeError) as error:
-            raise _first_bad_line(path, line, block, fields, error) from None
+            raise _first_bad_line(path, line, block, fields, keep, error) from None
         if table.num_rows:
             yield line, {name: table.column(name).combine_chunks() for name in keep}
         line += table.num_rows  # one row a line: a blank line is refused above
 
 
-def _first_bad_line(path: Any, first: int, block: bytes, fields: Sequence[str], error: Exception) -> FileFormatError:
+def _first_bad_line(
+    path: Any, first: int, block: bytes, fields: Sequence[str], keep: Sequence[str], error: Exception
+) -> FileFormatError:
     """The error for the first line of ``block`` (fields already separated by one space) that
-    does not hold ``len(fields)`` fields; this scan runs only on that error path."""
+    does not hold ``len(fields)`` fields, or whose ``keep`` fields are not UTF-8 text (the others
+    are not read); this scan runs only on that error path."""
+    kept_at = [fields.index(name) for name in keep]
     expected = f"{len(fields)} fields ({' '.join(fields)}) separated by spaces or tabs"
     for number, text in enumerate(block.split(b"\n")[:-1], first):
         count = len(text.split(b" ")) if text else 0
@@ -189,10 +193,12 @@ def _first_bad_line(path: Any, first: int, block: bytes, fields: Sequence[str], 
         if count != len(fields):
             shown = text.decode("utf-8", "replace")[:120]
             return FileFormatError(path, number, None, f"expected {expected}, got {count}: {shown!r}")
-        try:
-            text.decode("utf-8")
-        except UnicodeDecodeError:
-            return FileFormatError(path, number, None, "is not UTF-8 text")
+        parts = text.split(b" ")
+        for at in kept_at:
+            try:
+                parts[at].decode("utf-8")
+            except UnicodeDecodeError:
+                return FileFormatError(path, number, f"{at + 1} ({fields[at]})", "is not UTF-8 text")
     return FileFormatError(path, None, None, f"cannot be read: {error}")
 
 

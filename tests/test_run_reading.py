@@ -1,7 +1,8 @@
-"""A run's items are looked up only among the items the test (and exclusion) table holds for
-the users of each chunk: every other item is an unjudged item of its list. Checked against
-pytrec_eval over many small chunks, with items judged for other users, items no table knows,
-exclusions, and a repeated unjudged item."""
+"""Reading a run: its items are looked up only among the items the test (and exclusion) table
+holds for the users of each chunk, every other item being an unjudged item of its list (checked
+against pytrec_eval over many small chunks, with items judged for other users, items no table
+knows, exclusions, and a repeated unjudged item); the reader threads end with the call; the
+lists are padded and batched as the metrics take them; only the fields read are checked as text."""
 
 from __future__ import annotations
 
@@ -169,3 +170,37 @@ def test_lists_are_padded_rows_cut_at_the_depth(lengths, depth):
     width = max(max(len(row) for row in kept), 1)
     expected = [row + [-1] * (width - len(row)) for row in kept]
     assert _padded(items, np.array(lengths), depth).tolist() == expected
+
+
+def test_an_error_after_the_file_is_parsed_leaves_no_thread(tmp_path, monkeypatch):
+    """The parser may be done, its queue full, when the list thread fails on the last chunk: the
+    parser's last hand-over gives way too, and the call leaves no thread behind."""
+    import time
+
+    monkeypatch.setattr(files, "CHUNK_BYTES", 64)
+    lists = RunStream._lists
+
+    def slow(self, *args):  # the list thread well behind the parser
+        time.sleep(0.05)
+        yield from lists(self, *args)
+
+    monkeypatch.setattr(RunStream, "_lists", slow)
+    (tmp_path / "test.qrels").write_text("".join(f"q{u} 0 d1 1\n" for u in range(10)))
+    rows = [f"q{u} Q0 d{i} {i} {1 - i / 10} t\n" for u in range(10) for i in range(1, 5)]
+    rows[29] = "q7 Q0 d2 2 high t\n"  # (chunks of about 3 lines: a few more follow)
+    (tmp_path / "run.trec").write_text("".join(rows))
+    with pytest.raises(FileFormatError, match=r"line 30.*score"):
+        R.evaluate(tmp_path / "run.trec", tmp_path / "test.qrels", ["P@1"], progress=False)
+    assert _reader_threads() == []
+
+
+def test_only_the_fields_read_must_be_utf8(tmp_path):
+    """trec_eval reads the run's qid, docid and score and skips the others: a byte that is not
+    UTF-8 in a skipped field is read; in a field read it is refused, naming its line and field."""
+    (tmp_path / "test.qrels").write_bytes(b"q1 0 a 1\nq2 0 b 1\n")
+    (tmp_path / "run.trec").write_bytes(b"q1 Q0 a 1 2.0 t\xff\nq2 \xfe b 1 2.0 t\n")
+    result = R.evaluate(tmp_path / "run.trec", tmp_path / "test.qrels", ["P@1"], progress=False)
+    assert result["P@1"] == 1.0
+    (tmp_path / "run.trec").write_bytes(b"q1 Q0 a 1 2.0 t\xff\nq2 Q0 b 1 2.0 t\nq2 Q0 c\xff 2 1.0 t\n")
+    with pytest.raises(FileFormatError, match=r"line 3, column 3 \(docid\): is not UTF-8 text"):
+        R.evaluate(tmp_path / "run.trec", tmp_path / "test.qrels", ["P@1"], progress=False)
