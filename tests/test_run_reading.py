@@ -204,3 +204,19 @@ def test_only_the_fields_read_must_be_utf8(tmp_path):
     (tmp_path / "run.trec").write_bytes(b"q1 Q0 a 1 2.0 t\xff\nq2 Q0 b 1 2.0 t\nq2 Q0 c\xff 2 1.0 t\n")
     with pytest.raises(FileFormatError, match=r"line 3, column 3 \(docid\): is not UTF-8 text"):
         R.evaluate(tmp_path / "run.trec", tmp_path / "test.qrels", ["P@1"], progress=False)
+
+
+def test_text_ids_against_integer_ids_match_only_integers_written_the_one_way(tmp_path):
+    """trec_eval compares ids as text: against integer ids, '-0' is not item 0, and a text that
+    is not an integer (here against a map holding item -1) is no test item and no repeat."""
+    (tmp_path / "test.csv").write_text("user,item\n1,0\n1,5\n2,5\n")
+    (tmp_path / "run.trec").write_text("1 Q0 -0 1 2.0 t\n1 Q0 7 2 1.0 t\n2 Q0 5 1 2.0 t\n")
+    result = R.evaluate(tmp_path / "run.trec", tmp_path / "test.csv", ["P@1"], per_user=True, progress=False)
+    reference = pytrec_eval.RelevanceEvaluator({"1": {"0": 1, "5": 1}, "2": {"5": 1}}, {"P_1"}).evaluate(
+        {"1": {"-0": 2.0, "7": 1.0}, "2": {"5": 2.0}}
+    )
+    assert result.per_user()["precision@1"].tolist() == [reference["1"]["P_1"], reference["2"]["P_1"]] == [0.0, 1.0]
+    test = R.Interactions.from_frame({"user": ["u1", "u1"], "item": [-1, 5]})  # an integer map holding -1
+    run = {"user": ["u1", "u1", "u1"], "item": ["abc", "zzz", "5"], "score": [3.0, 2.0, 1.0]}
+    result = R.evaluate(run, test, ["P@1", "P@3"], progress=False)
+    assert result.means == {"precision@1": 0.0, "precision@3": pytest.approx(1 / 3)}

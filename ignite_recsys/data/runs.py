@@ -356,7 +356,7 @@ class RunStream:
         test = self.test
         if test.user_map is not None and (test.user_map.kind != "int" or _is_text(dictionary)):
             # a text id that does not read as an integer is a user the integer map does not hold
-            codes = test.user_map.encode(_as_kind(dictionary, test.user_map.kind), name="run users")
+            codes = _codes_in(test.user_map, dictionary, "run users")
         else:  # integer ids without a map: a text id that does not read as one is an error naming its line
             codes = self._int_ids(dictionary, user_index, lines, "user")
             if test.user_map is not None:
@@ -410,33 +410,42 @@ class RunStream:
         # each distinct id of the chunk looked up once (as text: distinct texts stay distinct items,
         # "07" and "Z" included against an integer map); the unknown ones numbered in order of first row
         encoded = items if pa.types.is_dictionary(items.type) else pc.dictionary_encode(items)
-        distinct = _as_kind(encoded.dictionary, test.item_map.kind)
+        held = None
         if self.match_only and test.item_map.kind is not None:
-            held = np.concatenate([table.items_of(users) for table in self.match_only])
-            held = np.sort(held)
+            held = np.sort(np.concatenate([table.items_of(users) for table in self.match_only]))
             held = held[np.concatenate([[True], held[1:] != held[:-1]])] if len(held) else held
-            codes = test.item_map.encode_among(distinct, held)
-        else:
-            codes = test.item_map.encode(distinct, name="run items")
+        codes = _codes_in(test.item_map, encoded.dictionary, "run items", held)
         unknown = codes < 0
         codes[unknown] = self.unknown_base + np.arange(int(unknown.sum()), dtype=np.int64)
         return codes[numpy_of(encoded.indices)]
 
 
-def _as_kind(dictionary: Any, kind: Optional[str]) -> Any:
-    """Run ids as the id map's kind: text for a text map, integers for an integer map (text that
-    does not read as an integer then matches no id)."""
+def _codes_in(id_map: Any, ids: Any, name: str, among: Optional[np.ndarray] = None) -> np.ndarray:
+    """Dense ids in ``id_map`` of the distinct run ``ids`` (looked up only among the dense ids
+    ``among`` when given: ``IdMap.encode_among``), -1 for an id the map does not hold; against an
+    integer map, a text that does not read as an integer written the one way holds none."""
+    values, readable = _as_kind(ids, id_map.kind)
+    codes = id_map.encode(values, name=name) if among is None else id_map.encode_among(values, among)
+    if readable is not None:
+        codes[~readable] = -1
+    return codes
+
+
+def _as_kind(dictionary: Any, kind: Optional[str]) -> tuple:
+    """(run ids as the id map's kind, which of them read as such): text for a text map, integers
+    for an integer map, where a text that does not read as an integer is given a placeholder and
+    marked False (None: every id reads)."""
     pa = require("pyarrow", "reading a run")
     pc = require("pyarrow.compute", "reading a run")
     is_text = pa.types.is_string(dictionary.type) or pa.types.is_large_string(dictionary.type)
     if kind == "str" and not is_text:
-        return dictionary.cast(pa.string())
+        return dictionary.cast(pa.string()), None
     if kind == "int" and is_text:
         integer = numpy_of(pc.match_substring_regex(dictionary, CANONICAL_INTEGER))
-        ids = np.full(len(dictionary), -1, dtype=np.int64)
+        ids = np.zeros(len(dictionary), dtype=np.int64)
         ids[integer] = numpy_of(kept(dictionary, integer).cast(pa.int64()))
-        return arrow_of(ids)
-    return dictionary
+        return arrow_of(ids), integer
+    return dictionary, None
 
 
 def _last_user_start(users: Any) -> int:
