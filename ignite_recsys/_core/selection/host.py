@@ -1,0 +1,78 @@
+"""The group pre-filter's selections on the host: CPU float32 rows, read through numpy.
+
+On CPU a host read waits for nothing, and numpy's partition and sort of int64 keys (vectorised)
+take a fraction of ``torch.topk``'s time on the few values left after the group maxima. The
+steps are those of :mod:`.groups`: the best ``k`` groups by (maximum descending, group index
+ascending), their items scoring at least T, the lowest of the chosen maxima (with the items after
+the last full group), and the stable order of those candidates. Exact for the reasons given
+there: every other item has at least ``k`` items ranked ahead of it.
+
+Keys. A value's order as an int32 (``ordered``) in the high 32 bits, ``2**32 - 1 -`` its index
+in the low ones: the key's descending order is the stable order (value descending, index
+ascending). Stored inverted (``~key``) so that numpy's ascending partition and sort give it.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import numpy as np
+import torch
+
+from .. import tuning
+
+_LOW_MASK = (1 << 32) - 1
+
+
+def host_order(x: torch.Tensor, maxima: torch.Tensor, k: int, group: int) -> Optional[torch.Tensor]:
+    """(batch, k) int64: the items of each row of ``x`` (CPU float32, contiguous) in stable rank
+    order, given ``maxima`` (batch, num_cols // group) of its groups of ``group`` consecutive items.
+    None where a row has fewer than ``k`` candidates (a NaN) or more than
+    ``tuning.THRESHOLD_CANDIDATES_PER_K`` x ``k`` (many ties): the caller's selection then."""
+    num_rows, num_cols = x.shape
+    num_groups = maxima.shape[1]
+    if not 0 < k < num_groups or num_rows == 0:
+        return None
+    best, threshold = _best_groups(maxima.numpy(), k)
+    from .groups import rows_of_groups
+
+    chosen = rows_of_groups(x, torch.from_numpy(best), group)
+    tail_start = num_groups * group
+    if tail_start < num_cols:  # the items after the last full group are candidates too
+        chosen = torch.cat([chosen, x[:, tail_start:]], 1)
+    values = chosen.numpy()
+    above = values >= threshold[:, None]
+    counts = np.count_nonzero(above, axis=1)
+    widest = int(counts.max())
+    if int(counts.min()) < k or widest > tuning.THRESHOLD_CANDIDATES_PER_K * k:
+        return None
+    listed = np.flatnonzero(above)
+    span = values.shape[1]
+    rows, columns = np.divmod(listed, span)
+    in_groups = k * group
+    runs = best.reshape(-1).take(rows * k + np.minimum(columns // group, k - 1))
+    items = np.where(columns < in_groups, runs * group + columns % group, columns - in_groups + tail_start)
+    keys = np.full((num_rows, widest), np.iinfo(np.int64).max, dtype=np.int64)  # after every candidate
+    first = np.cumsum(counts) - counts
+    slots = np.arange(listed.size) - first[rows] + rows * widest
+    keys.reshape(-1)[slots] = _inverted_keys(values.reshape(-1)[listed], items)
+    best_keys = np.sort(keys, axis=1)[:, :k]
+    return torch.from_numpy(_LOW_MASK - (np.invert(best_keys) & _LOW_MASK))
+
+
+def _best_groups(maxima: np.ndarray, k: int) -> tuple:
+    """The ``k`` best groups of each row (batch, k) int64, in no order, and the lowest chosen
+    maximum of each row (batch,) float32: one partition of the groups' keys."""
+    num_rows, num_groups = maxima.shape
+    groups = np.arange(num_groups, dtype=np.int64)
+    chosen = np.partition(_inverted_keys(maxima, groups), k - 1, axis=1)
+    best = _LOW_MASK - (np.invert(chosen[:, :k]) & _LOW_MASK)
+    lowest = np.take_along_axis(maxima, best[:, k - 1 :], 1)[:, 0]  # the k-th key: the lowest chosen
+    return best, lowest
+
+
+def _inverted_keys(values: np.ndarray, items: np.ndarray) -> np.ndarray:
+    """~key of each float32 value and its item index (see the module docstring)."""
+    bits = (values + np.float32(0.0)).view(np.int32)  # -0.0 becomes +0.0
+    ordered = (bits ^ ((bits >> 31) & 0x7FFFFFFF)).astype(np.int64)
+    return np.invert((ordered << 32) | (_LOW_MASK - items))
