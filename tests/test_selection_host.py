@@ -68,3 +68,22 @@ def test_host_selection_declines_rows_of_many_ties(host_orders):
     got = stable_topk(x, 50)
     assert host_orders == [None]
     np.testing.assert_array_equal(got.numpy(), np.argsort(-x.numpy(), axis=1, kind="stable")[:, :50])
+
+
+@pytest.mark.parametrize("width", [6400, 70_001])
+def test_host_selection_of_rows_tied_at_the_kth_group_maximum(rng, host_orders, width):
+    """Distinct scores, one row whose (k + 1)-th best group maximum ties the k-th (its group of a
+    higher index than the unchosen one), beside untied rows: the tied row's groups are chosen by
+    keys, and every row equals the stable argsort."""
+    k = 100
+    x = np.stack([rng.permutation(width).astype(np.float32) for _ in range(4)])
+    group = tuning.LONG_ROW_GROUPS[0] if width >= tuning.LONG_ROWS_PER_K * (k + 1) else tuning.SHORT_ROW_GROUPS[0]
+    num_full = width // group
+    maxima = x[2, : num_full * group].reshape(num_full, group).max(1)
+    order = np.argsort(-maxima, kind="stable")
+    low, high = sorted(order[k - 1 : k + 1])
+    x[2, high * group : (high + 1) * group] = np.minimum(x[2, high * group : (high + 1) * group], maxima[order[k]] - 1)
+    x[2, high * group] = maxima[low]
+    got = stable_topk(torch.from_numpy(x), k)
+    np.testing.assert_array_equal(got.numpy(), np.argsort(-x, axis=1, kind="stable")[:, :k])
+    assert len(host_orders) == 1 and host_orders[0] is not None

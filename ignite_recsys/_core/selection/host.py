@@ -62,12 +62,24 @@ def host_order(x: torch.Tensor, maxima: torch.Tensor, k: int, group: int) -> Opt
 
 def _best_groups(maxima: np.ndarray, k: int) -> tuple:
     """The ``k`` best groups of each row (batch, k) int64, in no order, and the lowest chosen
-    maximum of each row (batch,) float32: one partition of the groups' keys."""
+    maximum of each row (batch,) float32: one partition of the maxima (the groups at least its
+    k-th largest, where no other maximum ties it), and one of the groups' keys for the rows
+    where one does."""
     num_rows, num_groups = maxima.shape
+    lowest = np.partition(maxima, num_groups - k, axis=1)[:, num_groups - k]  # the k-th largest
+    above = maxima >= lowest[:, None]
+    tied = np.flatnonzero(np.count_nonzero(above, axis=1) != k)
+    if tied.size == 0:
+        return (np.flatnonzero(above) % num_groups).reshape(num_rows, k), lowest
+    above[tied] = False
+    best = np.empty((num_rows, k), dtype=np.int64)
+    untied = np.ones(num_rows, dtype=bool)
+    untied[tied] = False
+    best[untied] = (np.flatnonzero(above) % num_groups).reshape(-1, k)
     groups = np.arange(num_groups, dtype=np.int64)
-    chosen = np.partition(_inverted_keys(maxima, groups), k - 1, axis=1)
-    best = _LOW_MASK - (np.invert(chosen[:, :k]) & _LOW_MASK)
-    lowest = np.take_along_axis(maxima, best[:, k - 1 :], 1)[:, 0]  # the k-th key: the lowest chosen
+    chosen = np.partition(_inverted_keys(maxima[tied], groups), k - 1, axis=1)
+    best[tied] = _LOW_MASK - (np.invert(chosen[:, :k]) & _LOW_MASK)
+    lowest[tied] = np.take_along_axis(maxima[tied], best[tied, k - 1 :], 1)[:, 0]  # the k-th: the lowest
     return best, lowest
 
 
