@@ -87,3 +87,18 @@ def test_host_selection_of_rows_tied_at_the_kth_group_maximum(rng, host_orders, 
     got = stable_topk(torch.from_numpy(x), k)
     np.testing.assert_array_equal(got.numpy(), np.argsort(-x, axis=1, kind="stable")[:, :k])
     assert len(host_orders) == 1 and host_orders[0] is not None
+
+
+def test_host_steps_read_tensors_that_require_grad():
+    """Scores and labels straight from a model (requiring grad, outside ``no_grad``) are read on
+    the host without an error, with the same results."""
+    from ignite_recsys._core.relevance import Relevance, relevance_pass
+    from ignite_recsys._core.selection import ValueGroups
+
+    generator = torch.Generator().manual_seed(2)
+    x = torch.rand(8, 30_000, generator=generator).requires_grad_(True)
+    expected = np.argsort(-x.detach().numpy(), axis=1, kind="stable")[:, :100]
+    np.testing.assert_array_equal(stable_topk(x, 100).numpy(), expected)
+    y = (torch.rand(8, 30_000, generator=generator) < 1e-3).float().requires_grad_(True)
+    passed = relevance_pass(y, Relevance.of(None, y.dtype), groups=ValueGroups(32, True), depth=100, select=True)
+    np.testing.assert_array_equal(passed.num_relevant.numpy(), (y.detach().numpy() > 0).sum(1))

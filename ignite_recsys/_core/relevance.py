@@ -286,7 +286,7 @@ def _host_relevant_groups(labels, relevance, groups: ValueGroups, maxima, depth:
     compare = _HOST_COMPARE[labels.dtype][relevance.compare]
     num_rows, num_cols = labels.shape
     size, num_groups = groups.size, maxima.shape[1]
-    flat_groups = np.flatnonzero(compare(maxima.numpy(), relevance.value))
+    flat_groups = np.flatnonzero(compare(maxima.detach().numpy(), relevance.value))
     if flat_groups.size > tuning.RELEVANT_GROUPS_SHARE * num_rows * depth:
         return None
     rows, columns = np.divmod(flat_groups, num_groups)
@@ -300,7 +300,7 @@ def _host_relevant_groups(labels, relevance, groups: ValueGroups, maxima, depth:
         tail = np.arange(tail_start, num_cols, dtype=np.int64) + num_cols * np.arange(num_rows)[:, None]
         positions = np.concatenate([positions, tail.reshape(-1)])
         position_rows = np.concatenate([position_rows, np.repeat(np.arange(num_rows), num_cols - tail_start)])
-    values = labels.contiguous().numpy().reshape(-1).take(positions)
+    values = labels.detach().contiguous().numpy().reshape(-1).take(positions)
     listed = np.flatnonzero(compare(values, relevance.value))  # the relevant ones, listed once
     relevant_rows = position_rows.take(listed)
     counts = np.bincount(relevant_rows, minlength=num_rows)

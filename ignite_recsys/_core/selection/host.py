@@ -33,14 +33,14 @@ def host_order(x: torch.Tensor, maxima: torch.Tensor, k: int, group: int) -> Opt
     num_groups = maxima.shape[1]
     if not 0 < k < num_groups or num_rows == 0:
         return None
-    best, threshold = _best_groups(maxima.numpy(), k)
+    best, threshold = _best_groups(maxima.detach().numpy(), k)
     from .groups import rows_of_groups
 
     chosen = rows_of_groups(x, torch.from_numpy(best), group)
     tail_start = num_groups * group
     if tail_start < num_cols:  # the items after the last full group are candidates too
         chosen = torch.cat([chosen, x[:, tail_start:]], 1)
-    values = chosen.numpy()
+    values = chosen.detach().numpy()
     above = values >= threshold[:, None]
     counts = np.count_nonzero(above, axis=1)
     widest = int(counts.max())
