@@ -8,14 +8,14 @@ import torch
 
 from ignite_recsys._core import tuning
 from ignite_recsys._core.selection import groups as module
-from ignite_recsys._core.selection import host, stable_topk
+from ignite_recsys._core.selection import stable_topk
 from test_selection import PATTERNS, _pattern
 
 
 @pytest.fixture
 def host_orders(monkeypatch):
     """The results of every call of the host selection (None: declined)."""
-    taken, original = [], host.host_order
+    taken, original = [], module.host_order
     monkeypatch.setattr(module, "host_order", lambda *args: taken.append(original(*args)) or taken[-1])
     return taken
 

@@ -25,7 +25,7 @@ from typing import Optional
 import torch
 
 from .. import tuning
-from .host import host_order
+from . import host
 
 
 from ..tuning import LONG_ROW_GROUPS, SHORT_ROW_GROUPS  # noqa: F401  (the selection's group sizes)
@@ -63,7 +63,7 @@ def untied_topk(x: torch.Tensor, k: int) -> Optional[torch.Tensor]:
 
 def _best_items(x: torch.Tensor, k: int, sorted: bool, detect_nan: bool = False):
     """``stable_topk``'s indices, in rank order only if ``sorted``, and the NaN flags (or None).
-    CPU float32 rows in groups are selected on the host (``host.host_order``) where it can."""
+    CPU float32 rows in groups are selected on the host (``host_order``) where it can."""
     x = x.contiguous()
     sizes = group_sizes(x.shape[1], k)
     maxima = None
@@ -76,6 +76,22 @@ def _best_items(x: torch.Tensor, k: int, sorted: bool, detect_nan: bool = False)
     values, items, has_nan = _candidates(x, k, detect_nan=detect_nan, maxima=maxima)
     positions = _exact_topk(values, items, k, sorted)
     return (positions if items is None else items.gather(1, positions)), has_nan
+
+
+def host_order(x: torch.Tensor, maxima: torch.Tensor, k: int, group: int) -> Optional[torch.Tensor]:
+    """(batch, k) int64: the items of each row of ``x`` (CPU float32, contiguous) in stable rank
+    order, given the ``maxima`` of its groups of ``group`` consecutive items, selected on the host
+    (:mod:`.host`); None where the host selection declines (``host.order_above``)."""
+    num_rows, num_cols = x.shape
+    num_groups = maxima.shape[1]
+    if not 0 < k < num_groups or num_rows == 0:
+        return None
+    best, threshold = host.best_groups(maxima.detach().numpy(), k)
+    chosen = rows_of_groups(x, torch.from_numpy(best), group)
+    tail_start = num_groups * group
+    if tail_start < num_cols:  # the items after the last full group are candidates too
+        chosen = torch.cat([chosen, x[:, tail_start:]], 1)
+    return host.order_above(chosen.detach().numpy(), best, threshold, k, group, tail_start)
 
 
 def _nan_rows(x: torch.Tensor, maxima: torch.Tensor, group: int) -> torch.Tensor:

@@ -14,8 +14,6 @@ ascending). Stored inverted (``~key``) so that numpy's ascending partition and s
 
 from __future__ import annotations
 
-from typing import Optional
-
 import numpy as np
 import torch
 
@@ -24,30 +22,19 @@ from .. import tuning
 _LOW_MASK = (1 << 32) - 1
 
 
-def host_order(x: torch.Tensor, maxima: torch.Tensor, k: int, group: int) -> Optional[torch.Tensor]:
-    """(batch, k) int64: the items of each row of ``x`` (CPU float32, contiguous) in stable rank
-    order, given ``maxima`` (batch, num_cols // group) of its groups of ``group`` consecutive items.
+def order_above(values: np.ndarray, best: np.ndarray, threshold: np.ndarray, k: int, group: int, tail_start: int):
+    """(batch, k) int64: the items of each row in stable rank order, from ``values`` (batch, k *
+    group + tail), the items of the chosen groups ``best`` (batch, k) followed by those from
+    ``tail_start`` on, and ``threshold`` (batch,), the lowest chosen maximum (``best_groups``).
     None where a row has fewer than ``k`` candidates (a NaN) or more than
     ``tuning.THRESHOLD_CANDIDATES_PER_K`` x ``k`` (many ties): the caller's selection then."""
-    num_rows, num_cols = x.shape
-    num_groups = maxima.shape[1]
-    if not 0 < k < num_groups or num_rows == 0:
-        return None
-    best, threshold = _best_groups(maxima.detach().numpy(), k)
-    from .groups import rows_of_groups
-
-    chosen = rows_of_groups(x, torch.from_numpy(best), group)
-    tail_start = num_groups * group
-    if tail_start < num_cols:  # the items after the last full group are candidates too
-        chosen = torch.cat([chosen, x[:, tail_start:]], 1)
-    values = chosen.detach().numpy()
+    num_rows, span = values.shape
     above = values >= threshold[:, None]
     counts = np.count_nonzero(above, axis=1)
     widest = int(counts.max())
     if int(counts.min()) < k or widest > tuning.THRESHOLD_CANDIDATES_PER_K * k:
         return None
     listed = np.flatnonzero(above)
-    span = values.shape[1]
     rows, columns = np.divmod(listed, span)
     in_groups = k * group
     runs = best.reshape(-1).take(rows * k + np.minimum(columns // group, k - 1))
@@ -60,7 +47,7 @@ def host_order(x: torch.Tensor, maxima: torch.Tensor, k: int, group: int) -> Opt
     return torch.from_numpy(_LOW_MASK - (np.invert(best_keys) & _LOW_MASK))
 
 
-def _best_groups(maxima: np.ndarray, k: int) -> tuple:
+def best_groups(maxima: np.ndarray, k: int) -> tuple:
     """The ``k`` best groups of each row (batch, k) int64, in no order, and the lowest chosen
     maximum of each row (batch,) float32: one partition of the maxima (the groups at least its
     k-th largest, where no other maximum ties it), and one of the groups' keys for the rows
