@@ -87,11 +87,9 @@ def host_order(x: torch.Tensor, maxima: torch.Tensor, k: int, group: int) -> Opt
     if not 0 < k < num_groups or num_rows == 0:
         return None
     best, threshold = host.best_groups(maxima.detach().numpy(), k)
-    chosen = rows_of_groups(x, torch.from_numpy(best), group)
-    tail_start = num_groups * group
-    if tail_start < num_cols:  # the items after the last full group are candidates too
-        chosen = torch.cat([chosen, x[:, tail_start:]], 1)
-    return host.order_above(chosen.detach().numpy(), best, threshold, k, group, tail_start)
+    chosen = rows_of_groups(x, torch.from_numpy(best), group).detach().numpy()
+    tail_start = num_groups * group  # the items after the last full group are candidates too
+    return host.order_above(chosen, x[:, tail_start:].detach().numpy(), tail_start, best, threshold, k, group)
 
 
 def _nan_rows(x: torch.Tensor, maxima: torch.Tensor, group: int) -> torch.Tensor:

@@ -22,27 +22,33 @@ from .. import tuning
 _LOW_MASK = (1 << 32) - 1
 
 
-def order_above(values: np.ndarray, best: np.ndarray, threshold: np.ndarray, k: int, group: int, tail_start: int):
+def order_above(values, tail, tail_start: int, best: np.ndarray, threshold: np.ndarray, k: int, group: int):
     """(batch, k) int64: the items of each row in stable rank order, from ``values`` (batch, k *
-    group + tail), the items of the chosen groups ``best`` (batch, k) followed by those from
-    ``tail_start`` on, and ``threshold`` (batch,), the lowest chosen maximum (``best_groups``).
-    None where a row has fewer than ``k`` candidates (a NaN) or more than
-    ``tuning.THRESHOLD_CANDIDATES_PER_K`` x ``k`` (many ties): the caller's selection then."""
-    num_rows, span = values.shape
-    above = values >= threshold[:, None]
-    counts = np.count_nonzero(above, axis=1)
+    group), the items of the chosen groups ``best`` (batch, k), ``tail`` (batch, t), the items
+    from ``tail_start`` on (after the last full group; t may be 0), and ``threshold`` (batch,), the
+    lowest chosen maximum (``best_groups``). None where a row has fewer than ``k`` candidates
+    (a NaN) or more than ``tuning.THRESHOLD_CANDIDATES_PER_K`` x ``k`` (many ties): the caller's
+    selection then."""
+    num_rows = values.shape[0]
+    above, above_tail = values >= threshold[:, None], tail >= threshold[:, None]
+    in_groups, in_tail = np.count_nonzero(above, axis=1), np.count_nonzero(above_tail, axis=1)
+    counts = in_groups + in_tail
     widest = int(counts.max())
     if int(counts.min()) < k or widest > tuning.THRESHOLD_CANDIDATES_PER_K * k:
         return None
-    listed = np.flatnonzero(above)
-    rows, columns = np.divmod(listed, span)
-    in_groups = k * group
-    runs = best.reshape(-1).take(rows * k + np.minimum(columns // group, k - 1))
-    items = np.where(columns < in_groups, runs * group + columns % group, columns - in_groups + tail_start)
     keys = np.full((num_rows, widest), np.iinfo(np.int64).max, dtype=np.int64)  # after every candidate
-    first = np.cumsum(counts) - counts
-    slots = np.arange(listed.size) - first[rows] + rows * widest
-    keys.reshape(-1)[slots] = _inverted_keys(values.reshape(-1)[listed], items)
+    listed = np.flatnonzero(above)
+    rows, columns = np.divmod(listed, values.shape[1])
+    runs = best.reshape(-1).take(rows * k + columns // group)
+    slots = np.arange(listed.size) - (np.cumsum(in_groups) - in_groups)[rows] + rows * widest
+    keys.reshape(-1)[slots] = _inverted_keys(values.reshape(-1)[listed], runs * group + columns % group)
+    if tail.shape[1]:  # each row's tail candidates after its group candidates
+        listed = np.flatnonzero(above_tail)
+        rows, columns = np.divmod(listed, tail.shape[1])
+        first = np.cumsum(in_tail) - in_tail - in_groups
+        slots = np.arange(listed.size) - first[rows] + rows * widest
+        items = columns + tail_start
+        keys.reshape(-1)[slots] = _inverted_keys(tail.reshape(-1)[listed], items)
     best_keys = np.sort(keys, axis=1)[:, :k]
     return torch.from_numpy(_LOW_MASK - (np.invert(best_keys) & _LOW_MASK))
 
