@@ -15,8 +15,10 @@ from test_selection import PATTERNS, _pattern, patterns_match_stable_argsort
 
 @pytest.fixture
 def float_selection(monkeypatch):
-    """The float selection on every grouped row, and the rows the keyed selection re-selects."""
+    """The float selection on every grouped row, and the rows the keyed selection re-selects
+    (the torch selection: float32 rows would otherwise be selected on the host)."""
     monkeypatch.setattr(tuning, "FLOAT_SELECTION_FROM", 0)
+    monkeypatch.setattr(tuning, "HOST_SELECTION", False)
     reselected, original = [], module._exact_topk
 
     def spy(values, items, k, sorted=True):
@@ -71,6 +73,7 @@ def test_candidates_above_the_lowest_chosen_maximum(rng, monkeypatch, width, k):
     """The final candidates: the chosen groups' items scoring at least their lowest maximum, on
     rows of distinct scores, of scores tied with that maximum (each tie kept, the lower index
     first), and of few levels, and of equal scores or a NaN (the sub-groups then); against the stable argsort."""
+    monkeypatch.setattr(tuning, "HOST_SELECTION", False)  # the torch selection's candidates
     taken, original = [], module._above_threshold
     monkeypatch.setattr(module, "_above_threshold", lambda *args: taken.append(original(*args)) or taken[-1])
     x = np.stack([rng.permutation(width).astype(np.float32) for _ in range(3)])

@@ -52,6 +52,10 @@ FLOAT_SELECTION_FROM = 4096
 # final candidates when they are at most this many times k per row (else the sub-groups of
 # LONG_ROW_GROUPS / SHORT_ROW_GROUPS: rows of many ties). Re-measure: bench_update.py.
 THRESHOLD_CANDIDATES_PER_K = 4
+# On CPU, float32 rows in groups are selected on the host (numpy's partition and sort of int64 keys,
+# selection/host.py) after the group maxima: several times faster than torch.topk over the few values
+# left. Re-measure: bench_update.py at N = 10k..1M with False here.
+HOST_SELECTION = True
 # Below this group size, group maxima on CPU are taken by max pooling (torch's max-reduction is
 # slow over few contiguous values; pooling handles small groups faster).
 FAST_REDUCTION = 64

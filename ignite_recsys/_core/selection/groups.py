@@ -25,6 +25,7 @@ from typing import Optional
 import torch
 
 from .. import tuning
+from . import host
 
 
 from ..tuning import LONG_ROW_GROUPS, SHORT_ROW_GROUPS  # noqa: F401  (the selection's group sizes)
@@ -61,15 +62,47 @@ def untied_topk(x: torch.Tensor, k: int) -> Optional[torch.Tensor]:
 
 
 def _best_items(x: torch.Tensor, k: int, sorted: bool, detect_nan: bool = False):
-    """``stable_topk``'s indices, in rank order only if ``sorted``, and the NaN flags (or None)."""
-    values, items, has_nan = _candidates(x, k, detect_nan=detect_nan)
+    """``stable_topk``'s indices, in rank order only if ``sorted``, and the NaN flags (or None).
+    CPU float32 rows in groups are selected on the host (``host_order``) where it can."""
+    x = x.contiguous()
+    sizes = group_sizes(x.shape[1], k)
+    maxima = None
+    on_host = x.dtype == torch.float32 and tuning.cpu_tuned(x.device) and tuning.HOST_SELECTION
+    if sizes is not None and sorted and on_host:
+        maxima = group_maxima(x, sizes[0])
+        order = host_order(x, maxima, k, sizes[0])
+        if order is not None:
+            return order, (_nan_rows(x, maxima, sizes[0]) if detect_nan else None)
+    values, items, has_nan = _candidates(x, k, detect_nan=detect_nan, maxima=maxima)
     positions = _exact_topk(values, items, k, sorted)
     return (positions if items is None else items.gather(1, positions)), has_nan
 
 
-def _candidates(x: torch.Tensor, k: int, detect_nan: bool = False):
+def host_order(x: torch.Tensor, maxima: torch.Tensor, k: int, group: int) -> Optional[torch.Tensor]:
+    """(batch, k) int64: the items of each row of ``x`` (CPU float32, contiguous) in stable rank
+    order, given the ``maxima`` of its groups of ``group`` consecutive items, selected on the host
+    (:mod:`.host`); None where the host selection declines (``host.order_above``)."""
+    num_rows, num_cols = x.shape
+    num_groups = maxima.shape[1]
+    if not 0 < k < num_groups or num_rows == 0:
+        return None
+    best, threshold = host.best_groups(maxima.detach().numpy(), k)
+    chosen = rows_of_groups(x, torch.from_numpy(best), group).detach().numpy()
+    tail_start = num_groups * group  # the items after the last full group are candidates too
+    return host.order_above(chosen, x[:, tail_start:].detach().numpy(), tail_start, best, threshold, k, group)
+
+
+def _nan_rows(x: torch.Tensor, maxima: torch.Tensor, group: int) -> torch.Tensor:
+    """(batch,) bool: the row holds a NaN, read from its group ``maxima`` and the items after them."""
+    tail_start = maxima.shape[1] * group
+    has_nan = holds_nan(maxima)
+    return has_nan if tail_start == x.shape[1] else has_nan | holds_nan(x[:, tail_start:])
+
+
+def _candidates(x: torch.Tensor, k: int, detect_nan: bool = False, maxima: Optional[torch.Tensor] = None):
     """A few items of each row that include its k best: (values, their item indices or None when
-    they are the whole row, whether the row holds a NaN if ``detect_nan`` else None).
+    they are the whole row, whether the row holds a NaN if ``detect_nan`` else None); ``maxima``:
+    the maxima of the groups ``group_sizes`` gives, if already taken.
 
     Groups of consecutive items (see the module docstring): the best k groups of the row, then
     the best k sub-groups inside them; ``group_sizes`` picks the sizes. A group's rank is that of
@@ -82,7 +115,7 @@ def _candidates(x: torch.Tensor, k: int, detect_nan: bool = False):
         return x, None, (holds_nan(x) if detect_nan else None)
     group, sub_group = sizes
     num_full = num_cols // group
-    maxima = group_maxima(x, group)
+    maxima = group_maxima(x, group) if maxima is None else maxima
     best = _best_groups(maxima, k)
     chosen_values = rows_of_groups(x, best, group)
     above = tuning.cpu_tuned(x.device) and x.is_floating_point()

@@ -1,0 +1,104 @@
+"""The group pre-filter on the host (CPU float32 rows, numpy's partition and sort of keys) against
+numpy's stable argsort: every value pattern of ``test_selection`` with the host selection taken
+or declined (then the torch selection), and rows where it must decline."""
+
+import numpy as np
+import pytest
+import torch
+
+from ignite_recsys._core import tuning
+from ignite_recsys._core.selection import groups as module
+from ignite_recsys._core.selection import stable_topk
+from test_selection import PATTERNS, _pattern
+
+
+@pytest.fixture
+def host_orders(monkeypatch):
+    """The results of every call of the host selection (None: declined)."""
+    taken, original = [], module.host_order
+    monkeypatch.setattr(module, "host_order", lambda *args: taken.append(original(*args)) or taken[-1])
+    return taken
+
+
+@pytest.mark.parametrize("width", [2000, 2001, 6463, 20_000, 20_033, 70_001])
+@pytest.mark.parametrize("k", [1, 7, 100])
+@pytest.mark.parametrize("enabled", [True, False])
+def test_host_selection_equals_stable_argsort(rng, monkeypatch, host_orders, width, k, enabled):
+    monkeypatch.setattr(tuning, "HOST_SELECTION", enabled)
+    for name in PATTERNS:
+        x = _pattern(rng, name, 3, width)
+        expected = np.argsort(-x.numpy(), axis=1, kind="stable")[:, :k]
+        got, has_nan = stable_topk(x, k, detect_nan=True)
+        np.testing.assert_array_equal(got.numpy(), expected, err_msg=name)
+        assert not has_nan.any()
+    if not enabled:
+        assert host_orders == []
+    else:  # distinct scores are selected on the host, equal ones declined (too many candidates)
+        assert host_orders[0] is not None and host_orders[PATTERNS.index("all_equal")] is None
+
+
+@pytest.mark.parametrize("width", [6400, 20_033])
+def test_host_selection_keeps_ties_with_the_threshold(rng, host_orders, width):
+    """Distinct scores but items tied with the k-th best (in other groups, before and after it,
+    and after the last full group), negative scores, -0.0 against +0.0 and infinities: the
+    lower index first; a NaN row is flagged."""
+    k = 100
+    x = np.stack([rng.permutation(width).astype(np.float32) - width / 2 for _ in range(5)])
+    kth = np.argsort(-x[0], kind="stable")[k - 1]
+    x[0, [3, width // 2, width - 1]] = x[0, kth]
+    x[1] = -rng.random(width).astype(np.float32) - 1.0  # every score negative
+    x[2, : width // 2] = -0.0
+    x[2, width // 2 :] = 0.0
+    x[2, rng.choice(width, size=40, replace=False)] = rng.random(40).astype(np.float32)
+    x[3, ::7] = np.inf
+    x[3, 1::7] = -np.inf
+    expected = np.argsort(-x, axis=1, kind="stable")[:, :k]
+    x[4, 11] = np.nan
+    got, has_nan = stable_topk(torch.from_numpy(x), k, detect_nan=True)
+    np.testing.assert_array_equal(got[:4].numpy(), expected[:4])
+    assert has_nan.tolist() == [False, False, False, False, True]
+    assert len(host_orders) == 1
+
+
+def test_host_selection_declines_rows_of_many_ties(host_orders):
+    """More than ``THRESHOLD_CANDIDATES_PER_K`` x k candidates in a row (every score tied with
+    the lowest chosen maximum): the torch selection, with the same order."""
+    x = torch.zeros(2, 20_000)
+    x[0] = torch.arange(20_000, dtype=torch.float32)
+    got = stable_topk(x, 50)
+    assert host_orders == [None]
+    np.testing.assert_array_equal(got.numpy(), np.argsort(-x.numpy(), axis=1, kind="stable")[:, :50])
+
+
+@pytest.mark.parametrize("width", [6400, 70_001])
+def test_host_selection_of_rows_tied_at_the_kth_group_maximum(rng, host_orders, width):
+    """Distinct scores, one row whose (k + 1)-th best group maximum ties the k-th (its group of a
+    higher index than the unchosen one), beside untied rows: the tied row's groups are chosen by
+    keys, and every row equals the stable argsort."""
+    k = 100
+    x = np.stack([rng.permutation(width).astype(np.float32) for _ in range(4)])
+    group = tuning.LONG_ROW_GROUPS[0] if width >= tuning.LONG_ROWS_PER_K * (k + 1) else tuning.SHORT_ROW_GROUPS[0]
+    num_full = width // group
+    maxima = x[2, : num_full * group].reshape(num_full, group).max(1)
+    order = np.argsort(-maxima, kind="stable")
+    low, high = sorted(order[k - 1 : k + 1])
+    x[2, high * group : (high + 1) * group] = np.minimum(x[2, high * group : (high + 1) * group], maxima[order[k]] - 1)
+    x[2, high * group] = maxima[low]
+    got = stable_topk(torch.from_numpy(x), k)
+    np.testing.assert_array_equal(got.numpy(), np.argsort(-x, axis=1, kind="stable")[:, :k])
+    assert len(host_orders) == 1 and host_orders[0] is not None
+
+
+def test_host_steps_read_tensors_that_require_grad():
+    """Scores and labels straight from a model (requiring grad, outside ``no_grad``) are read on
+    the host without an error, with the same results."""
+    from ignite_recsys._core.relevance import Relevance, relevance_pass
+    from ignite_recsys._core.selection import ValueGroups
+
+    generator = torch.Generator().manual_seed(2)
+    x = torch.rand(8, 30_000, generator=generator).requires_grad_(True)
+    expected = np.argsort(-x.detach().numpy(), axis=1, kind="stable")[:, :100]
+    np.testing.assert_array_equal(stable_topk(x, 100).numpy(), expected)
+    y = (torch.rand(8, 30_000, generator=generator) < 1e-3).float().requires_grad_(True)
+    passed = relevance_pass(y, Relevance.of(None, y.dtype), groups=ValueGroups(32, True), depth=100, select=True)
+    np.testing.assert_array_equal(passed.num_relevant.numpy(), (y.detach().numpy() > 0).sum(1))
