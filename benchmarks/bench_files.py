@@ -164,8 +164,8 @@ def profile(run: str, qrels: str, rate: int = 250, top: int = 25) -> None:
             for line in samples:
                 stack, count = line.rsplit(" ", 1)
                 frames = stack.split(";")
-                # the reader thread's samples, and the main thread's inside call()
-                thread = "reader" if "run-reader" in frames[0] else "main"
+                # the run's parser and reader threads' samples, and the main thread's inside call()
+                thread = "parser" if "run-parser" in frames[0] else "reader" if "run-reader" in frames[0] else "main"
                 if thread == "main" and not any(_in_call(frame) for frame in frames):
                     continue
                 busy[thread] += int(count)
