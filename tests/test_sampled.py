@@ -429,14 +429,10 @@ def test_evaluate_sampled_reads_a_run_as_scores(tmp_path):
     import subprocess
     import sys
 
-    from ignite_recsys import Interactions, evaluate
+    from ignite_recsys import evaluate
 
-    generator = torch.Generator().manual_seed(4)
     num_users, num_items = 30, 120
-    scores = torch.rand(num_users, num_items, generator=generator, dtype=torch.float64)
-    test = Interactions(torch.arange(num_users), (torch.arange(num_users) * 5) % num_items, num_items=num_items)
-    users, items = torch.meshgrid(torch.arange(num_users), torch.arange(num_items), indexing="ij")
-    run = {"user": users.flatten().numpy(), "item": items.flatten().numpy(), "score": scores.flatten().numpy()}
+    scores, test, run = _dense_run(num_users, num_items, seed=4, step=5)
     options = {"num_negatives": 25, "seed": 1, "estimators": ["naive", "rescaled"]}
     from_model = evaluate(lambda u: scores[u], test, ["ndcg@10"], sampled=options, progress=False)
     from_run = evaluate(run, test, ["ndcg@10"], sampled=options, progress=False)
@@ -454,6 +450,18 @@ def test_evaluate_sampled_reads_a_run_as_scores(tmp_path):
     file_result = evaluate(str(run_file), str(qrels), ["ndcg@10"], sampled=25, progress=False)
     assert printed["means"]["ndcg@10/naive"] == pytest.approx(file_result["ndcg@10/naive"], abs=1e-12)
     assert set(printed["means"]) == {f"ndcg@10/{e}" for e in E.ESTIMATORS}
+
+
+def _dense_run(num_users, num_items, seed, step):
+    """(scores, test, run): random float64 scores of every item, one test item per user (user *
+    step modulo the catalog), and the scores as a run's columns."""
+    from ignite_recsys import Interactions
+
+    scores = torch.rand(num_users, num_items, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
+    test = Interactions(torch.arange(num_users), (torch.arange(num_users) * step) % num_items, num_items=num_items)
+    users, items = torch.meshgrid(torch.arange(num_users), torch.arange(num_items), indexing="ij")
+    run = {"user": users.flatten().numpy(), "item": items.flatten().numpy(), "score": scores.flatten().numpy()}
+    return scores, test, run
 
 
 def _first_items(test):
@@ -562,14 +570,9 @@ def test_the_function_gives_the_class_per_user_values_and_the_sure_ones_by_hand(
 def test_a_sampled_run_draws_its_negatives_in_batches_of_2048_users():
     """A seed draws the same negatives as long as the users come in the same batches: a sampled
     run keeps its batches of 2048 users (a plain run updates 1024 at a time)."""
-    from ignite_recsys import Interactions, evaluate
+    from ignite_recsys import evaluate
 
-    generator = torch.Generator().manual_seed(7)
-    num_users, num_items = 2100, 40
-    scores = torch.rand(num_users, num_items, generator=generator, dtype=torch.float64)
-    test = Interactions(torch.arange(num_users), (torch.arange(num_users) * 7) % num_items, num_items=num_items)
-    users, items = torch.meshgrid(torch.arange(num_users), torch.arange(num_items), indexing="ij")
-    run = {"user": users.flatten().numpy(), "item": items.flatten().numpy(), "score": scores.flatten().numpy()}
+    _, test, run = _dense_run(2100, 40, seed=7, step=7)
     options = {"num_negatives": 10, "seed": 2, "estimators": ["naive"]}
 
     def ndcg(**batch):

@@ -36,22 +36,27 @@ def test_float_first_level_equals_stable_argsort(rng, float_selection, width, k)
     assert len(list(patterns_match_stable_argsort(rng, width, k))) == len(PATTERNS)
 
 
+def rows_tied_at_the_kth_group_maximum(rng, width: int, k: int) -> np.ndarray:
+    """4 rows of distinct float32 scores; in row 2 the best item of the group ranked k + 1
+    (0-based k) takes the k-th group's maximum, so that the lower group index decides."""
+    x = np.stack([rng.permutation(width).astype(np.float32) for _ in range(4)])
+    group = tuning.LONG_ROW_GROUPS[0] if width >= tuning.LONG_ROWS_PER_K * (k + 1) else tuning.SHORT_ROW_GROUPS[0]
+    num_full = width // group
+    maxima = x[2, : num_full * group].reshape(num_full, group).max(1)
+    order = np.argsort(-maxima, kind="stable")
+    low, high = sorted(order[k - 1 : k + 1])
+    x[2, high * group : (high + 1) * group] = np.minimum(x[2, high * group : (high + 1) * group], maxima[order[k]] - 1)
+    x[2, high * group] = maxima[low]
+    return x
+
+
 @pytest.mark.parametrize("width", [6400, 70_001])
 def test_rows_tied_at_the_boundary_are_reselected(rng, float_selection, width):
     """Distinct scores, one row whose (k + 1)-th best group maximum ties the k-th (a group of a
     higher index than an unchosen one): that row alone is re-selected by keys, and every row
     equals the stable argsort; a row holding a NaN is flagged."""
     k = 100
-    x = np.stack([rng.permutation(width).astype(np.float32) for _ in range(4)])
-    group = tuning.LONG_ROW_GROUPS[0] if width >= tuning.LONG_ROWS_PER_K * (k + 1) else tuning.SHORT_ROW_GROUPS[0]
-    num_full = width // group
-    maxima = x[2, : num_full * group].reshape(num_full, group).max(1)
-    order = np.argsort(-maxima, kind="stable")
-    # the best item of the group ranked k + 1 (0-based k) takes the k-th group's maximum, the lower
-    # group index then decides
-    low, high = sorted(order[k - 1 : k + 1])
-    x[2, high * group : (high + 1) * group] = np.minimum(x[2, high * group : (high + 1) * group], maxima[order[k]] - 1)
-    x[2, high * group] = maxima[low]
+    x = rows_tied_at_the_kth_group_maximum(rng, width, k)
     x[3, 5] = np.nan
     got, has_nan = stable_topk(torch.from_numpy(x), k, detect_nan=True)
     expected = np.argsort(-x[:3], axis=1, kind="stable")[:, :k]

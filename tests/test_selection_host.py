@@ -9,7 +9,8 @@ import torch
 from ignite_recsys._core import tuning
 from ignite_recsys._core.selection import groups as module
 from ignite_recsys._core.selection import stable_topk
-from test_selection import PATTERNS, _pattern
+from test_selection import PATTERNS, patterns_match_stable_argsort
+from test_selection_float import rows_tied_at_the_kth_group_maximum
 
 
 @pytest.fixture
@@ -25,12 +26,7 @@ def host_orders(monkeypatch):
 @pytest.mark.parametrize("enabled", [True, False])
 def test_host_selection_equals_stable_argsort(rng, monkeypatch, host_orders, width, k, enabled):
     monkeypatch.setattr(tuning, "HOST_SELECTION", enabled)
-    for name in PATTERNS:
-        x = _pattern(rng, name, 3, width)
-        expected = np.argsort(-x.numpy(), axis=1, kind="stable")[:, :k]
-        got, has_nan = stable_topk(x, k, detect_nan=True)
-        np.testing.assert_array_equal(got.numpy(), expected, err_msg=name)
-        assert not has_nan.any()
+    assert len(list(patterns_match_stable_argsort(rng, width, k))) == len(PATTERNS)
     if not enabled:
         assert host_orders == []
     else:  # distinct scores are selected on the host, equal ones declined (too many candidates)
@@ -76,14 +72,7 @@ def test_host_selection_of_rows_tied_at_the_kth_group_maximum(rng, host_orders, 
     higher index than the unchosen one), beside untied rows: the tied row's groups are chosen by
     keys, and every row equals the stable argsort."""
     k = 100
-    x = np.stack([rng.permutation(width).astype(np.float32) for _ in range(4)])
-    group = tuning.LONG_ROW_GROUPS[0] if width >= tuning.LONG_ROWS_PER_K * (k + 1) else tuning.SHORT_ROW_GROUPS[0]
-    num_full = width // group
-    maxima = x[2, : num_full * group].reshape(num_full, group).max(1)
-    order = np.argsort(-maxima, kind="stable")
-    low, high = sorted(order[k - 1 : k + 1])
-    x[2, high * group : (high + 1) * group] = np.minimum(x[2, high * group : (high + 1) * group], maxima[order[k]] - 1)
-    x[2, high * group] = maxima[low]
+    x = rows_tied_at_the_kth_group_maximum(rng, width, k)
     got = stable_topk(torch.from_numpy(x), k)
     np.testing.assert_array_equal(got.numpy(), np.argsort(-x, axis=1, kind="stable")[:, :k])
     assert len(host_orders) == 1 and host_orders[0] is not None

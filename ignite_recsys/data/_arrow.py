@@ -65,7 +65,7 @@ def kept(array: Any, mask: np.ndarray) -> Any:
 _PRIME = np.uint64(0x100000001B3)  # odd: invertible modulo 2**64
 _PRIME_INVERSE = np.uint64(0xCE965057AFF6957B)  # _PRIME * _PRIME_INVERSE == 1 modulo 2**64
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
-_HASH_BYTES = 1 << 16  # text hashed per pass: temporaries stay small and in cache, no page faults
+_HASH_BYTES = 1 << 16  # bytes of text hashed per pass: the pass's temporaries fit in the cache
 _POWERS: list = []  # [PRIME**j, PRIME**-j for j < _HASH_BYTES], computed on first use
 
 
