@@ -264,13 +264,15 @@ def test_label_pass_sees_every_nan(column, count, groups, depth):
 def test_count_only_rankings_against_numpy(monkeypatch, options, dtype, items, exclude):
     """Where no metric needs the best labels, only |R|: over float labels, |R| is counted among
     the candidates of the label groups (the users with relevant labels in more groups
-    recounted over their rows); bool labels are counted as they are. Every cut-off metric
+    recounted over their rows), or, for small strided groups on labels that stay in cache, by
+    one comparison of every label; bool labels are counted as they are. Every cut-off metric
     against the numpy reference: relevant labels in the tail after the last full group, a user
     relevant everywhere, a user with none, -inf labels."""
     from ignite_recsys._core import relevance as module
 
-    counted_among = []
+    counted_among, compared_whole = [], []
     monkeypatch.setattr(module, "_count_in_candidates", _calls(module._count_in_candidates, counted_among))
+    monkeypatch.setattr(module, "_host_relevant_labels", _calls(module._host_relevant_labels, compared_whole))
     monkeypatch.setattr(tuning, "SMALL_BATCH_ENTRIES", 0)  # the label groups even on these few users
     rng = np.random.default_rng(21)
     users, top_k = 7, [1, 5]
@@ -298,7 +300,9 @@ def test_count_only_rankings_against_numpy(monkeypatch, options, dtype, items, e
     got = run_metric(metric, [batch + (mask,) if exclude else batch])
     for name in CUTOFF_CLASSES:
         np.testing.assert_allclose([got[f"{name}@{k}"] for k in top_k], expected[name], atol=1e-12, err_msg=name)
-    assert bool(counted_among) == (dtype != torch.bool), "|R| counted among the candidates"
+    whole = dtype != torch.bool and items == 1_503  # strided label groups
+    assert bool(compared_whole) == whole, "|R| counted by comparing every label"
+    assert bool(counted_among) == (dtype != torch.bool and not whole), "|R| counted among the candidates"
 
 
 def _calls(function, calls):

@@ -1,8 +1,10 @@
 """The label pass of a dense ranking update on CPU counts |R| among the label groups whose maximum
 is relevant, and sorts the ideal ranking's labels there (a group holds a relevant label iff its
-maximum is relevant): against numpy, with relevant labels after the last full group, users with
-none, users relevant in more groups than the pass takes (the candidates path then), thresholds
-under which 0 or -inf labels are relevant, and whole updates against the reference."""
+maximum is relevant), or, for small strided groups on labels that stay in cache, from one
+comparison of every label: against numpy, with relevant labels after the last full group, users
+with none, users relevant in more groups than the pass takes (the candidates path then),
+thresholds under which 0 or -inf labels are relevant, NaN labels, and whole updates against the
+reference."""
 
 import numpy as np
 import pytest
@@ -26,15 +28,28 @@ def _labels(rng, rows, width, dtype):
     return grades, torch.from_numpy(grades).to(dtype)
 
 
+@pytest.fixture(params=["groups", "whole"])
+def label_path(request, monkeypatch):
+    """Labels compared whole where small strided groups stay in cache (``whole``), or read through
+    their groups' maxima whatever their size (``groups``); returns the calls of the whole one."""
+    from ignite_recsys._core import relevance as module
+
+    monkeypatch.setattr(tuning, "REREAD_CACHE_SHARE", 0.5 if request.param == "whole" else 0.0)
+    calls, original = [], module._host_relevant_labels
+    monkeypatch.setattr(module, "_host_relevant_labels", lambda *args: calls.append(1) or original(*args))
+    return request.param, calls
+
+
 @pytest.mark.parametrize("select", [False, True])
 @pytest.mark.parametrize("contiguous", [False, True])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16])
 @pytest.mark.parametrize("threshold", [None, 2.0, 0.0, float("-inf")])
-def test_relevant_groups_against_numpy(monkeypatch, threshold, dtype, contiguous, select):
+def test_relevant_groups_against_numpy(monkeypatch, label_path, threshold, dtype, contiguous, select):
     from ignite_recsys._core import relevance as module
 
     counted, original = [], module._count_in_candidates
     monkeypatch.setattr(module, "_count_in_candidates", lambda *args: counted.append(1) or original(*args))
+    whole = label_path[0] == "whole" and not contiguous and dtype != torch.float16  # numpy compares f32, f64
     rng = np.random.default_rng(3)
     width, group, depth = 2_003, 7, 30
     grades, labels = _labels(rng, 9, width, dtype)
@@ -43,8 +58,12 @@ def test_relevant_groups_against_numpy(monkeypatch, threshold, dtype, contiguous
     relevant = grades > 0 if threshold is None else grades >= threshold
     np.testing.assert_array_equal(passed.num_relevant.numpy(), relevant.sum(1))
     np.testing.assert_array_equal(passed.has_relevant.numpy(), relevant.any(1))
+    assert bool(label_path[1]) == whole, "every label compared once"
     # 0 relevant everywhere (threshold 0 or -inf): more relevant groups than the pass takes
-    assert bool(counted) == (threshold is not None and threshold <= 0), "counted among the candidates"
+    assert bool(counted) == (threshold is not None and threshold <= 0 and not whole), "counted among the candidates"
+    if whole and select and threshold is not None and threshold <= 0:  # more relevant labels than depth
+        assert passed.candidates is None, "the ideal's labels selected later, among the groups"
+        return
     if counted or not select:
         assert not isinstance(passed.candidates, TopLabels)
         return
@@ -58,15 +77,16 @@ def test_relevant_groups_against_numpy(monkeypatch, threshold, dtype, contiguous
         assert not relevance.mask(rest).any(), "positions past |R| hold an irrelevant label"
 
 
-@pytest.mark.parametrize("items", [1_503, 6_001])  # label groups of ~sqrt(items / 5): 17 strided, 32 contiguous
+@pytest.mark.parametrize("items", [1_503, 20_011])  # label groups of ~sqrt(items / 30): 7 strided, 32 contiguous
 @pytest.mark.parametrize("gain_function", ["exp_rank", "linear_rank", "binary"])
 @pytest.mark.parametrize("threshold", [None, 2.0])
-def test_rankings_with_relevant_groups_against_the_reference(monkeypatch, items, gain_function, threshold):
+def test_rankings_with_relevant_groups_against_the_reference(monkeypatch, label_path, items, gain_function, threshold):
     """Every cut-off metric (NDCG's ideal from the sorted relevant labels) against the reference."""
     from ignite_recsys._core import relevance as module
 
     found, original = [], module._relevant_groups
     monkeypatch.setattr(module, "_relevant_groups", lambda *args: found.append(original(*args)) or found[-1])
+    whole = label_path[0] == "whole" and items == 1_503
     monkeypatch.setattr(tuning, "SMALL_BATCH_ENTRIES", 0)  # the label groups even on these few users
     rng = np.random.default_rng(8)
     users, top_k = 7, [1, 5, 30]
@@ -87,5 +107,29 @@ def test_rankings_with_relevant_groups_against_the_reference(monkeypatch, items,
     )
     for name in CUTOFF_CLASSES:
         np.testing.assert_allclose([got[f"{name}@{k}"] for k in top_k], expected[name], atol=1e-12, err_msg=name)
+    if whole:
+        assert label_path[1] == [1] and found == [], "every label compared once"
+        return
     assert len(found) == 1 and found[0] is not None, "counted among the groups of relevant maximum"
     assert (found[0][1] is None) == (gain_function == "binary"), "the ideal's labels sorted there"
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("contiguous", [False, True])
+def test_label_pass_flags_nan_labels(label_path, dtype, contiguous):
+    """A NaN label anywhere (a group's first item, the tail, a row of relevant labels) is flagged
+    by the pass (the update then refuses the batch); no flag without one."""
+    rng = np.random.default_rng(5)
+    grades, labels = _labels(rng, 6, 2_003, dtype)
+    relevance = Relevance.of(None, dtype)
+    groups = ValueGroups(7, contiguous)
+    clean = relevance_pass(labels, relevance, groups=groups, depth=30, select=True)
+    assert not bool(clean.has_nan)
+    for row, column in [(0, 0), (1, 2_002), (3, 3)]:
+        dirty = labels.clone()
+        dirty[row, column] = float("nan")
+        passed = relevance_pass(dirty, relevance, groups=groups, depth=30, select=True)
+        assert bool(passed.has_nan), (row, column)
+        others = np.arange(6) != row  # the update refuses the batch; the other rows still count right
+        np.testing.assert_array_equal(passed.num_relevant.numpy()[others], (grades > 0).sum(1)[others])
+    assert bool(label_path[1]) == (label_path[0] == "whole" and not contiguous)

@@ -15,16 +15,41 @@ from test_selection_float import rows_tied_at_the_kth_group_maximum
 
 @pytest.fixture
 def host_orders(monkeypatch):
-    """The results of every call of the host selection (None: declined)."""
-    taken, original = [], module.host_order
-    monkeypatch.setattr(module, "host_order", lambda *args: taken.append(original(*args)) or taken[-1])
+    """The results of every call of the host selections, of chosen groups or of every score
+    above a threshold (None: declined)."""
+    taken = Taken()
+    for name in ("host_order", "threshold_order"):
+        original = getattr(module, name)
+
+        def record(*args, _run=original, _name=name):
+            taken.paths.append(_name)
+            taken.append(_run(*args))
+            return taken[-1]
+
+        monkeypatch.setattr(module, name, record)
     return taken
+
+
+class Taken(list):
+    """Results of the host selections, and ``paths``: which selection gave each."""
+
+    def __init__(self):
+        super().__init__()
+        self.paths = []
+
+
+@pytest.fixture(params=["groups", "threshold"])
+def host_path(request, monkeypatch):
+    """Rows of small groups compared whole against a threshold where they stay in cache
+    (``threshold``), or their groups chosen first as on longer rows (``groups``)."""
+    monkeypatch.setattr(tuning, "REREAD_CACHE_SHARE", 0.5 if request.param == "threshold" else 0.0)
+    return request.param
 
 
 @pytest.mark.parametrize("width", [2000, 2001, 6463, 20_000, 20_033, 70_001])
 @pytest.mark.parametrize("k", [1, 7, 100])
 @pytest.mark.parametrize("enabled", [True, False])
-def test_host_selection_equals_stable_argsort(rng, monkeypatch, host_orders, width, k, enabled):
+def test_host_selection_equals_stable_argsort(rng, monkeypatch, host_orders, host_path, width, k, enabled):
     monkeypatch.setattr(tuning, "HOST_SELECTION", enabled)
     assert len(list(patterns_match_stable_argsort(rng, width, k))) == len(PATTERNS)
     if not enabled:
@@ -34,7 +59,7 @@ def test_host_selection_equals_stable_argsort(rng, monkeypatch, host_orders, wid
 
 
 @pytest.mark.parametrize("width", [6400, 20_033])
-def test_host_selection_keeps_ties_with_the_threshold(rng, host_orders, width):
+def test_host_selection_keeps_ties_with_the_threshold(rng, host_orders, host_path, width):
     """Distinct scores but items tied with the k-th best (in other groups, before and after it,
     and after the last full group), negative scores, -0.0 against +0.0 and infinities: the
     lower index first; a NaN row is flagged."""
@@ -53,10 +78,10 @@ def test_host_selection_keeps_ties_with_the_threshold(rng, host_orders, width):
     got, has_nan = stable_topk(torch.from_numpy(x), k, detect_nan=True)
     np.testing.assert_array_equal(got[:4].numpy(), expected[:4])
     assert has_nan.tolist() == [False, False, False, False, True]
-    assert len(host_orders) == 1
+    assert host_orders.paths == ["threshold_order" if host_path == "threshold" and width == 6400 else "host_order"]
 
 
-def test_host_selection_declines_rows_of_many_ties(host_orders):
+def test_host_selection_declines_rows_of_many_ties(host_orders, host_path):
     """More than ``THRESHOLD_CANDIDATES_PER_K`` x k candidates in a row (every score tied with
     the lowest chosen maximum): the torch selection, with the same order."""
     x = torch.zeros(2, 20_000)
@@ -67,7 +92,7 @@ def test_host_selection_declines_rows_of_many_ties(host_orders):
 
 
 @pytest.mark.parametrize("width", [6400, 70_001])
-def test_host_selection_of_rows_tied_at_the_kth_group_maximum(rng, host_orders, width):
+def test_host_selection_of_rows_tied_at_the_kth_group_maximum(rng, host_orders, host_path, width):
     """Distinct scores, one row whose (k + 1)-th best group maximum ties the k-th (its group of a
     higher index than the unchosen one), beside untied rows: the tied row's groups are chosen by
     keys, and every row equals the stable argsort."""

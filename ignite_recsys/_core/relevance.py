@@ -16,6 +16,7 @@ import torch
 from .._validation import GainFunction, check_gain_output
 from . import tuning
 from .selection import ValueGroups, holds_nan, listed_top_values, top_values, value_groups
+from .selection.host import listed_where
 
 
 @dataclass(frozen=True)
@@ -96,7 +97,9 @@ def relevance_pass(
     (``ValueGroups.candidates``; else None). ``select`` (CPU, float labels, counted with
     groups and ``depth``): |R| is counted among the groups of relevant maximum alone
     (``_relevant_groups``), and if ``select`` is True the ideal's labels are sorted there too
-    (``TopLabels`` in place of the candidates); None: among the candidates.
+    (``TopLabels`` in place of the candidates); None: among the candidates. Small strided groups
+    on labels that stay in cache skip the groups: every label is compared once on the host
+    (``_host_relevant_labels``).
 
     Where no label needs a comparison, the pass is one max-reduction over the whole batch (the
     group maxima, or the row maxima): a user has a relevant item iff its largest label is
@@ -122,6 +125,9 @@ def relevance_pass(
     counts: Optional[torch.Tensor] = None
     highest: Optional[torch.Tensor] = None
     maxima: Optional[torch.Tensor] = None
+    if select is not None and from_candidates and depth and groups is not None and not groups.contiguous:
+        if _host_compares_whole(labels, relevance):  # small strided groups on labels that stay in cache
+            return _whole_label_pass(labels, relevance, depth, select)
     if count and not from_candidates:
         with tuning.wide_pass(labels.numel()):
             counts, highest, maxima = _counting_pass(labels, relevance, groups, count_dtype)
@@ -278,6 +284,45 @@ def _relevant_groups(labels, relevance, groups: ValueGroups, maxima, depth: int,
 
 # float32 and float64 labels on the host: numpy's comparisons of relevance, and their indices
 _HOST_COMPARE = {dtype: {torch.ge: np.greater_equal, torch.gt: np.greater} for dtype in (torch.float32, torch.float64)}
+# their negations but for NaN: below the threshold
+_HOST_BELOW = {torch.ge: np.less, torch.gt: np.less_equal}
+
+
+def _host_compares_whole(labels: torch.Tensor, relevance: Relevance) -> bool:
+    """Whether the labels are compared whole on the host (``_host_relevant_labels``): float labels
+    numpy compares, small enough to stay in the last-level cache (``tuning.REREAD_CACHE_SHARE``)."""
+    if labels.dtype not in _HOST_COMPARE or relevance.compare not in _HOST_COMPARE[labels.dtype]:
+        return False
+    return labels.numel() * labels.element_size() <= tuning.REREAD_CACHE_SHARE * tuning.cache_bytes()
+
+
+def _whole_label_pass(labels: torch.Tensor, relevance: Relevance, depth: int, select: bool) -> LabelPass:
+    """``relevance_pass`` from one comparison of every label (``_host_relevant_labels``)."""
+    counts, top, has_nan = _host_relevant_labels(labels, relevance, depth, select)
+    num_relevant = counts.to(torch.float64)
+    return LabelPass(num_relevant, num_relevant > 0, has_nan, None, None if top is None else TopLabels(top))
+
+
+def _host_relevant_labels(labels, relevance, depth: int, select: bool):
+    """``_relevant_groups`` and whether a label is NaN (0-d bool), from one comparison of every
+    label (numpy), for labels that stay in cache: no group maxima and no copy of groups. The
+    labels listed are those not below the threshold: the relevant ones and the NaNs (which
+    compare false either way)."""
+    below = _HOST_BELOW[relevance.compare]
+    num_rows, num_cols = labels.shape
+    rows_of = labels.detach().contiguous().numpy()
+
+    def not_below(rows: slice) -> np.ndarray:
+        return np.logical_not(below(rows_of[rows], relevance.value))
+
+    listed = listed_where(not_below, num_rows, num_cols, labels.device)
+    listed_values = rows_of.reshape(-1).take(listed)
+    nan = np.isnan(listed_values)
+    has_nan = bool(nan.any())
+    if has_nan:
+        listed, listed_values = listed[~nan], listed_values[~nan]
+    counts, top = _counts_and_top(listed_values, listed // num_cols, num_rows, depth, select, relevance)
+    return counts, top, torch.tensor(has_nan)
 
 
 def _host_relevant_groups(labels, relevance, groups: ValueGroups, maxima, depth: int, select: bool):
@@ -302,17 +347,23 @@ def _host_relevant_groups(labels, relevance, groups: ValueGroups, maxima, depth:
         position_rows = np.concatenate([position_rows, np.repeat(np.arange(num_rows), num_cols - tail_start)])
     values = labels.detach().contiguous().numpy().reshape(-1).take(positions)
     listed = np.flatnonzero(compare(values, relevance.value))  # the relevant ones, listed once
-    relevant_rows = position_rows.take(listed)
+    return _counts_and_top(values.take(listed), position_rows.take(listed), num_rows, depth, select, relevance)
+
+
+def _counts_and_top(relevant: np.ndarray, relevant_rows: np.ndarray, num_rows: int, depth: int, select, relevance):
+    """(|R| (num_rows,) int64, the top ``depth`` labels (num_rows, depth) descending or None) from
+    the relevant labels (1-D, each listed once) and their rows: None unless ``select``, where
+    more than ``depth`` labels per row are relevant on average, or where no label value is sure
+    to be irrelevant (``_irrelevant_fill``)."""
     counts = np.bincount(relevant_rows, minlength=num_rows)
     fill = _irrelevant_fill(relevance)
-    if not select or fill is None or listed.size > num_rows * depth:
+    if not select or fill is None or relevant.size > num_rows * depth:
         return torch.from_numpy(counts), None
-    relevant = values.take(listed)
     by_row = np.lexsort((-relevant, relevant_rows))  # by row, then by label descending
     sorted_rows = relevant_rows.take(by_row)
-    rank = np.arange(listed.size) - (np.cumsum(counts) - counts).take(sorted_rows)
+    rank = np.arange(relevant.size) - (np.cumsum(counts) - counts).take(sorted_rows)
     kept = rank < depth
-    top = np.full((num_rows, depth), fill, dtype=values.dtype)
+    top = np.full((num_rows, depth), fill, dtype=relevant.dtype)
     top[sorted_rows[kept], rank[kept]] = relevant.take(by_row)[kept]
     return torch.from_numpy(counts), torch.from_numpy(top)
 

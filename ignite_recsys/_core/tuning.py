@@ -52,6 +52,10 @@ FLOAT_SELECTION_FROM = 4096
 # final candidates when they are at most this many times k per row (else the sub-groups of
 # LONG_ROW_GROUPS / SHORT_ROW_GROUPS: rows of many ties). Re-measure: bench_update.py.
 THRESHOLD_CANDIDATES_PER_K = 4
+# Scores taking at most this share of the last-level cache (``cache_bytes``) are read twice on
+# CPU with groups smaller than FAST_REDUCTION (selection/groups.py ``threshold_order``): the
+# strided groups' maxima, then a comparison of every score. Re-measure: bench_update.py at 10k.
+REREAD_CACHE_SHARE = 0.5
 # On CPU, float32 rows in groups are selected on the host (numpy's partition and sort of int64 keys,
 # selection/host.py) after the group maxima: several times faster than torch.topk over the few values
 # left. Re-measure: bench_update.py at N = 10k..1M with False here.

@@ -68,7 +68,11 @@ def _best_items(x: torch.Tensor, k: int, sorted: bool, detect_nan: bool = False)
     sizes = group_sizes(x.shape[1], k)
     maxima = None
     on_host = x.dtype == torch.float32 and tuning.cpu_tuned(x.device) and tuning.HOST_SELECTION
-    if sizes is not None and sorted and on_host:
+    if sizes is not None and sorted and on_host and rereads_cached(x, sizes[0]):
+        found = threshold_order(x, k, sizes[0], detect_nan)
+        if found is not None:
+            return found
+    elif sizes is not None and sorted and on_host:
         maxima = group_maxima(x, sizes[0])
         order = host_order(x, maxima, k, sizes[0])
         if order is not None:
@@ -90,6 +94,47 @@ def host_order(x: torch.Tensor, maxima: torch.Tensor, k: int, group: int) -> Opt
     chosen = rows_of_groups(x, torch.from_numpy(best), group).detach().numpy()
     tail_start = num_groups * group  # the items after the last full group are candidates too
     return host.order_above(chosen, x[:, tail_start:].detach().numpy(), tail_start, best, threshold, k, group)
+
+
+def rereads_cached(x: torch.Tensor, group: int) -> bool:
+    """Whether the rows are selected by :func:`threshold_order`: groups smaller than torch reduces
+    fast (``tuning.FAST_REDUCTION``) and scores small enough to stay in the last-level cache
+    between two reads (``tuning.REREAD_CACHE_SHARE``)."""
+    in_cache = x.numel() * x.element_size() <= tuning.REREAD_CACHE_SHARE * tuning.cache_bytes()
+    return group < tuning.FAST_REDUCTION and in_cache
+
+
+def threshold_order(x: torch.Tensor, k: int, group: int, detect_nan: bool):
+    """(order, NaN flags or None) of CPU float32 rows (contiguous) that stay in cache, or None
+    (then the caller's selection): T is the k-th largest maximum of the strided groups of
+    ``group`` items (``strided_groups``: a reduction across contiguous runs, fast at any group
+    size), which k distinct items reach, and the candidates are every item scoring at least T,
+    found by one comparison of each score (:func:`host.order_at_least`). Replaces the maxima of
+    small contiguous groups (a slow reduction), the copy of the chosen groups and their
+    comparison."""
+    num_rows, num_cols = x.shape
+    stride = num_cols // group
+    if not 0 < k <= stride or num_rows == 0:
+        return None
+    view = strided_groups(x, group)
+    blocks = tuning.shared_pass(lambda rows: view[rows].amax(1), num_rows, num_cols, x.device)
+    if blocks is not None:
+        maxima = torch.cat(blocks)
+    else:
+        with tuning.wide_pass(x.numel()):
+            maxima = view.amax(1)
+    order = host.order_at_least(x.detach().numpy(), host.kth_largest(maxima.detach().numpy(), k), k, x.device)
+    if order is None:
+        return None
+    return order, (_nan_rows(x, maxima, group) if detect_nan else None)
+
+
+def strided_groups(x: torch.Tensor, group: int) -> torch.Tensor:
+    """A view (batch, group, num_cols // group) of the row's first items: column j of it is the
+    group {j, j + s, j + 2 s, ...} with s = num_cols // group. Its maxima (``amax(1)``) reduce
+    across contiguous runs, which vectorises well on CPU (unlike maxima of small runs)."""
+    stride = x.shape[1] // group
+    return x[:, : group * stride].unflatten(1, (group, stride))
 
 
 def _nan_rows(x: torch.Tensor, maxima: torch.Tensor, group: int) -> torch.Tensor:

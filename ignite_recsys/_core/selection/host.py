@@ -14,6 +14,8 @@ ascending). Stored inverted (``~key``) so that numpy's ascending partition and s
 
 from __future__ import annotations
 
+from typing import Callable
+
 import numpy as np
 import torch
 
@@ -29,27 +31,63 @@ def order_above(values, tail, tail_start: int, best: np.ndarray, threshold: np.n
     lowest chosen maximum (``best_groups``). None where a row has fewer than ``k`` candidates
     (a NaN) or more than ``tuning.THRESHOLD_CANDIDATES_PER_K`` x ``k`` (many ties): the caller's
     selection then."""
-    num_rows = values.shape[0]
-    above, above_tail = values >= threshold[:, None], tail >= threshold[:, None]
-    in_groups, in_tail = np.count_nonzero(above, axis=1), np.count_nonzero(above_tail, axis=1)
-    counts = in_groups + in_tail
-    widest = int(counts.max())
-    if int(counts.min()) < k or widest > tuning.THRESHOLD_CANDIDATES_PER_K * k:
-        return None
-    keys = np.full((num_rows, widest), np.iinfo(np.int64).max, dtype=np.int64)  # after every candidate
-    listed = np.flatnonzero(above)
-    rows, columns = np.divmod(listed, values.shape[1])
-    runs = best.reshape(-1).take(rows * k + columns // group)
-    slots = np.arange(listed.size) - (np.cumsum(in_groups) - in_groups)[rows] + rows * widest
-    keys.reshape(-1)[slots] = _inverted_keys(values.reshape(-1)[listed], runs * group + columns % group)
+    num_rows, span = values.shape
+    listed = np.flatnonzero(values >= threshold[:, None])
+    rows, columns = np.divmod(listed, span)
+    items = best.reshape(-1).take(rows * k + columns // group) * group + columns % group
+    parts = [(_inverted_keys(values.reshape(-1).take(listed), items), rows)]
     if tail.shape[1]:  # each row's tail candidates after its group candidates
-        listed = np.flatnonzero(above_tail)
+        listed = np.flatnonzero(tail >= threshold[:, None])
         rows, columns = np.divmod(listed, tail.shape[1])
-        first = np.cumsum(in_tail) - in_tail - in_groups
-        slots = np.arange(listed.size) - first[rows] + rows * widest
-        items = columns + tail_start
-        keys.reshape(-1)[slots] = _inverted_keys(tail.reshape(-1)[listed], items)
-    best_keys = np.sort(keys, axis=1)[:, :k]
+        parts.append((_inverted_keys(tail.reshape(-1).take(listed), columns + tail_start), rows))
+    return _first_k(parts, num_rows, k)
+
+
+def order_at_least(x: np.ndarray, threshold: np.ndarray, k: int, device: torch.device):
+    """(batch, k) int64: the items of each row of ``x`` (batch, n) in stable rank order, found
+    among those scoring at least ``threshold`` (batch,), a value that at least ``k`` items of the
+    row reach (the k-th largest maximum of k groups, ``kth_largest``): no item below it is among
+    the best ``k``. One comparison of every value (``listed``): for rows that stay in cache.
+    None as in :func:`order_above`."""
+    num_rows, num_cols = x.shape
+    listed = listed_where(lambda rows: x[rows] >= threshold[rows, None], num_rows, num_cols, device)
+    rows = listed // num_cols
+    return _first_k([(_inverted_keys(x.reshape(-1).take(listed), listed - rows * num_cols), rows)], num_rows, k)
+
+
+def listed_where(mask: Callable[[slice], np.ndarray], num_rows: int, num_cols: int, device: torch.device) -> np.ndarray:
+    """``np.flatnonzero`` of a (num_rows, num_cols) bool mask given by its rows (``mask(rows)``),
+    computed in blocks of rows shared with helper threads (``tuning.shared_pass``; numpy's
+    comparisons and ``flatnonzero`` leave the interpreter free) where the pass is wide."""
+
+    def listed(rows: slice) -> np.ndarray:
+        return np.flatnonzero(mask(rows)) + rows.start * num_cols
+
+    blocks = tuning.shared_pass(listed, num_rows, num_cols, device)
+    return listed(slice(0, num_rows)) if blocks is None else np.concatenate(blocks)
+
+
+def kth_largest(maxima: np.ndarray, k: int) -> np.ndarray:
+    """(batch,) the k-th largest of each row of ``maxima`` (one partition; NaN sorts last, so a
+    row holding NaN may get NaN, which no value reaches)."""
+    return np.partition(maxima, maxima.shape[1] - k, axis=1)[:, maxima.shape[1] - k]
+
+
+def _first_k(parts: list, num_rows: int, k: int):
+    """The items of the ``k`` best inverted keys of each row, in key order, from ``parts``: (keys,
+    their rows) pairs, each listed row by row. None where a row has fewer than ``k`` keys or more
+    than ``tuning.THRESHOLD_CANDIDATES_PER_K`` x ``k``."""
+    counts = [np.bincount(rows, minlength=num_rows) for _, rows in parts]
+    total = np.sum(counts, axis=0)
+    widest = int(total.max()) if num_rows else 0
+    if num_rows == 0 or int(total.min()) < k or widest > tuning.THRESHOLD_CANDIDATES_PER_K * k:
+        return None
+    table = np.full((num_rows, widest), np.iinfo(np.int64).max, dtype=np.int64)  # after every candidate
+    start = np.arange(0, num_rows * widest, widest, dtype=np.int64)  # where each row's next key goes
+    for (keys, rows), count in zip(parts, counts):
+        table.reshape(-1)[np.arange(rows.size) + (start - (np.cumsum(count) - count)).take(rows)] = keys
+        start += count
+    best_keys = np.sort(table, axis=1)[:, :k]
     return torch.from_numpy(_LOW_MASK - (np.invert(best_keys) & _LOW_MASK))
 
 
@@ -59,7 +97,7 @@ def best_groups(maxima: np.ndarray, k: int) -> tuple:
     k-th largest, where no other maximum ties it), and one of the groups' keys for the rows
     where one does."""
     num_rows, num_groups = maxima.shape
-    lowest = np.partition(maxima, num_groups - k, axis=1)[:, num_groups - k]  # the k-th largest
+    lowest = kth_largest(maxima, k)
     above = maxima >= lowest[:, None]
     tied = np.flatnonzero(np.count_nonzero(above, axis=1) != k)
     if tied.size == 0:

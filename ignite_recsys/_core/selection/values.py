@@ -9,7 +9,7 @@ import torch
 
 from .. import tuning
 from ..tuning import CONTIGUOUS_FROM, MIN_VALUE_GROUP
-from .groups import rows_of_groups
+from .groups import rows_of_groups, strided_groups
 
 
 def top_values(
@@ -99,14 +99,6 @@ def value_group_size(num_cols: int, k: int) -> Optional[int]:
     among g k items)."""
     group = round((num_cols / k) ** 0.5)
     return group if group >= MIN_VALUE_GROUP else None
-
-
-def strided_groups(x: torch.Tensor, group: int) -> torch.Tensor:
-    """A view (batch, group, num_cols // group) of the row's first items: column j of it is the
-    group {j, j + s, j + 2 s, ...} with s = num_cols // group. Its maxima (``amax(1)``) reduce
-    across contiguous runs, which vectorises well on CPU (unlike maxima of small runs)."""
-    stride = x.shape[1] // group
-    return x[:, : group * stride].unflatten(1, (group, stride))
 
 
 def listed_top_values(values: torch.Tensor, rows: torch.Tensor, counts: torch.Tensor, k: int, fill) -> torch.Tensor:
