@@ -34,7 +34,7 @@ def label_path(request, monkeypatch):
     their groups' maxima whatever their size (``groups``); returns the calls of the whole one."""
     from ignite_recsys._core import relevance as module
 
-    monkeypatch.setattr(tuning, "REREAD_CACHE_SHARE", 0.5 if request.param == "whole" else 0.0)
+    monkeypatch.setattr(tuning, "IN_CACHE_SHARE", 0.5 if request.param == "whole" else 0.0)
     calls, original = [], module._host_relevant_labels
     monkeypatch.setattr(module, "_host_relevant_labels", lambda *args: calls.append(1) or original(*args))
     return request.param, calls

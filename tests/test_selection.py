@@ -229,6 +229,61 @@ def test_a_stalled_helper_thread_delays_no_shared_pass(shared_passes):
     assert elapsed < 0.5
 
 
+@pytest.mark.parametrize("gain_function", ["exp_rank", "binary"])
+def test_label_pass_beside_the_score_selection_against_the_reference(monkeypatch, shared_passes, gain_function):
+    """Labels that do not stay in cache are passed over on a helper thread while the update's
+    thread selects the scores: every cut-off metric against the numpy reference (graded labels,
+    users without a relevant item)."""
+    import ignite_recsys as R
+    from conftest import CUTOFF_CLASSES, run_metric
+    from references import candidate_metric_means, candidate_rankings
+
+    monkeypatch.setattr(tuning, "IN_CACHE_SHARE", 0.0)  # no input stays in cache
+    jobs, original = [], tuning.side_job
+    monkeypatch.setattr(tuning, "side_job", lambda *args: jobs.append(original(*args)) or jobs[-1])
+    rng = np.random.default_rng(4)
+    users, items, top_k = 40, 6_007, [1, 10, 50]
+    scores = rng.permutation(users * items).reshape(users, items).astype(np.float32)
+    grades = np.where(rng.random((users, items)) < 0.004, rng.integers(1, 5, size=(users, items)), 0).astype(np.float64)
+    grades[3] = 0.0
+    batches = [
+        (torch.from_numpy(scores[rows]), torch.from_numpy(grades[rows]).float())
+        for rows in (slice(0, 25), slice(25, None))
+    ]
+    got = run_metric(R.RankingMetrics(top_k, metrics=list(CUTOFF_CLASSES), gain_function=gain_function), batches)
+    expected = candidate_metric_means(candidate_rankings(scores), grades, top_k, gain_kind=gain_function)
+    for name in CUTOFF_CLASSES:
+        np.testing.assert_allclose([got[f"{name}@{k}"] for k in top_k], expected[name], atol=1e-12, err_msg=name)
+    # handed to a helper once per update (run by it, or by the update's thread if it is busy)
+    assert len(jobs) == len(batches) and all(isinstance(job, tuning.SideJob) for job in jobs)
+
+
+def test_side_job_result_from_whichever_thread_ran_it():
+    """The job's result from the helper that ran it, its error raised again on the caller's
+    thread, or computed by the caller itself when no helper has started it (then never twice)."""
+    import threading
+
+    calls = []
+    job = tuning.SideJob(lambda: calls.append(threading.current_thread().name) or 7)
+    helper = threading.Thread(target=job.run, name="helper")
+    helper.start()
+    helper.join()
+    assert job.result() == 7 and calls == ["helper"]
+
+    failing = tuning.SideJob(lambda: 1 / 0)
+    helper = threading.Thread(target=failing.run)
+    helper.start()
+    helper.join()
+    with pytest.raises(ZeroDivisionError):
+        failing.result()
+
+    calls.clear()
+    taken = tuning.SideJob(lambda: calls.append(threading.current_thread().name) or 8)
+    assert taken.result() == 8 and calls == [threading.current_thread().name]
+    taken.run()  # a helper reaching it later does nothing
+    assert calls == [threading.current_thread().name]
+
+
 def test_ranking_updates_run_on_one_thread_unless_num_threads_is_given():
     """By default a ranking update's operations run on one torch thread (the passes over the
     whole inputs aside); ``num_threads`` sets every operation's; the caller's setting is back

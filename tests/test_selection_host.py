@@ -42,7 +42,7 @@ class Taken(list):
 def host_path(request, monkeypatch):
     """Rows of small groups compared whole against a threshold where they stay in cache
     (``threshold``), or their groups chosen first as on longer rows (``groups``)."""
-    monkeypatch.setattr(tuning, "REREAD_CACHE_SHARE", 0.5 if request.param == "threshold" else 0.0)
+    monkeypatch.setattr(tuning, "IN_CACHE_SHARE", 0.5 if request.param == "threshold" else 0.0)
     return request.param
 
 

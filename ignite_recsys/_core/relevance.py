@@ -290,10 +290,10 @@ _HOST_BELOW = {torch.ge: np.less, torch.gt: np.less_equal}
 
 def _host_compares_whole(labels: torch.Tensor, relevance: Relevance) -> bool:
     """Whether the labels are compared whole on the host (``_host_relevant_labels``): float labels
-    numpy compares, small enough to stay in the last-level cache (``tuning.REREAD_CACHE_SHARE``)."""
+    numpy compares, small enough to stay in the last-level cache (``tuning.IN_CACHE_SHARE``)."""
     if labels.dtype not in _HOST_COMPARE or relevance.compare not in _HOST_COMPARE[labels.dtype]:
         return False
-    return labels.numel() * labels.element_size() <= tuning.REREAD_CACHE_SHARE * tuning.cache_bytes()
+    return labels.numel() * labels.element_size() <= tuning.IN_CACHE_SHARE * tuning.cache_bytes()
 
 
 def _whole_label_pass(labels: torch.Tensor, relevance: Relevance, depth: int, select: bool) -> LabelPass:

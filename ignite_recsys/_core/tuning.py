@@ -16,7 +16,8 @@ index patterns of a shape are made once (:func:`index_constant`).
 Threads. A ranking update runs its operations on one torch thread (:func:`ranking_threads`): a
 multi-threaded operation waits at its end for every thread, for milliseconds when another process
 holds a core. Its passes over the whole inputs are shared in row blocks with helper threads that
-it never waits for (:func:`shared_pass`).
+it never waits for (:func:`shared_pass`); the pass over labels larger than the cache runs on a
+helper while the update's thread selects the scores (:func:`side_job`).
 """
 
 from __future__ import annotations
@@ -52,10 +53,13 @@ FLOAT_SELECTION_FROM = 4096
 # final candidates when they are at most this many times k per row (else the sub-groups of
 # LONG_ROW_GROUPS / SHORT_ROW_GROUPS: rows of many ties). Re-measure: bench_update.py.
 THRESHOLD_CANDIDATES_PER_K = 4
-# Scores taking at most this share of the last-level cache (``cache_bytes``) are read twice on
-# CPU with groups smaller than FAST_REDUCTION (selection/groups.py ``threshold_order``): the
-# strided groups' maxima, then a comparison of every score. Re-measure: bench_update.py at 10k.
-REREAD_CACHE_SHARE = 0.5
+# Inputs taking at most this share of the last-level cache (``cache_bytes``) stay in cache between
+# two reads on CPU. Such scores with groups smaller than FAST_REDUCTION are read twice
+# (selection/groups.py ``threshold_order``: the strided groups' maxima, then a comparison of
+# every score), such labels with small strided groups are compared whole (relevance.py); larger
+# labels are passed over on a helper thread while the update's thread selects the scores
+# (``side_job``). Re-measure: bench_update.py at 10k and 100k items.
+IN_CACHE_SHARE = 0.5
 # On CPU, float32 rows in groups are selected on the host (numpy's partition and sort of int64 keys,
 # selection/host.py) after the group maxima: several times faster than torch.topk over the few values
 # left. Re-measure: bench_update.py at N = 10k..1M with False here.
@@ -373,3 +377,61 @@ def shared_pass(compute, num_rows: int, row_entries: int, device: torch.device) 
         if result is None:  # a helper's block not done yet: computed here as well
             results[index] = compute(blocks[index])
     return list(results)
+
+
+class SideJob:
+    """One computation of an update handed to a helper thread while the update's thread does
+    another (:func:`side_job`): its result by :meth:`result`. Whichever thread starts it first
+    runs it; the update's thread runs it itself if no helper has started it by then, and
+    otherwise waits for the helper to finish."""
+
+    def __init__(self, compute) -> None:
+        self._compute = compute
+        self._lock = threading.Lock()
+        self._started = False
+        self._done = threading.Event()
+        self._value = None
+        self._error: Optional[BaseException] = None
+
+    def _claim(self) -> bool:
+        with self._lock:
+            started, self._started = self._started, True
+        return not started
+
+    def run(self) -> None:
+        """On a helper: compute, unless the update's thread already took the job."""
+        if not self._claim():
+            return
+        try:
+            self._value = self._compute()
+        except BaseException as error:  # raised again on the update's thread
+            self._error = error
+        self._done.set()
+
+    def result(self):
+        if self._claim():
+            return self._compute()
+        self._done.wait()
+        if self._error is not None:
+            raise self._error
+        return self._value
+
+
+def side_job(compute, inputs: torch.Tensor):
+    """``compute`` (no arguments, writes nothing shared) started on a helper thread where the
+    update's passes are shared (see :func:`shared_pass`: inside :func:`ranking_threads`, on CPU)
+    and ``inputs`` (what it reads) do not stay in cache (``IN_CACHE_SHARE``), for
+    :meth:`SideJob.result` to collect; else None (the caller computes it in turn). On the helper
+    it runs on one torch thread and its passes are not shared: two passes over inputs larger
+    than the cache then run side by side, each on its own core, instead of one after the other
+    on both."""
+    wide = getattr(_THREADS, "wide", None)
+    if wide is None or wide < 2 or not cpu_tuned(inputs.device):
+        return None
+    if inputs.numel() * inputs.element_size() <= IN_CACHE_SHARE * cache_bytes():
+        return None
+    if torch.get_num_threads() != 1:
+        return None
+    job = SideJob(compute)
+    _helper_jobs(min(wide - 1, MAX_HELPERS)).put(job.run)
+    return job

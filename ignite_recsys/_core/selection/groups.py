@@ -99,8 +99,8 @@ def host_order(x: torch.Tensor, maxima: torch.Tensor, k: int, group: int) -> Opt
 def rereads_cached(x: torch.Tensor, group: int) -> bool:
     """Whether the rows are selected by :func:`threshold_order`: groups smaller than torch reduces
     fast (``tuning.FAST_REDUCTION``) and scores small enough to stay in the last-level cache
-    between two reads (``tuning.REREAD_CACHE_SHARE``)."""
-    in_cache = x.numel() * x.element_size() <= tuning.REREAD_CACHE_SHARE * tuning.cache_bytes()
+    between two reads (``tuning.IN_CACHE_SHARE``)."""
+    in_cache = x.numel() * x.element_size() <= tuning.IN_CACHE_SHARE * tuning.cache_bytes()
     return group < tuning.FAST_REDUCTION and in_cache
 
 
