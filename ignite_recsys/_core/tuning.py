@@ -338,6 +338,17 @@ def _helper_jobs(count: int) -> "queue.SimpleQueue":
     return _Helpers.jobs
 
 
+def row_pass(compute, x: torch.Tensor) -> torch.Tensor:
+    """``compute(rows)`` over every row of ``x`` (a reduction of each row block), as one tensor:
+    shared in row blocks with helper threads (:func:`shared_pass`), else over all rows at once
+    with the thread count of :func:`wide_pass`."""
+    blocks = shared_pass(compute, x.shape[0], x.shape[1], x.device) if x.ndim == 2 else None
+    if blocks is not None:
+        return torch.cat(blocks)
+    with wide_pass(x.numel()):
+        return compute(slice(None))
+
+
 def shared_pass(compute, num_rows: int, row_entries: int, device: torch.device) -> Optional[list]:
     """``[compute(rows) for rows in blocks]`` over row blocks covering ``num_rows`` rows in order,
     shared with helper threads; None where the pass is not shared (then the caller runs it

@@ -117,12 +117,7 @@ def threshold_order(x: torch.Tensor, k: int, group: int, detect_nan: bool):
     if not 0 < k <= stride or num_rows == 0:
         return None
     view = strided_groups(x, group)
-    blocks = tuning.shared_pass(lambda rows: view[rows].amax(1), num_rows, num_cols, x.device)
-    if blocks is not None:
-        maxima = torch.cat(blocks)
-    else:
-        with tuning.wide_pass(x.numel()):
-            maxima = view.amax(1)
+    maxima = tuning.row_pass(lambda rows: view[rows].amax(1), x)
     order = host.order_at_least(x.detach().numpy(), host.kth_largest(maxima.detach().numpy(), k), k, x.device)
     if order is None:
         return None
@@ -259,11 +254,7 @@ def group_maxima(x: torch.Tensor, size: int) -> torch.Tensor:
             return torch.nn.functional.max_pool1d(part, size)
         return part[:, : num_full * size].unflatten(1, (num_full, size)).amax(2)
 
-    blocks = tuning.shared_pass(maxima, x.shape[0], x.shape[1], x.device)
-    if blocks is not None:
-        return torch.cat(blocks)
-    with tuning.wide_pass(x.numel()):
-        return maxima(slice(None))
+    return tuning.row_pass(maxima, x)
 
 
 def runs(first: torch.Tensor, length: int) -> torch.Tensor:
@@ -339,8 +330,4 @@ def ordered_int32(values: torch.Tensor) -> torch.Tensor:
 def holds_nan(x: torch.Tensor) -> torch.Tensor:
     """(batch,) bool: the row holds a NaN. A max-reduction propagates NaN and is cheaper on CPU
     than ``isnan().any(1)``."""
-    blocks = tuning.shared_pass(lambda rows: x[rows].amax(1), x.shape[0], x.shape[1], x.device) if x.ndim == 2 else None
-    if blocks is not None:
-        return torch.cat(blocks).isnan()
-    with tuning.wide_pass(x.numel()):
-        return x.amax(1).isnan()
+    return tuning.row_pass(lambda rows: x[rows].amax(1), x).isnan()

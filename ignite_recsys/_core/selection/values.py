@@ -47,11 +47,7 @@ class ValueGroups:
 
     def maxima(self, x: torch.Tensor) -> torch.Tensor:
         view, dim = self.grouped(x)
-        blocks = tuning.shared_pass(lambda rows: view[rows].amax(dim), x.shape[0], x.shape[1], x.device)
-        if blocks is not None:
-            return torch.cat(blocks)
-        with tuning.wide_pass(x.numel()):
-            return view.amax(dim)
+        return tuning.row_pass(lambda rows: view[rows].amax(dim), x)
 
     def candidates(self, x: torch.Tensor, k: int, maxima: Optional[torch.Tensor] = None) -> torch.Tensor:
         """The items of the best k groups (by their ``maxima``, computed here if not given) and the
