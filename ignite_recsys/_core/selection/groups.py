@@ -15,7 +15,9 @@ is the same on CPU and CUDA. Everything is tensor code without host synchronisat
 accelerators. On CPU, where a host read waits for nothing, the sub-group level gives way to the
 chosen groups' items scoring at least the lowest chosen maximum (``_above_threshold``: no item
 below it is among the best ``depth``), and over many groups the best groups are chosen by a float
-selection, its rows tied at the boundary by keys (``_best_groups``).
+selection, its rows tied at the boundary by keys (``_best_groups``). Rows of small groups that
+stay in cache skip the groups' copy: the k-th largest maximum of strided groups bounds the
+candidates, and every score is compared with it (``threshold_order``).
 """
 
 from __future__ import annotations

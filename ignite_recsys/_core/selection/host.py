@@ -4,8 +4,9 @@ On CPU a host read waits for nothing, and numpy's partition and sort of int64 ke
 take a fraction of ``torch.topk``'s time on the few values left after the group maxima. The
 steps are those of :mod:`.groups`: the best ``k`` groups by (maximum descending, group index
 ascending), their items scoring at least T, the lowest of the chosen maxima (with the items after
-the last full group), and the stable order of those candidates. Exact for the reasons given
-there: every other item has at least ``k`` items ranked ahead of it.
+the last full group), and the stable order of those candidates (``order_above``); or, for rows
+that stay in cache, every item scoring at least a T that ``k`` items reach (``order_at_least``).
+Exact for the reasons given there: every other item has at least ``k`` items ranked ahead of it.
 
 Keys. A value's order as an int32 (``ordered``) in the high 32 bits, ``2**32 - 1 -`` its index
 in the low ones: the key's descending order is the stable order (value descending, index
