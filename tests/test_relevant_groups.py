@@ -114,6 +114,35 @@ def test_rankings_with_relevant_groups_against_the_reference(monkeypatch, label_
     assert (found[0][1] is None) == (gain_function == "binary"), "the ideal's labels sorted there"
 
 
+@pytest.mark.parametrize("items", [1_503, 20_011])
+@pytest.mark.parametrize("gain_function", ["exp_rank", "linear_rank"])
+def test_ndcg_alone_sorts_the_ideal_among_the_relevant_labels(monkeypatch, label_path, items, gain_function):
+    """NDCG alone asks for the ideal's labels but not for |R|: they are still sorted among the
+    relevant labels (|R| comes with them), against the reference."""
+    from ignite_recsys._core import relevance as module
+
+    found, original = [], module._relevant_groups
+    monkeypatch.setattr(module, "_relevant_groups", lambda *args: found.append(original(*args)) or found[-1])
+    monkeypatch.setattr(tuning, "SMALL_BATCH_ENTRIES", 0)
+    rng = np.random.default_rng(9)
+    users, top_k = 7, [1, 5, 30]
+    scores = rng.permutation(users * items).reshape(users, items).astype(np.float32)
+    grades, labels = _labels(rng, users, items, torch.float32)
+    expected = candidate_metric_means(
+        candidate_rankings(scores, [set()] * users),
+        grades,
+        top_k,
+        threshold=np.nextafter(0.0, 1.0),
+        gain_kind=gain_function,
+    )
+    got = run_metric(R.NDCG(top_k, gain_function=gain_function), [(torch.from_numpy(scores), labels)])
+    np.testing.assert_allclose(got, expected["ndcg"], atol=1e-12)
+    if label_path[0] == "whole" and items == 1_503:
+        assert label_path[1] == [1] and found == [], "every label compared once"
+    else:
+        assert len(found) == 1 and found[0][1] is not None, "the ideal's labels sorted among the relevant ones"
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 @pytest.mark.parametrize("contiguous", [False, True])
 def test_label_pass_flags_nan_labels(label_path, dtype, contiguous):

@@ -97,7 +97,8 @@ def relevance_pass(
     (``ValueGroups.candidates``; else None). ``select`` (CPU, float labels, counted with
     groups and ``depth``): |R| is counted among the groups of relevant maximum alone
     (``_relevant_groups``), and if ``select`` is True the ideal's labels are sorted there too
-    (``TopLabels`` in place of the candidates); None: among the candidates. Small strided groups
+    (``TopLabels`` in place of the candidates), |R| then given even where not asked for;
+    None: among the candidates. Small strided groups
     on labels that stay in cache skip the groups: every label is compared once on the host
     (``_host_relevant_labels``).
 
@@ -122,12 +123,16 @@ def relevance_pass(
     )
     many_relevant = hints.many_relevant if hints is not None else {}
     from_candidates = with_candidates and not many_relevant.get((num_cols, depth), False)
+    # the ideal's labels sorted among the relevant ones (|R| comes with them, asked for or not)
+    among_relevant = (select is not None and from_candidates) or (
+        select is True and groups is not None and labels.dtype != torch.bool and tuning.cpu_tuned(device)
+    )
     counts: Optional[torch.Tensor] = None
     highest: Optional[torch.Tensor] = None
     maxima: Optional[torch.Tensor] = None
-    if select is not None and from_candidates and depth and groups is not None and not groups.contiguous:
+    if among_relevant and depth and groups is not None and not groups.contiguous:
         if _host_compares_whole(labels, relevance):  # small strided groups on labels that stay in cache
-            return _whole_label_pass(labels, relevance, depth, select)
+            return _whole_label_pass(labels, relevance, depth, bool(select))
     if count and not from_candidates:
         with tuning.wide_pass(labels.numel()):
             counts, highest, maxima = _counting_pass(labels, relevance, groups, count_dtype)
@@ -138,9 +143,11 @@ def relevance_pass(
             highest = torch.amax(labels, 1)
     candidates: Union[torch.Tensor, TopLabels, None] = None
     found = None
-    if select is not None and from_candidates and groups is not None and maxima is not None and depth:
+    if among_relevant and groups is not None and maxima is not None and depth:
         found = (
-            _relevant_groups(labels, relevance, groups, maxima, depth, select) if labels.is_floating_point() else None
+            _relevant_groups(labels, relevance, groups, maxima, depth, bool(select))
+            if labels.is_floating_point()
+            else None
         )
     if found is not None:  # counted in the groups of relevant maximum alone
         counts, top = found
