@@ -125,7 +125,10 @@ def test_operation_count_is_bounded_and_does_not_grow_with_the_batch(monkeypatch
     _pieces(monkeypatch, 32, cache)
     # the passes shared with the helper thread run whole: each of their row blocks would count as
     # operations of its own (8-16 of them, more for more rows; test_selection checks those passes)
-    monkeypatch.setattr(tuning, "WIDE_PASS_ENTRIES", 1 << 62)
+    monkeypatch.setattr(tuning, "WIDE_PASS_ENTRIES", 1 << 62)  # nor is the label pass beside the scores
+    # the groups' path at every size: inputs that stay in cache take numpy's steps instead (fewer
+    # torch operations), so 256 rows and 512 would be counted on different paths
+    monkeypatch.setattr(tuning, "IN_CACHE_SHARE", 0.0)
     monkeypatch.setattr(gathering, "GATHER_BELOW", 0)  # every batch ranked in its own update, counted
     top_level_ops = _bench_module().top_level_ops
     counts = {}

@@ -430,14 +430,14 @@ class SideJob:
 
 def side_job(compute, inputs: torch.Tensor):
     """``compute`` (no arguments, writes nothing shared) started on a helper thread where the
-    update's passes are shared (see :func:`shared_pass`: inside :func:`ranking_threads`, on CPU)
-    and ``inputs`` (what it reads) do not stay in cache (``IN_CACHE_SHARE``), for
-    :meth:`SideJob.result` to collect; else None (the caller computes it in turn). On the helper
-    it runs on one torch thread and its passes are not shared: two passes over inputs larger
-    than the cache then run side by side, each on its own core, instead of one after the other
-    on both."""
+    update's passes are shared (see :func:`shared_pass`: inside :func:`ranking_threads`, on CPU,
+    at least ``WIDE_PASS_ENTRIES`` entries) and ``inputs`` (what it reads) do not stay in cache
+    (``IN_CACHE_SHARE``), for :meth:`SideJob.result` to collect; else None (the caller computes
+    it in turn). On the helper it runs on one torch thread and its passes are not shared: two
+    passes over inputs larger than the cache then run side by side, each on its own core,
+    instead of one after the other on both."""
     wide = getattr(_THREADS, "wide", None)
-    if wide is None or wide < 2 or not cpu_tuned(inputs.device):
+    if wide is None or wide < 2 or inputs.numel() < WIDE_PASS_ENTRIES or not cpu_tuned(inputs.device):
         return None
     if inputs.numel() * inputs.element_size() <= IN_CACHE_SHARE * cache_bytes():
         return None
