@@ -83,6 +83,37 @@ def test_an_unjudged_item_ranked_twice_is_refused(tmp_path, monkeypatch):
         R.evaluate(tmp_path / "run.trec", tmp_path / "test.qrels", ["P@1"], progress=False)
 
 
+@pytest.mark.parametrize("repeated", [False, True])
+def test_items_whose_text_hashes_collide_are_told_apart_by_their_text(tmp_path, monkeypatch, repeated):
+    """The reader tells a list's unjudged items apart by a hash of their text, and compares the
+    text of rows whose hashes are equal: with every hash equal, the lists are still read right,
+    and a repeated item is still refused."""
+    from ignite_recsys.data import runs
+
+    monkeypatch.setattr(files, "CHUNK_BYTES", 2000)
+    monkeypatch.setattr(runs, "text_hashes", lambda array: np.zeros(len(array), dtype=np.uint64))
+    qrels, run, _ = _tables(seed=2)
+    _write(tmp_path, qrels, run)
+    if repeated:  # q7 ranks its last item again, below the others
+        lines = (tmp_path / "run.trec").read_text().splitlines(keepends=True)
+        last = max(number for number, line in enumerate(lines) if line.startswith("q7 "))
+        query, _, document, rank, _, tag = lines[last].split()
+        lines.insert(last + 1, f"{query} Q0 {document} {int(rank) + 1} 0.0 {tag}\n")
+        (tmp_path / "run.trec").write_text("".join(lines))
+        message = rf"line {last + 2}.*ranks item '{document}' twice \(also at line {last + 1}\)"
+        with pytest.raises(FileFormatError, match=message):
+            R.evaluate(tmp_path / "run.trec", tmp_path / "test.qrels", ["P@1"], progress=False)
+        return
+    result = R.evaluate(
+        tmp_path / "run.trec", tmp_path / "test.qrels", list(MEASURES), per_user=True, progress=False, **TREC_EVAL
+    )
+    reference = pytrec_eval.RelevanceEvaluator(qrels, set(MEASURES.values())).evaluate(run)
+    for key, measure in MEASURES.items():
+        ours = dict(zip(result.user_ids, result.per_user()[key].tolist()))
+        for query in qrels:
+            assert ours[query] == pytest.approx(reference[query][measure], abs=1e-12), (key, query)
+
+
 def test_the_judged_items_get_their_ids_in_the_item_map(tmp_path, monkeypatch):
     monkeypatch.setattr(files, "CHUNK_BYTES", 2000)
     qrels, run, _ = _tables(seed=1)

@@ -20,7 +20,7 @@ from typing import Any, Iterator, Optional, Sequence
 
 import numpy as np
 
-from ._arrow import arrow_of, kept, numpy_of
+from ._arrow import arrow_of, kept, numpy_of, text_hashes
 from ._optional import require
 from .files import (
     CANONICAL_INTEGER,
@@ -269,51 +269,42 @@ class RunStream:
                 close()
 
     def _lists(self, users: Any, items: Any, scores: Any, lines: np.ndarray) -> Iterator[tuple]:
-        pc = require("pyarrow.compute", "reading a run")
         self.rows += len(users)
-        user_codes = pc.dictionary_encode(users)
-        user_index = numpy_of(user_codes.indices).astype(np.int64)
-        position_of = self._positions(user_codes.dictionary, user_index, lines)
-        starts = np.flatnonzero(np.concatenate([[True], user_index[1:] != user_index[:-1]]))
-        segment_users = user_index[starts]
+        starts, segment_users, dictionary = _user_runs(users)
+        segment_lengths = np.diff(np.append(starts, len(users)))
+        user_index = np.repeat(segment_users, segment_lengths)  # each row's user among ``dictionary``
+        position_of = self._positions(dictionary, user_index, lines)
         ordered = np.sort(segment_users)  # (np.unique would import numpy.ma on first use: 35 ms)
         if (ordered[1:] == ordered[:-1]).any():
             again = _first_repeat(segment_users)
-            raise self._not_contiguous(int(lines[starts[again]]), user_codes.dictionary[int(segment_users[again])])
+            raise self._not_contiguous(int(lines[starts[again]]), dictionary[int(segment_users[again])])
         segment_positions = position_of[segment_users]
         known = segment_positions >= 0
         repeated = known & self.seen[np.where(known, segment_positions, 0)]
         if repeated.any():
             again = int(np.argmax(repeated))
-            raise self._not_contiguous(int(lines[starts[again]]), user_codes.dictionary[int(segment_users[again])])
+            raise self._not_contiguous(int(lines[starts[again]]), dictionary[int(segment_users[again])])
         self.seen[segment_positions[known]] = True
         score_values = self._scores(scores, lines)
         if self.float32:  # as trec_eval stores a run's scores: equal in float32, tied
             with np.errstate(over="ignore"):  # beyond float32's range: inf, as trec_eval
                 score_values = score_values.astype(np.float32).astype(np.float64)
-        item_codes = self._items(items, lines, self._test_users[segment_positions[known]])
-        row_positions = position_of[user_index]
+        item_codes, identity = self._items(items, lines, self._test_users[segment_positions[known]])
+        row_positions = np.repeat(segment_positions, segment_lengths)
         self.rows_outside += int((row_positions < 0).sum())
         kept = row_positions >= 0
         if self.keep is not None:
             kept &= self.keep[np.where(kept, row_positions, 0)]
         if not kept.any():
             return
-        segment = (np.cumsum(np.concatenate([[True], user_index[1:] != user_index[:-1]])) - 1)[kept]
+        segment = np.repeat(np.arange(len(starts), dtype=np.int64), segment_lengths)[kept]
         rows = np.flatnonzero(kept)  # the kept rows' indices in the chunk
         item_codes = item_codes[kept]
         score_values, kept_lines, row_positions = score_values[kept], lines[kept], row_positions[kept]
-        # an item twice for one user: one sort of (segment, item) keys, located only when found
-        if len(item_codes) and item_codes.max() >= 1 << 31:  # ids too large to pack with the segment
-            keys = np.unique(np.stack([segment, item_codes], 1), axis=0, return_inverse=True)[1].reshape(-1)
-        else:
-            keys = (segment << 32) | item_codes
-        sorted_keys = np.sort(keys)
-        if (sorted_keys[1:] == sorted_keys[:-1]).any():
-            by_item = np.argsort(keys, kind="stable")
-            at = int(np.argmax(keys[by_item][1:] == keys[by_item][:-1]))
-            earlier, later = sorted((int(kept_lines[by_item[at]]), int(kept_lines[by_item[at + 1]])))
-            item = _show(items[int(rows[by_item[at]])])
+        twice = _repeated_item(segment, item_codes, None if identity is None else (identity[kept], items, rows))
+        if twice is not None:
+            earlier, later = sorted((int(kept_lines[twice[0]]), int(kept_lines[twice[1]])))
+            item = _show(items[int(rows[twice[0]])])
             raise self._error(later, "item", f"the user ranks item {item} twice (also at {self.chunks.unit} {earlier})")
         same_user = segment[1:] == segment[:-1]
         descending = score_values[1:] <= score_values[:-1]
@@ -385,10 +376,12 @@ class RunStream:
             message = str(error).split(": ", 1)[1]
             raise self._error(int(lines[error.line]), "score", message) from None
 
-    def _items(self, items: Any, lines: np.ndarray, users: np.ndarray) -> np.ndarray:
-        """The dense item id of each row; an item the test table does not know (with
-        ``match_only``: that those tables do not hold for ``users``, the chunk's test users) gets an
-        id from ``unknown_base`` up (the same id for the same item in this chunk)."""
+    def _items(self, items: Any, lines: np.ndarray, users: np.ndarray) -> tuple:
+        """(the dense item id of each row, None or each row's text hash). An item the test table
+        does not know (with ``match_only``: that those tables do not hold for ``users``, the
+        chunk's test users) gets an id from ``unknown_base`` up that no other item of its list
+        has: one per row where the text hashes are given (they then tell the items apart), else
+        the same id for the same item in this chunk."""
         pa = require("pyarrow", "reading a run")
         pc = require("pyarrow.compute", "reading a run")
         test = self.test
@@ -401,23 +394,30 @@ class RunStream:
                 message = str(error).split(": ", 1)[1]
                 raise self._error(int(lines[error.line]), "item", message) from None
             if test.item_map is None:
-                return ids
+                return ids, None
             codes = test.item_map.encode(ids, name="run items")
             unknown = codes < 0
             if unknown.any():  # the same id for the same unknown item
                 codes[unknown] = self.unknown_base + np.unique(ids[unknown], return_inverse=True)[1].reshape(-1)
-            return codes
-        # each distinct id of the chunk looked up once (as text: distinct texts stay distinct items,
-        # "07" and "Z" included against an integer map); the unknown ones numbered in order of first row
-        encoded = items if pa.types.is_dictionary(items.type) else pc.dictionary_encode(items)
+            return codes, None
         held = None
         if self.match_only and test.item_map.kind is not None:
             held = np.sort(np.concatenate([table.items_of(users) for table in self.match_only]))
             held = held[np.concatenate([[True], held[1:] != held[:-1]])] if len(held) else held
+        if held is not None and test.item_map.kind == "str" and items.type == pa.string():
+            # text ids against a text map: every row looked up among the few thousand held ids, the
+            # others numbered by row; a polynomial hash of the text tells items apart where needed
+            codes = test.item_map.encode_among(items, held)
+            unknown = codes < 0
+            codes[unknown] = self.unknown_base + np.flatnonzero(unknown)
+            return codes, text_hashes(items)
+        # each distinct id of the chunk looked up once (as text: distinct texts stay distinct items,
+        # "07" and "Z" included against an integer map); the unknown ones numbered in order of first row
+        encoded = items if pa.types.is_dictionary(items.type) else pc.dictionary_encode(items)
         codes = _codes_in(test.item_map, encoded.dictionary, "run items", held)
         unknown = codes < 0
         codes[unknown] = self.unknown_base + np.arange(int(unknown.sum()), dtype=np.int64)
-        return codes[numpy_of(encoded.indices)]
+        return codes[numpy_of(encoded.indices)], None
 
 
 def _codes_in(id_map: Any, ids: Any, name: str, among: Optional[np.ndarray] = None) -> np.ndarray:
@@ -457,6 +457,52 @@ def _last_user_start(users: Any) -> int:
     different = numpy_of(pc.not_equal(users, last))
     other = np.flatnonzero(different)
     return int(other[-1]) + 1 if len(other) else 0
+
+
+def _user_runs(users: Any) -> tuple:
+    """(the first row of each run of equal user ids, each run's index among the distinct users,
+    the distinct users): one comparison of neighbouring ids, and a hash table of the runs' ids only."""
+    pc = require("pyarrow.compute", "reading a run")
+    count = len(users)
+    change = numpy_of(pc.not_equal(users.slice(1), users.slice(0, count - 1))) if count > 1 else np.zeros(0, bool)
+    starts = np.flatnonzero(np.concatenate([[True], change]))
+    encoded = pc.dictionary_encode(users.take(arrow_of(starts)))
+    return starts, numpy_of(encoded.indices).astype(np.int64), encoded.dictionary
+
+
+_SEGMENT_MIX = np.uint64(0x9E3779B97F4A7C15)
+
+
+def _repeated_item(segment: np.ndarray, codes: np.ndarray, hashed: Optional[tuple] = None) -> Optional[tuple]:
+    """The two rows (indices into ``segment``) of the first item a user ranks twice (the pair
+    whose later row comes first), or None: one sort of (user run, item) keys.
+
+    ``codes`` identify the items, unless ``hashed`` = (text hashes of the rows, the item text
+    array, each row's index in it) is given: then equal keys are checked on the text."""
+    if hashed is None:
+        if len(codes) and codes.max() >= 1 << 31:  # ids too large to pack with the segment
+            keys = np.unique(np.stack([segment, codes], 1), axis=0, return_inverse=True)[1].reshape(-1)
+        else:
+            keys = (segment << 32) | codes
+    else:
+        with np.errstate(over="ignore"):
+            keys = hashed[0] + segment.astype(np.uint64) * _SEGMENT_MIX
+    ordered = np.sort(keys)
+    if not (ordered[1:] == ordered[:-1]).any():
+        return None
+    by_key = np.argsort(keys, kind="stable")
+    pairs = np.flatnonzero(keys[by_key][1:] == keys[by_key][:-1])
+    first, second = by_key[pairs], by_key[pairs + 1]
+    if hashed is not None:  # equal hashes: the same user and the same text?
+        pc = require("pyarrow.compute", "reading a run")
+        _, text, rows = hashed
+        same_text = pc.equal(text.take(arrow_of(rows[first])), text.take(arrow_of(rows[second])))
+        same = (segment[first] == segment[second]) & numpy_of(same_text, null=False)
+        first, second = first[same], second[same]
+        if not len(first):
+            return None
+    at = int(np.argmin(np.maximum(first, second)))
+    return int(first[at]), int(second[at])
 
 
 def _first_repeat(values: np.ndarray) -> int:
