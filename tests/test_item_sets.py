@@ -4,7 +4,14 @@ import numpy as np
 import pytest
 import torch
 
-from ignite_recsys._core.item_sets import ROW_PADDING, ItemTable, distinct_in_rows, listed_of_mask, sorted_rows
+from ignite_recsys._core.item_sets import (
+    ROW_PADDING,
+    ItemTable,
+    distinct_in_rows,
+    listed_of_mask,
+    sort_id_rows,
+    sorted_rows,
+)
 
 
 def _random_sets(rng, users, items, share=0.3):
@@ -167,3 +174,25 @@ def test_listed_of_mask_holds_the_true_entries(shape, share):
         assert listed_of_mask(torch.from_numpy(mask), 0) is None
     assert listed_of_mask(torch.zeros(2, 12, dtype=torch.bool), 5) is None  # 12 items: not whole words
     assert listed_of_mask(torch.zeros(2, 0, dtype=torch.bool), 5) is None
+
+
+@pytest.mark.parametrize("accelerator_path", [False, True])
+@pytest.mark.parametrize("width", [1, 2, 7, 64, 300])
+@pytest.mark.parametrize("largest", [10, 1 << 40, (1 << 62) - 1])
+def test_sort_id_rows_equals_a_stable_numpy_sort(monkeypatch, accelerator_path, width, largest):
+    """Rows of ids (with -1 padding and repeats) ascending, and the column each came from, equal
+    ids in column order: on CPU from packed (id, column) keys while ids leave room for the
+    column's bits, through torch's sort past that and on the accelerators' path."""
+    from ignite_recsys._core import tuning
+
+    if accelerator_path:
+        monkeypatch.setattr(tuning, "cpu_tuned", lambda device: False)
+    rng = np.random.default_rng(width)
+    ids = rng.integers(0, largest, size=(6, width), dtype=np.int64)
+    ids[rng.random(ids.shape) < 0.3] = -1
+    ids[0, :] = largest - 1  # a row of one id repeated
+    ids[1, -1] = -(1 << 40)
+    values, columns = sort_id_rows(torch.from_numpy(ids))
+    order = np.argsort(ids, axis=1, kind="stable")
+    np.testing.assert_array_equal(values.numpy(), np.take_along_axis(ids, order, 1))
+    np.testing.assert_array_equal(columns.numpy(), order)

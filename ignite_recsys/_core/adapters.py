@@ -27,7 +27,7 @@ import torch
 from . import input_checks as checks
 from ..inputs import ItemIds, RankedItems, UserGroups, UserIds
 from .input_checks import RANKED_IDS_HINT, check_id_range
-from .item_sets import ItemTable, entries_bound, sorted_rows
+from .item_sets import ItemTable, entries_bound, sort_id_rows, sorted_rows
 from .tuning import cpu_tuned
 
 
@@ -341,7 +341,7 @@ def _check_ids(result: RankingInput, name: str, ids: torch.Tensor, per_row_uniqu
     if not per_row_unique:
         result.invalid.update(check_id_range(name, ids, result.num_items))
         return
-    ordered, columns = ids.sort(1)
+    ordered, columns = sort_id_rows(ids)
     result.ranked_sorted = (ordered, columns)
     result.invalid.update(check_id_range(name, ordered[:, :: max(ids.shape[1] - 1, 1)], result.num_items))
     if ids.shape[1] > 1:

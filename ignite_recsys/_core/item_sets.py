@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
 from . import tuning
@@ -202,6 +203,23 @@ def _ascending_on_cpu(keys: torch.Tensor) -> bool:
     if not tuning.cpu_tuned(keys.device) or keys.numel() < 2:
         return tuning.cpu_tuned(keys.device)
     return bool((keys[1:] >= keys[:-1]).all())
+
+
+def sort_id_rows(ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Each row of int64 ``ids`` (batch, K) ascending, as ``ids.sort(1)``: (values, the column
+    each came from; equal ids in column order). On CPU, one numpy sort of the keys
+    ``id << b | column`` (b bits hold a column; ids in range read on the host): an int64 sort
+    without the index array costs a fifth of torch's."""
+    width = ids.shape[-1]
+    if ids.ndim == 2 and ids.dtype == torch.int64 and ids.numel() and tuning.cpu_tuned(ids.device):
+        bits = max((width - 1).bit_length(), 1)
+        values = ids.numpy()
+        if -(1 << (62 - bits)) <= values.min() and values.max() < 1 << (62 - bits):
+            keys = (values << bits) | np.arange(width, dtype=np.int64)
+            keys.sort(axis=1)
+            return torch.from_numpy(keys >> bits), torch.from_numpy(keys & ((1 << bits) - 1))
+    ordered, columns = ids.sort(dim=1, stable=True)
+    return ordered, columns
 
 
 def sorted_rows(exclusion) -> torch.Tensor:

@@ -27,7 +27,7 @@ from .._validation import GainFunction
 from . import tuning
 from .adapters import RankingInput
 from .full_rows import hits_at_own_depth, own_depth
-from .item_sets import ITEM_BITS, ItemTable, distinct_in_rows, listed_of_mask
+from .item_sets import ITEM_BITS, ItemTable, distinct_in_rows, listed_of_mask, sort_id_rows
 from .relevance import (
     LabelPass,
     RankingHints,
@@ -454,8 +454,7 @@ def _at_ranked_ids(
 def _sorted_rows(batch: RankingInput, ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """The ranked ids' rows sorted ascending (values, columns), sorted once per batch."""
     if batch.ranked_sorted is None:
-        values, columns = ids.sort(1)
-        batch.ranked_sorted = (values, columns)
+        batch.ranked_sorted = sort_id_rows(ids)
     return batch.ranked_sorted
 
 
