@@ -143,7 +143,7 @@ def _in_call(frame: str) -> bool:
     return function.rsplit(".", 1)[-1] == "call" and "bench_files.py" in where
 
 
-def profile(run: str, qrels: str, rate: int = 250, top: int = 25) -> None:
+def profile(run: str, qrels: str, rate: int = 250, top: int = 12) -> None:
     """py-spy (a sampling profiler: pip install py-spy) on one evaluate() call: the seconds each
     thread was busy inside the call and the functions it spent them in (inclusive)."""
     import collections
@@ -153,12 +153,13 @@ def profile(run: str, qrels: str, rate: int = 250, top: int = 25) -> None:
         raw = os.path.join(folder, "samples.txt")
         command = [sys.executable, __file__, "--work", "ignite_recsys", "--run", run, "--qrels", qrels]
         subprocess.run(
-            ["py-spy", "record", "-r", str(rate), "--threads", "-f", "raw", "-o", raw, "--", *command],
+            ["py-spy", "record", "--nonblocking", "-r", str(rate), "--threads", "-f", "raw", "-o", raw, "--", *command],
             env=CHILD_ENV,
             check=True,
             capture_output=True,
         )
         busy: collections.Counter = collections.Counter()
+        waiting: collections.Counter = collections.Counter()
         inside: collections.Counter = collections.Counter()
         with open(raw) as samples:
             for line in samples:
@@ -168,13 +169,22 @@ def profile(run: str, qrels: str, rate: int = 250, top: int = 25) -> None:
                 thread = "parser" if "run-parser" in frames[0] else "reader" if "run-reader" in frames[0] else "main"
                 if thread == "main" and not any(_in_call(frame) for frame in frames):
                     continue
+                if any("(queue.py" in frame for frame in frames):  # handing a chunk over, or waiting for one
+                    waiting[thread] += int(count)
+                    continue
                 busy[thread] += int(count)
                 for frame in dict.fromkeys(frames[1:]):
                     inside[thread, frame] += int(count)
-    print("busy seconds inside the call: " + ", ".join(f"{name} {n / rate:.2f}" for name, n in busy.items()))
-    for (thread, frame), count in inside.most_common(top * 3)[: top * 2]:
-        if not any(skip in frame for skip in ("importlib", "threading.py", "bench_files.py")):
-            print(f"{count / rate:7.2f} s  {thread:<6} {frame[:110]}")
+    print("busy seconds inside the call: " + ", ".join(f"{name} {n / rate:.2f}" for name, n in busy.most_common()))
+    print("seconds in the threads' queues: " + ", ".join(f"{name} {n / rate:.2f}" for name, n in waiting.most_common()))
+    for name in busy:  # each thread's busiest functions (inclusive), ours and Arrow's
+        shown = [
+            (frame, count)
+            for (thread, frame), count in inside.most_common()
+            if thread == name and not any(skip in frame for skip in ("importlib", "threading.py", "bench_files.py"))
+        ]
+        for frame, count in shown[:top]:
+            print(f"{count / rate:7.2f} s  {name:<6} {frame[:110]}")
 
 
 def measure(tool: str, run: str, qrels: str, import_pandas: bool = False) -> dict:
