@@ -177,6 +177,8 @@ def profile(run: str, qrels: str, rate: int = 250, top: int = 12) -> None:
                     inside[thread, frame] += int(count)
     print("busy seconds inside the call: " + ", ".join(f"{name} {n / rate:.2f}" for name, n in busy.most_common()))
     print("seconds in the threads' queues: " + ", ".join(f"{name} {n / rate:.2f}" for name, n in waiting.most_common()))
+    reading_test = sum(count for (thread, frame), count in inside.items() if thread == "main" and "_tables (" in frame)
+    print(f"main thread reading the test table (before the run's lists): {reading_test / rate:.2f} s")
     for name in busy:  # each thread's busiest functions (inclusive), ours and Arrow's
         shown = [
             (frame, count)
