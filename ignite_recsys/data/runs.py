@@ -272,8 +272,7 @@ class RunStream:
         self.rows += len(users)
         starts, segment_users, dictionary = _user_runs(users)
         segment_lengths = np.diff(np.append(starts, len(users)))
-        user_index = np.repeat(segment_users, segment_lengths)  # each row's user among ``dictionary``
-        position_of = self._positions(dictionary, user_index, lines)
+        position_of = self._positions(dictionary, segment_users, lines[starts])
         ordered = np.sort(segment_users)  # (np.unique would import numpy.ma on first use: 35 ms)
         if (ordered[1:] == ordered[:-1]).any():
             again = _first_repeat(segment_users)
@@ -342,14 +341,15 @@ class RunStream:
         text_rank[tied_rows] = _sort_rank(items.take(arrow_of(rows[tied_rows])))
         return np.lexsort((-text_rank, -scores, segment))
 
-    def _positions(self, dictionary: Any, user_index: np.ndarray, lines: np.ndarray) -> np.ndarray:
-        """Each distinct user's position in test.users, -1 when the test table does not hold it."""
+    def _positions(self, dictionary: Any, entries: np.ndarray, lines: np.ndarray) -> np.ndarray:
+        """Each distinct user's position in test.users, -1 when the test table does not hold it;
+        ``entries``: each run of one user's entry in ``dictionary``, ``lines``: its first line."""
         test = self.test
         if test.user_map is not None and (test.user_map.kind != "int" or _is_text(dictionary)):
             # a text id that does not read as an integer is a user the integer map does not hold
             codes = _codes_in(test.user_map, dictionary, "run users")
         else:  # integer ids without a map: a text id that does not read as one is an error naming its line
-            codes = self._int_ids(dictionary, user_index, lines, "user")
+            codes = self._int_ids(dictionary, entries, lines, "user")
             if test.user_map is not None:
                 codes = test.user_map.encode(codes, name="run users")
         position = np.searchsorted(self._test_users, codes).clip(max=max(len(self._test_users) - 1, 0))
@@ -358,7 +358,8 @@ class RunStream:
         return np.where((codes >= 0) & (self._test_users[position] == codes), position, -1)
 
     def _int_ids(self, dictionary: Any, index: np.ndarray, lines: np.ndarray, role: str) -> np.ndarray:
-        """int64 ids of a dictionary of ids (text parsed); errors point at the first row using a bad entry."""
+        """int64 ids of a dictionary of ids (text parsed); errors point at the first line using a bad
+        entry (``index``: the entry of each of ``lines``, in file order)."""
         try:
             return numpy_of(
                 ids_of(self.chunks.source, dictionary, 0, self.chunks.labels[role], "int", self.chunks.unit)
