@@ -21,6 +21,10 @@ both tools are checked to agree.
     python benchmarks/bench_files.py --rows 1000000 --rows 10000000 --repeats 3   # 10M rows: slow
     python benchmarks/bench_files.py --rows 1000000 --profile      # where evaluate's time goes (py-spy)
     python benchmarks/bench_files.py --rows 1000000 --import-pandas   # pandas imported before the clock
+    python benchmarks/bench_files.py --rows 10000000 --repeats 3 --load 1   # one busy process beside both tools
+
+``--load L`` starts L busy processes (pure-Python spin loops, as ``bench_update.py --load``) before
+the timings and stops them after: both tools run under the same load.
 """
 
 from __future__ import annotations
@@ -215,6 +219,7 @@ def main() -> None:
     parser.add_argument(
         "--import-pandas", action="store_true", help="import pandas before the clock (pyarrow imports it on first use)"
     )
+    parser.add_argument("--load", type=int, default=0, help="busy processes competing for the cores during the timings")
     parser.add_argument("--work", help=argparse.SUPPRESS)
     parser.add_argument("--run", help=argparse.SUPPRESS)
     parser.add_argument("--qrels", help=argparse.SUPPRESS)
@@ -222,7 +227,13 @@ def main() -> None:
     if args.work:
         print(json.dumps(work(args.work, args.run, args.qrels, import_pandas=args.import_pandas)))
         return
+    # (imported here, not in the timed children: bench_update imports torch)
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from bench_update import Load  # same folder
+
     print(f"load: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} {os.getloadavg()[2]:.2f} on {os.cpu_count()} cores")
+    if args.load:
+        print(f"busy processes started for the timings: {args.load}")
     for rows in args.rows or [1_000_000]:
         folder = os.path.join(args.folder, str(rows))
         os.makedirs(folder, exist_ok=True)
@@ -233,9 +244,10 @@ def main() -> None:
             profile(run, qrels)
             continue
         results: dict = {"ignite_recsys": [], "pytrec_eval": []}
-        for _ in range(args.repeats):
-            for tool in results:  # alternating, under the same load
-                results[tool].append(measure(tool, run, qrels, args.import_pandas))
+        with Load(args.load):
+            for _ in range(args.repeats):
+                for tool in results:  # alternating, under the same load
+                    results[tool].append(measure(tool, run, qrels, args.import_pandas))
         ours, theirs = results["ignite_recsys"], results["pytrec_eval"]
         for key in TREC_NAMES:
             if abs(ours[0]["means"][key] - theirs[0]["means"][key]) > 1e-9:
