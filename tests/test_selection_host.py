@@ -81,6 +81,33 @@ def test_host_selection_keeps_ties_with_the_threshold(rng, host_orders, host_pat
     assert host_orders.paths == ["threshold_order" if host_path == "threshold" and width == 6400 else "host_order"]
 
 
+@pytest.mark.parametrize("shared", [False, True])
+def test_threshold_selection_in_row_blocks_flags_nan_rows(rng, monkeypatch, host_orders, shared):
+    """Rows compared against a threshold a few rows at a time (in turn, or shared with a helper
+    thread): every row without NaN equals the stable argsort, and each row holding a NaN (in a
+    group, or among the items after the last full group) is flagged, in every block."""
+    monkeypatch.setattr(tuning, "IN_CACHE_SHARE", 0.5)
+    monkeypatch.setattr(tuning, "SHARED_BLOCK_ENTRIES", 1 << 13)  # two rows per block
+    if shared:
+        monkeypatch.setattr(tuning, "WIDE_PASS_ENTRIES", 1 << 12)
+    width, k = 6_407, 100  # groups of 16: 400 full groups, then 7 items
+    x = np.stack([rng.permutation(width).astype(np.float32) for _ in range(7)])
+    x[1, 5] = np.nan
+    x[4, width - 2] = np.nan  # after the last full group
+    x[6, [0, width - 1]] = np.nan
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        with tuning.ranking_threads():
+            got, has_nan = stable_topk(torch.from_numpy(x), k, detect_nan=True)
+    finally:
+        torch.set_num_threads(threads)
+    assert host_orders.paths[0] == "threshold_order" and host_orders[0] is not None  # not declined
+    assert has_nan.tolist() == [False, True, False, False, True, False, True]
+    clean = [0, 2, 3, 5]
+    np.testing.assert_array_equal(got[clean].numpy(), np.argsort(-x[clean], axis=1, kind="stable")[:, :k])
+
+
 def test_host_selection_declines_rows_of_many_ties(host_orders, host_path):
     """More than ``THRESHOLD_CANDIDATES_PER_K`` x k candidates in a row (every score tied with
     the lowest chosen maximum): the torch selection, with the same order."""

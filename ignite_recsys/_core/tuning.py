@@ -390,6 +390,17 @@ def shared_pass(compute, num_rows: int, row_entries: int, device: torch.device) 
     return list(results)
 
 
+def row_blocks(compute, num_rows: int, row_entries: int, device: torch.device) -> list:
+    """``[compute(rows) for rows in blocks]``: :func:`shared_pass`'s blocks where the pass is
+    shared, else blocks of about ``SHARED_BLOCK_ENTRIES`` entries in turn. For a pass that reads
+    each block more than once: the later reads find it in cache."""
+    blocks = shared_pass(compute, num_rows, row_entries, device)
+    if blocks is not None:
+        return blocks
+    step = max(1, -(-SHARED_BLOCK_ENTRIES // max(row_entries, 1)))
+    return [compute(slice(start, min(start + step, num_rows))) for start in range(0, num_rows, step)]
+
+
 class SideJob:
     """One computation of an update handed to a helper thread while the update's thread does
     another (:func:`side_job`): its result by :meth:`result`. Whichever thread starts it first

@@ -111,19 +111,17 @@ def threshold_order(x: torch.Tensor, k: int, group: int, detect_nan: bool):
     (then the caller's selection): T is the k-th largest maximum of the strided groups of
     ``group`` items (``strided_groups``: a reduction across contiguous runs, fast at any group
     size), which k distinct items reach, and the candidates are every item scoring at least T,
-    found by one comparison of each score (:func:`host.order_at_least`). Replaces the maxima of
-    small contiguous groups (a slow reduction), the copy of the chosen groups and their
-    comparison."""
+    found by one comparison of each score (:func:`host.order_at_least`, a block of rows at a
+    time). Replaces the maxima of small contiguous groups (a slow reduction), the copy of the
+    chosen groups and their comparison."""
     num_rows, num_cols = x.shape
-    stride = num_cols // group
-    if not 0 < k <= stride or num_rows == 0:
+    if not 0 < k <= num_cols // group or num_rows == 0:
         return None
-    view = strided_groups(x, group)
-    maxima = tuning.row_pass(lambda rows: view[rows].amax(1), x)
-    order = host.order_at_least(x.detach().numpy(), host.kth_largest(maxima.detach().numpy(), k), k, x.device)
-    if order is None:
+    found = host.order_at_least(x.detach().numpy(), strided_groups(x, group).detach().numpy(), k, x.device)
+    if found is None:
         return None
-    return order, (_nan_rows(x, maxima, group) if detect_nan else None)
+    order, has_nan = found
+    return order, (torch.from_numpy(has_nan) if detect_nan else None)
 
 
 def strided_groups(x: torch.Tensor, group: int) -> torch.Tensor:

@@ -44,16 +44,30 @@ def order_above(values, tail, tail_start: int, best: np.ndarray, threshold: np.n
     return _first_k(parts, num_rows, k)
 
 
-def order_at_least(x: np.ndarray, threshold: np.ndarray, k: int, device: torch.device):
-    """(batch, k) int64: the items of each row of ``x`` (batch, n) in stable rank order, found
-    among those scoring at least ``threshold`` (batch,), a value that at least ``k`` items of the
-    row reach (the k-th largest maximum of k groups, ``kth_largest``): no item below it is among
-    the best ``k``. One comparison of every value (``listed``): for rows that stay in cache.
-    None as in :func:`order_above`."""
+def order_at_least(x: np.ndarray, runs: np.ndarray, k: int, device: torch.device):
+    """(order, NaN flags): the items (batch, k) int64 of each row of ``x`` (batch, n) in stable
+    rank order and whether the row holds a NaN (batch,) bool, found among those scoring at least
+    T, the k-th largest maximum of the row's strided groups ``runs`` (batch, g, n // g), a view of
+    ``x``: k distinct items reach T, so no item below it is among the best ``k``. A block of rows
+    at a time (``tuning.row_blocks``): a block's maxima, T and comparison of every value read it
+    while it is in cache. For rows that stay in cache. None as in :func:`order_above`."""
     num_rows, num_cols = x.shape
-    listed = listed_where(lambda rows: x[rows] >= threshold[rows, None], num_rows, num_cols, device)
+    full = runs.shape[1] * runs.shape[2]
+
+    def listed_and_nan(rows: slice) -> tuple:
+        maxima = runs[rows].max(axis=1)  # NaN where a group holds one
+        threshold = kth_largest(maxima, k)
+        listed = np.flatnonzero(x[rows] >= threshold[:, None]) + rows.start * num_cols
+        has_nan = np.isnan(maxima.max(axis=1))
+        if full < num_cols:  # the items after the last full group
+            has_nan |= np.isnan(x[rows, full:].max(axis=1))
+        return listed, has_nan
+
+    blocks = tuning.row_blocks(listed_and_nan, num_rows, num_cols, device)
+    listed = np.concatenate([listed for listed, _ in blocks])
     rows = listed // num_cols
-    return _first_k([(_inverted_keys(x.reshape(-1).take(listed), listed - rows * num_cols), rows)], num_rows, k)
+    order = _first_k([(_inverted_keys(x.reshape(-1).take(listed), listed - rows * num_cols), rows)], num_rows, k)
+    return None if order is None else (order, np.concatenate([has_nan for _, has_nan in blocks]))
 
 
 def listed_where(mask: Callable[[slice], np.ndarray], num_rows: int, num_cols: int, device: torch.device) -> np.ndarray:
