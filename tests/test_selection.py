@@ -229,16 +229,20 @@ def test_a_stalled_helper_thread_delays_no_shared_pass(shared_passes):
     assert elapsed < 0.5
 
 
+@pytest.mark.parametrize("in_cache", [False, True])
 @pytest.mark.parametrize("gain_function", ["exp_rank", "binary"])
-def test_label_pass_beside_the_score_selection_against_the_reference(monkeypatch, shared_passes, gain_function):
-    """Labels that do not stay in cache are passed over on a helper thread while the update's
-    thread selects the scores: every cut-off metric against the numpy reference (graded labels,
-    users without a relevant item)."""
+def test_label_pass_beside_the_score_selection_against_the_reference(
+    monkeypatch, shared_passes, gain_function, in_cache
+):
+    """The labels are passed over on a helper thread beside the update's thread's selection of
+    the scores (from the start, or where they stay in cache once the scores' blocks are shared
+    out): every cut-off metric against the numpy reference (graded labels, users without a
+    relevant item)."""
     import ignite_recsys as R
     from conftest import CUTOFF_CLASSES, run_metric
     from references import candidate_metric_means, candidate_rankings
 
-    monkeypatch.setattr(tuning, "IN_CACHE_SHARE", 0.0)  # no input stays in cache
+    monkeypatch.setattr(tuning, "IN_CACHE_SHARE", 1.0 if in_cache else 0.0)
     jobs, original = [], tuning.side_job
     monkeypatch.setattr(tuning, "side_job", lambda *args: jobs.append(original(*args)) or jobs[-1])
     rng = np.random.default_rng(4)
@@ -256,6 +260,49 @@ def test_label_pass_beside_the_score_selection_against_the_reference(monkeypatch
         np.testing.assert_allclose([got[f"{name}@{k}"] for k in top_k], expected[name], atol=1e-12, err_msg=name)
     # handed to a helper once per update (run by it, or by the update's thread if it is busy)
     assert len(jobs) == len(batches) and all(isinstance(job, tuning.SideJob) for job in jobs)
+
+
+def test_a_side_job_over_inputs_in_cache_starts_behind_the_next_shared_pass(monkeypatch, shared_passes):
+    """Over inputs that stay in cache the job waits for the next shared pass (then runs once, on
+    whichever thread gets to it); without one, the update's thread computes it at ``result()``;
+    a job left by an update that raised is not started by a later update. Over larger inputs it
+    starts at once."""
+    import threading
+    import time
+
+    monkeypatch.setattr(tuning, "IN_CACHE_SHARE", 1.0)
+    x = torch.rand(64, 1000)
+    ran = []
+
+    def job_of(value):
+        return lambda: ran.append((value, threading.current_thread().name)) or value
+
+    with tuning.ranking_threads():
+        job = tuning.side_job(job_of(1), x)
+        time.sleep(0.05)
+        assert isinstance(job, tuning.SideJob) and ran == []  # waiting for a shared pass
+        blocks = tuning.shared_pass(lambda rows: x[rows].amax(1), 64, 1000, x.device)
+        assert blocks is not None and job.result() == 1 and [value for value, _ in ran] == [1]
+
+        job = tuning.side_job(job_of(2), x)
+        assert job.result() == 2 and ran[-1] == (2, threading.current_thread().name)
+
+    with pytest.raises(RuntimeError), tuning.ranking_threads():
+        tuning.side_job(job_of(3), x)
+        raise RuntimeError("an update that raises")
+    with tuning.ranking_threads():
+        assert tuning.shared_pass(lambda rows: x[rows].amax(1), 64, 1000, x.device) is not None
+    time.sleep(0.05)
+    assert [value for value, _ in ran] == [1, 2]
+
+    monkeypatch.setattr(tuning, "IN_CACHE_SHARE", 0.0)
+    with tuning.ranking_threads():
+        job = tuning.side_job(job_of(4), x)
+        deadline = time.monotonic() + 5.0
+        while len(ran) < 3 and time.monotonic() < deadline:  # started without a shared pass
+            time.sleep(0.01)
+        assert ran[-1][0] == 4 and ran[-1][1] != threading.current_thread().name
+        assert job.result() == 4
 
 
 def test_side_job_result_from_whichever_thread_ran_it():

@@ -261,7 +261,7 @@ def _rank_dense(
     scores, labels = scores.contiguous(), labels.contiguous()
     relevance = Relevance.of(threshold, labels.dtype)
 
-    # the label pass on a helper thread while this one selects the scores, where passes are shared
+    # the label pass on a helper thread beside this one's selection of the scores, where passes are shared
     labels_job = tuning.side_job(lambda: _label_pass(labels, relevance, request, depth, hints), labels)
     # one position more than the cut-offs need: whether a cut-off splits tied scores
     width = min(depth + 1, num_items)
@@ -273,9 +273,9 @@ def _rank_dense(
         score_is_nan = torch.zeros((), dtype=torch.bool, device=scores.device)
         tie = torch.zeros(order.shape[0], depth, dtype=torch.float64, device=scores.device)
     order = order[:, :depth] if order.shape[1] > depth else order
-    counted = _label_pass(labels, relevance, request, depth, hints) if labels_job is None else labels_job.result()
-    top_labels = labels.gather(1, order).to(torch.float64)
+    top_labels = labels.gather(1, order).to(torch.float64)  # before the label pass's result: it may still run
     top_scores = None if request.ties == "stable" else scores.gather(1, order)
+    counted = _label_pass(labels, relevance, request, depth, hints) if labels_job is None else labels_job.result()
 
     def group_totals(boundary, rows, gain_functions):
         return last_group_totals(scores, labels, boundary, relevance, gain_functions, threshold, rows)

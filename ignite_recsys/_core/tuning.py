@@ -16,8 +16,9 @@ index patterns of a shape are made once (:func:`index_constant`).
 Threads. A ranking update runs its operations on one torch thread (:func:`ranking_threads`): a
 multi-threaded operation waits at its end for every thread, for milliseconds when another process
 holds a core. Its passes over the whole inputs are shared in row blocks with helper threads that
-it never waits for (:func:`shared_pass`); the pass over labels larger than the cache runs on a
-helper while the update's thread selects the scores (:func:`side_job`).
+it never waits for (:func:`shared_pass`); the pass over the labels runs on a helper while the
+update's thread selects the scores (:func:`side_job`): from the start where the labels are larger
+than the cache, else once the helper is done with its share of the scores' blocks.
 """
 
 from __future__ import annotations
@@ -54,11 +55,12 @@ FLOAT_SELECTION_FROM = 4096
 # LONG_ROW_GROUPS / SHORT_ROW_GROUPS: rows of many ties). Re-measure: bench_update.py.
 THRESHOLD_CANDIDATES_PER_K = 4
 # Inputs taking at most this share of the last-level cache (``cache_bytes``) stay in cache between
-# two reads on CPU. Such scores with groups smaller than FAST_REDUCTION are read twice
-# (selection/groups.py ``threshold_order``: the strided groups' maxima, then a comparison of
-# every score), such labels with small strided groups are compared whole (relevance.py); larger
-# labels are passed over on a helper thread while the update's thread selects the scores
-# (``side_job``). Re-measure: bench_update.py at 10k and 100k items.
+# two reads on CPU. Such scores with groups smaller than FAST_REDUCTION are read twice, a block of
+# rows at a time (selection/groups.py ``threshold_order``: the strided groups' maxima, then a
+# comparison of every score), such labels with small strided groups are compared whole
+# (relevance.py), on a helper once it is done with its blocks of the scores; larger labels are
+# passed over on a helper from the start of the update (``side_job``). Re-measure: bench_update.py
+# at 10k and 100k items.
 IN_CACHE_SHARE = 0.5
 # On CPU, float32 rows in groups are selected on the host (numpy's partition and sort of int64 keys,
 # selection/host.py) after the group maxima: several times faster than torch.topk over the few values
@@ -280,7 +282,7 @@ def ranking_threads(num_threads: Optional[int] = None) -> Iterator[None]:
     try:
         yield
     finally:
-        _THREADS.wide = None
+        _THREADS.wide = _THREADS.deferred = None
         if inner != outer:
             torch.set_num_threads(outer)
 
@@ -383,6 +385,9 @@ def shared_pass(compute, num_rows: int, row_entries: int, device: torch.device) 
     jobs = _helper_jobs(helpers)
     for _ in range(helpers):
         jobs.put(work)
+    deferred, _THREADS.deferred = getattr(_THREADS, "deferred", None), None
+    if deferred is not None:  # a side job waiting for a shared pass: the first helper done with it runs it
+        jobs.put(deferred.run)
     work()
     for index, result in enumerate(results):
         if result is None:  # a helper's block not done yet: computed here as well
@@ -404,8 +409,8 @@ def row_blocks(compute, num_rows: int, row_entries: int, device: torch.device) -
 class SideJob:
     """One computation of an update handed to a helper thread while the update's thread does
     another (:func:`side_job`): its result by :meth:`result`. Whichever thread starts it first
-    runs it; the update's thread runs it itself if no helper has started it by then, and
-    otherwise waits for the helper to finish."""
+    runs it; the update's thread runs it itself if no helper has started it by then (nor a
+    shared pass queued it), and otherwise waits for the helper to finish."""
 
     def __init__(self, compute) -> None:
         self._compute = compute
@@ -431,6 +436,8 @@ class SideJob:
         self._done.set()
 
     def result(self):
+        if getattr(_THREADS, "deferred", None) is self:  # no shared pass started it
+            _THREADS.deferred = None
         if self._claim():
             return self._compute()
         self._done.wait()
@@ -440,20 +447,23 @@ class SideJob:
 
 
 def side_job(compute, inputs: torch.Tensor):
-    """``compute`` (no arguments, writes nothing shared) started on a helper thread where the
+    """``compute`` (no arguments, writes nothing shared) handed to a helper thread where the
     update's passes are shared (see :func:`shared_pass`: inside :func:`ranking_threads`, on CPU,
-    at least ``WIDE_PASS_ENTRIES`` entries) and ``inputs`` (what it reads) do not stay in cache
-    (``IN_CACHE_SHARE``), for :meth:`SideJob.result` to collect; else None (the caller computes
-    it in turn). On the helper it runs on one torch thread and its passes are not shared: two
-    passes over inputs larger than the cache then run side by side, each on its own core,
-    instead of one after the other on both."""
+    at least ``WIDE_PASS_ENTRIES`` entries), for :meth:`SideJob.result` to collect; else None (the
+    caller computes it in turn). On the helper it runs on one torch thread and its passes are not
+    shared. Where ``inputs`` (what it reads) do not stay in cache (``IN_CACHE_SHARE``) it starts
+    at once: two passes over inputs larger than the cache then run side by side, each on its own
+    core. Where they do, it waits for the next shared pass and starts on the first helper done
+    with its blocks: the passes stay shared, and the job then runs beside the update's thread's
+    work that follows them (one pass over inputs in cache takes a fraction of the selection)."""
     wide = getattr(_THREADS, "wide", None)
     if wide is None or wide < 2 or inputs.numel() < WIDE_PASS_ENTRIES or not cpu_tuned(inputs.device):
-        return None
-    if inputs.numel() * inputs.element_size() <= IN_CACHE_SHARE * cache_bytes():
         return None
     if torch.get_num_threads() != 1:
         return None
     job = SideJob(compute)
-    _helper_jobs(min(wide - 1, MAX_HELPERS)).put(job.run)
+    if inputs.numel() * inputs.element_size() <= IN_CACHE_SHARE * cache_bytes():
+        _THREADS.deferred = job  # started behind the next shared pass's blocks
+    else:
+        _helper_jobs(min(wide - 1, MAX_HELPERS)).put(job.run)
     return job
