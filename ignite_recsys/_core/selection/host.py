@@ -72,14 +72,15 @@ def order_at_least(x: np.ndarray, runs: np.ndarray, k: int, device: torch.device
 
 def listed_where(mask: Callable[[slice], np.ndarray], num_rows: int, num_cols: int, device: torch.device) -> np.ndarray:
     """``np.flatnonzero`` of a (num_rows, num_cols) bool mask given by its rows (``mask(rows)``),
-    computed in blocks of rows shared with helper threads (``tuning.shared_pass``; numpy's
-    comparisons and ``flatnonzero`` leave the interpreter free) where the pass is wide."""
+    computed in blocks of rows (``tuning.row_blocks``: shared with helper threads where the pass
+    is wide, numpy's comparisons and ``flatnonzero`` leaving the interpreter free; else in turn,
+    so that the mask of one block at a time is held)."""
 
     def listed(rows: slice) -> np.ndarray:
         return np.flatnonzero(mask(rows)) + rows.start * num_cols
 
-    blocks = tuning.shared_pass(listed, num_rows, num_cols, device)
-    return listed(slice(0, num_rows)) if blocks is None else np.concatenate(blocks)
+    blocks = tuning.row_blocks(listed, num_rows, num_cols, device)
+    return blocks[0] if len(blocks) == 1 else np.concatenate(blocks)
 
 
 def kth_largest(maxima: np.ndarray, k: int) -> np.ndarray:
