@@ -300,7 +300,7 @@ def _host_compares_whole(labels: torch.Tensor, relevance: Relevance) -> bool:
     numpy compares, small enough to stay in the last-level cache (``tuning.IN_CACHE_SHARE``)."""
     if labels.dtype not in _HOST_COMPARE or relevance.compare not in _HOST_COMPARE[labels.dtype]:
         return False
-    return labels.numel() * labels.element_size() <= tuning.IN_CACHE_SHARE * tuning.cache_bytes()
+    return tuning.stays_in_cache(labels)
 
 
 def _whole_label_pass(labels: torch.Tensor, relevance: Relevance, depth: int, select: bool) -> LabelPass:

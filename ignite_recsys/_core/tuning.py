@@ -155,6 +155,12 @@ def cpu_tuned(device: torch.device) -> bool:
     return device.type == "cpu"
 
 
+def stays_in_cache(x: torch.Tensor) -> bool:
+    """Whether ``x`` takes at most ``IN_CACHE_SHARE`` of the last-level cache (``cache_bytes``):
+    it stays in cache between two reads on CPU."""
+    return x.numel() * x.element_size() <= IN_CACHE_SHARE * cache_bytes()
+
+
 def small_batch(x: torch.Tensor) -> bool:
     """Whether ``x`` (a batch of scores or labels) takes the small-batch path on CPU
     (``SMALL_BATCH_ENTRIES``)."""
@@ -462,7 +468,7 @@ def side_job(compute, inputs: torch.Tensor):
     if torch.get_num_threads() != 1:
         return None
     job = SideJob(compute)
-    if inputs.numel() * inputs.element_size() <= IN_CACHE_SHARE * cache_bytes():
+    if stays_in_cache(inputs):
         _THREADS.deferred = job  # started behind the next shared pass's blocks
     else:
         _helper_jobs(min(wide - 1, MAX_HELPERS)).put(job.run)

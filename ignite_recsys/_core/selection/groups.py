@@ -102,8 +102,7 @@ def rereads_cached(x: torch.Tensor, group: int) -> bool:
     """Whether the rows are selected by :func:`threshold_order`: groups smaller than torch reduces
     fast (``tuning.FAST_REDUCTION``) and scores small enough to stay in the last-level cache
     between two reads (``tuning.IN_CACHE_SHARE``)."""
-    in_cache = x.numel() * x.element_size() <= tuning.IN_CACHE_SHARE * tuning.cache_bytes()
-    return group < tuning.FAST_REDUCTION and in_cache
+    return group < tuning.FAST_REDUCTION and tuning.stays_in_cache(x)
 
 
 def threshold_order(x: torch.Tensor, k: int, group: int, detect_nan: bool):
