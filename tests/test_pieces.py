@@ -255,7 +255,9 @@ def test_label_pass_sees_every_nan(column, count, groups, depth):
 
 
 @pytest.mark.parametrize("exclude", [False, True])  # with an exclusion: the ranking step of candidates
-@pytest.mark.parametrize("items", [1_503, 6_001])  # label groups of ~sqrt(items / 5): 17 strided, 32 contiguous
+# label groups of ~sqrt(items / 5): 17 strided, compared whole in cache; 35: strided groups of 32 on CPU,
+# read through their groups (as labels larger than the cache are)
+@pytest.mark.parametrize("items", [1_503, 6_001])
 @pytest.mark.parametrize(
     "options, dtype",
     [
@@ -277,6 +279,8 @@ def test_count_only_rankings_against_numpy(monkeypatch, options, dtype, items, e
     monkeypatch.setattr(module, "_count_in_candidates", _calls(module._count_in_candidates, counted_among))
     monkeypatch.setattr(module, "_host_relevant_labels", _calls(module._host_relevant_labels, compared_whole))
     monkeypatch.setattr(tuning, "SMALL_BATCH_ENTRIES", 0)  # the label groups even on these few users
+    if items == 6_001:
+        monkeypatch.setattr(tuning, "IN_CACHE_SHARE", 0.0)
     rng = np.random.default_rng(21)
     users, top_k = 7, [1, 5]
     scores = rng.permutation(users * items).reshape(users, items).astype(np.float32)

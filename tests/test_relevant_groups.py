@@ -77,7 +77,8 @@ def test_relevant_groups_against_numpy(monkeypatch, label_path, threshold, dtype
         assert not relevance.mask(rest).any(), "positions past |R| hold an irrelevant label"
 
 
-@pytest.mark.parametrize("items", [1_503, 20_011])  # label groups of ~sqrt(items / 30): 7 strided, 32 contiguous
+# label groups of ~sqrt(items / 30): 7; 26: strided groups of 32 on CPU (contiguous runs on accelerators)
+@pytest.mark.parametrize("items", [1_503, 20_011])
 @pytest.mark.parametrize("gain_function", ["exp_rank", "linear_rank", "binary"])
 @pytest.mark.parametrize("threshold", [None, 2.0])
 def test_rankings_with_relevant_groups_against_the_reference(monkeypatch, label_path, items, gain_function, threshold):
@@ -86,7 +87,7 @@ def test_rankings_with_relevant_groups_against_the_reference(monkeypatch, label_
 
     found, original = [], module._relevant_groups
     monkeypatch.setattr(module, "_relevant_groups", lambda *args: found.append(original(*args)) or found[-1])
-    whole = label_path[0] == "whole" and items == 1_503
+    whole = label_path[0] == "whole"
     monkeypatch.setattr(tuning, "SMALL_BATCH_ENTRIES", 0)  # the label groups even on these few users
     rng = np.random.default_rng(8)
     users, top_k = 7, [1, 5, 30]
@@ -137,7 +138,7 @@ def test_ndcg_alone_sorts_the_ideal_among_the_relevant_labels(monkeypatch, label
     )
     got = run_metric(R.NDCG(top_k, gain_function=gain_function), [(torch.from_numpy(scores), labels)])
     np.testing.assert_allclose(got, expected["ndcg"], atol=1e-12)
-    if label_path[0] == "whole" and items == 1_503:
+    if label_path[0] == "whole":
         assert label_path[1] == [1] and found == [], "every label compared once"
     else:
         assert len(found) == 1 and found[0][1] is not None, "the ideal's labels sorted among the relevant ones"

@@ -18,7 +18,7 @@ def host_orders(monkeypatch):
     """The results of every call of the host selections, of chosen groups or of every score
     above a threshold (None: declined)."""
     taken = Taken()
-    for name in ("host_order", "threshold_order"):
+    for name in ("strided_order", "threshold_order"):
         original = getattr(module, name)
 
         def record(*args, _run=original, _name=name):
@@ -78,7 +78,7 @@ def test_host_selection_keeps_ties_with_the_threshold(rng, host_orders, host_pat
     got, has_nan = stable_topk(torch.from_numpy(x), k, detect_nan=True)
     np.testing.assert_array_equal(got[:4].numpy(), expected[:4])
     assert has_nan.tolist() == [False, False, False, False, True]
-    assert host_orders.paths == ["threshold_order" if host_path == "threshold" and width == 6400 else "host_order"]
+    assert host_orders.paths == ["threshold_order" if host_path == "threshold" and width == 6400 else "strided_order"]
 
 
 @pytest.mark.parametrize("shared", [False, True])
@@ -106,6 +106,44 @@ def test_threshold_selection_in_row_blocks_flags_nan_rows(rng, monkeypatch, host
     assert has_nan.tolist() == [False, True, False, False, True, False, True]
     clean = [0, 2, 3, 5]
     np.testing.assert_array_equal(got[clean].numpy(), np.argsort(-x[clean], axis=1, kind="stable")[:, :k])
+
+
+@pytest.mark.parametrize("shared", [False, True])
+def test_strided_selection_in_row_blocks_flags_nan_rows(rng, monkeypatch, host_orders, shared):
+    """Rows larger than the cache (strided groups, coarse groups of several of them) a few rows
+    at a time, in turn or shared with a helper thread: every row without NaN equals the stable
+    argsort, including rows whose best items sit in one strided group, after the last full
+    group or in ascending order, and each row holding a NaN (in a group or after the last full
+    group) is flagged, in every block."""
+    monkeypatch.setattr(tuning, "IN_CACHE_SHARE", 0.0)
+    monkeypatch.setattr(tuning, "SHARED_BLOCK_ENTRIES", 1 << 16)  # one row per block
+    if shared:
+        monkeypatch.setattr(tuning, "WIDE_PASS_ENTRIES", 1 << 12)
+    width, k = 80_013, 20  # strided groups of 16: 5,000 of them, then 13 items; coarse groups of 62
+    assert 1 < 5_000 // (tuning.COARSE_GROUPS_PER_K * k)
+    x = np.stack([rng.permutation(width).astype(np.float32) for _ in range(8)])
+    x[1, 17] = np.nan
+    x[4, width - 2] = np.nan  # after the last full group
+    x[5, np.arange(3, width - 13, 5_000)] = width + np.arange(16)  # the 16 best: one strided group
+    x[5, width - 13 :] = width + 100 + np.arange(13)  # and every item after the last full group
+    x[6] = np.arange(width, dtype=np.float32)  # ascending: the best items at the end of the row
+    x[7, [0, width - 1]] = np.nan
+    clean = [0, 2, 3, 5, 6]
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        with tuning.ranking_threads():
+            got, has_nan = stable_topk(torch.from_numpy(x), k, detect_nan=True)
+            got_clean, clean_nan = stable_topk(torch.from_numpy(x[clean]), k, detect_nan=True)
+    finally:
+        torch.set_num_threads(threads)
+    assert host_orders.paths == ["strided_order"] * 2
+    assert host_orders[0] is not None and host_orders[1] is not None  # not declined
+    assert has_nan.tolist() == [False, True, False, False, True, False, False, True]
+    assert not clean_nan.any()
+    expected = np.argsort(-x[clean], axis=1, kind="stable")[:, :k]
+    np.testing.assert_array_equal(got[clean].numpy(), expected)
+    np.testing.assert_array_equal(got_clean.numpy(), expected)
 
 
 def test_host_selection_declines_rows_of_many_ties(host_orders, host_path):

@@ -189,7 +189,7 @@ def pass_groups(labels: torch.Tensor, depth: int, select: bool, count: bool) -> 
     if tuning.small_batch(labels):
         return None
     counts_among_candidates = count and labels.dtype != torch.bool and tuning.cpu_tuned(labels.device)
-    return value_groups(labels.shape[1], depth) if select or counts_among_candidates else None
+    return value_groups(labels.shape[1], depth, labels.device) if select or counts_among_candidates else None
 
 
 def any_nan(values: torch.Tensor) -> torch.Tensor:

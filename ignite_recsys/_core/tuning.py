@@ -66,6 +66,13 @@ IN_CACHE_SHARE = 0.5
 # selection/host.py) after the group maxima: several times faster than torch.topk over the few values
 # left. Re-measure: bench_update.py at N = 10k..1M with False here.
 HOST_SELECTION = True
+# Such rows larger than the cache: the maxima of strided groups of this many items (torch reduces
+# up to 32 strided runs at the speed of a plain row maximum, more much slower; fewer items per
+# group leave fewer to read again), then the items of the groups that reach the k-th largest
+# maximum of about COARSE_GROUPS_PER_K x k coarser groups (selection/host.py
+# ``order_in_strided_groups``). Re-measure: bench_update.py at N = 100k and 1M.
+STRIDED_GROUP = 16
+COARSE_GROUPS_PER_K = 4
 # Below this group size, group maxima on CPU are taken by max pooling (torch's max-reduction is
 # slow over few contiguous values; pooling handles small groups faster).
 FAST_REDUCTION = 64
@@ -74,10 +81,12 @@ FAST_REDUCTION = 64
 # The smallest strided label group worth a two-step selection of the top labels (about
 # sqrt(num_items / k) labels per group); below it one selection among all labels.
 MIN_VALUE_GROUP = 3
-# From this many labels per group on, the groups are contiguous runs of 32 or 64 labels, which
-# torch reduces fast and streams from memory (strided groups read many rows at once). Re-measure:
-# bench_update.py with graded labels.
+# From this many labels per group on, the groups are strided groups of STRIDED_VALUE_GROUP labels
+# on CPU (torch reduces up to 32 strided runs at the speed of a plain row maximum, contiguous runs
+# of 32 or 64 about 1.3 times slower) and contiguous runs of 32 or 64 labels on accelerators.
+# Re-measure: bench_update.py at N = 100k and 1M, with graded labels too.
 CONTIGUOUS_FROM = 24
+STRIDED_VALUE_GROUP = 32
 
 # On CPU, |R| is counted among the labels of the groups whose maximum is relevant (and the ideal
 # ranking's labels sorted among them) when those groups are at most this share of ``depth`` per
@@ -357,7 +366,9 @@ def row_pass(compute, x: torch.Tensor) -> torch.Tensor:
         return compute(slice(None))
 
 
-def shared_pass(compute, num_rows: int, row_entries: int, device: torch.device) -> Optional[list]:
+def shared_pass(
+    compute, num_rows: int, row_entries: int, device: torch.device, max_rows: Optional[int] = None
+) -> Optional[list]:
     """``[compute(rows) for rows in blocks]`` over row blocks covering ``num_rows`` rows in order,
     shared with helper threads; None where the pass is not shared (then the caller runs it
     whole, see :func:`wide_pass`). ``compute`` must return a new tensor and write nothing.
@@ -367,7 +378,8 @@ def shared_pass(compute, num_rows: int, row_entries: int, device: torch.device) 
     none is left; the update's thread never waits for a helper: it computes itself any block a
     helper has claimed but not finished (a late helper's result is dropped). So a helper whose
     core another process holds costs at most one block, where a multi-threaded operation would
-    wait for it at its barrier."""
+    wait for it at its barrier. ``max_rows``: the most rows of a block (else as many as make
+    about 8 blocks per thread)."""
     wide = getattr(_THREADS, "wide", None)
     entries = num_rows * row_entries
     if wide is None or wide < 2 or num_rows < 2 or entries < WIDE_PASS_ENTRIES or not cpu_tuned(device):
@@ -376,6 +388,7 @@ def shared_pass(compute, num_rows: int, row_entries: int, device: torch.device) 
         return None
     helpers = min(wide - 1, MAX_HELPERS)
     step = max(-(-num_rows // (8 * (helpers + 1))), -(-SHARED_BLOCK_ENTRIES // max(row_entries, 1)))
+    step = step if max_rows is None else max(1, min(step, max_rows))
     blocks = [slice(start, min(start + step, num_rows)) for start in range(0, num_rows, step)]
     if len(blocks) < 2:
         return None
@@ -403,9 +416,11 @@ def shared_pass(compute, num_rows: int, row_entries: int, device: torch.device) 
 
 def row_blocks(compute, num_rows: int, row_entries: int, device: torch.device) -> list:
     """``[compute(rows) for rows in blocks]``: :func:`shared_pass`'s blocks where the pass is
-    shared, else blocks of about ``SHARED_BLOCK_ENTRIES`` entries in turn. For a pass that reads
-    each block more than once: the later reads find it in cache."""
-    blocks = shared_pass(compute, num_rows, row_entries, device)
+    shared, else blocks of about ``SHARED_BLOCK_ENTRIES`` entries in turn; either way no block
+    of 4-byte entries larger than ``PIECE_CACHE_SHARE`` of the cache where a row fits it. For a
+    pass that reads each block more than once: the later reads find it in cache."""
+    fitting = max(1, int(cache_bytes() * PIECE_CACHE_SHARE) // max(4 * row_entries, 1))
+    blocks = shared_pass(compute, num_rows, row_entries, device, max_rows=fitting)
     if blocks is not None:
         return blocks
     step = max(1, -(-SHARED_BLOCK_ENTRIES // max(row_entries, 1)))

@@ -1,12 +1,12 @@
 """The group pre-filter's selections on the host: CPU float32 rows, read through numpy.
 
 On CPU a host read waits for nothing, and numpy's partition and sort of int64 keys (vectorised)
-take a fraction of ``torch.topk``'s time on the few values left after the group maxima. The
-steps are those of :mod:`.groups`: the best ``k`` groups by (maximum descending, group index
-ascending), their items scoring at least T, the lowest of the chosen maxima (with the items after
-the last full group), and the stable order of those candidates (``order_above``); or, for rows
-that stay in cache, every item scoring at least a T that ``k`` items reach (``order_at_least``).
-Exact for the reasons given there: every other item has at least ``k`` items ranked ahead of it.
+take a fraction of ``torch.topk``'s time on the few values left after the group maxima. Both
+selections list every item scoring at least a threshold T that ``k`` distinct items reach, then
+sort the keys of those candidates once (``_first_k``): for rows larger than the cache, the items
+of the strided groups whose maximum reaches T (``order_in_strided_groups``); for rows that stay
+in cache, every item compared with T (``order_at_least``). Exact: an item below T has at least
+``k`` items ranked ahead of it (see :mod:`.groups`).
 
 Keys. A value's order as an int32 (``ordered``) in the high 32 bits, ``2**32 - 1 -`` its index
 in the low ones: the key's descending order is the stable order (value descending, index
@@ -25,23 +25,49 @@ from .. import tuning
 _LOW_MASK = (1 << 32) - 1
 
 
-def order_above(values, tail, tail_start: int, best: np.ndarray, threshold: np.ndarray, k: int, group: int):
-    """(batch, k) int64: the items of each row in stable rank order, from ``values`` (batch, k *
-    group), the items of the chosen groups ``best`` (batch, k), ``tail`` (batch, t), the items
-    from ``tail_start`` on (after the last full group; t may be 0), and ``threshold`` (batch,), the
-    lowest chosen maximum (``best_groups``). None where a row has fewer than ``k`` candidates
-    (a NaN) or more than ``tuning.THRESHOLD_CANDIDATES_PER_K`` x ``k`` (many ties): the caller's
-    selection then."""
-    num_rows, span = values.shape
-    listed = np.flatnonzero(values >= threshold[:, None])
-    rows, columns = np.divmod(listed, span)
-    items = best.reshape(-1).take(rows * k + columns // group) * group + columns % group
-    parts = [(_inverted_keys(values.reshape(-1).take(listed), items), rows)]
-    if tail.shape[1]:  # each row's tail candidates after its group candidates
-        listed = np.flatnonzero(tail >= threshold[:, None])
-        rows, columns = np.divmod(listed, tail.shape[1])
-        parts.append((_inverted_keys(tail.reshape(-1).take(listed), columns + tail_start), rows))
-    return _first_k(parts, num_rows, k)
+def order_in_strided_groups(x: np.ndarray, maxima_of: Callable[[slice], np.ndarray], group: int, k: int, device):
+    """(order, NaN flags) as :func:`order_at_least`, for rows larger than the cache: a block of
+    rows at a time (``tuning.row_blocks``), ``maxima_of(rows)`` gives the maxima (r, s) of the
+    block's strided groups of ``group`` items (group j: items j, j + s, j + 2 s, ..., s = n //
+    group), read once from memory. T is the k-th largest maximum of c coarser groups (coarse
+    group i: the strided groups i, i + c, i + 2 c, ...; about ``tuning.COARSE_GROUPS_PER_K`` x k of
+    them; a group holding NaN counts last): k distinct items reach T. The candidates are the
+    items scoring at least T of the groups whose maximum reaches T (an item reaching T lies in
+    such a group; the block is still in cache) and of the items after the last full group. None
+    as in :func:`order_at_least`."""
+    num_rows, num_cols = x.shape
+    stride = num_cols // group
+    spread = max(1, stride // (tuning.COARSE_GROUPS_PER_K * k))
+    num_coarse = stride // spread
+    offsets = np.arange(0, group * stride, stride, dtype=np.int64)  # a group's items, from its first
+    flat = x.reshape(-1)
+
+    def candidates(rows: slice) -> tuple:
+        maxima = maxima_of(rows)  # NaN where a group holds one
+        coarse = maxima[:, : spread * num_coarse].reshape(-1, spread, num_coarse).max(axis=1)
+        highest = np.maximum(coarse.max(axis=1), maxima[:, spread * num_coarse :].max(axis=1, initial=-np.inf))
+        threshold = kth_largest(np.where(np.isnan(coarse), -np.inf, coarse), k)  # a NaN group counts last
+        block_rows, first = np.divmod(np.flatnonzero(maxima >= threshold[:, None]), stride)
+        positions = (first + (block_rows + rows.start) * num_cols)[:, None] + offsets  # their items, flat
+        values = flat.take(positions)
+        listed = np.flatnonzero(values >= threshold.take(block_rows)[:, None])
+        item_rows = block_rows.take(listed // group) + rows.start
+        items = positions.reshape(-1).take(listed) - item_rows * num_cols
+        found = [(_inverted_keys(values.reshape(-1).take(listed), items), item_rows)]
+        tail = x[rows, group * stride :]
+        if tail.shape[1]:  # the items after the last full group: candidates too, listed after the groups'
+            highest = np.maximum(highest, tail.max(axis=1))
+            tail_rows, columns = np.divmod(np.flatnonzero(tail >= threshold[:, None]), tail.shape[1])
+            found.append((_inverted_keys(tail[tail_rows, columns], columns + group * stride), tail_rows + rows.start))
+        return found, np.isnan(highest)
+
+    blocks = tuning.row_blocks(candidates, num_rows, num_cols, device)
+    parts = [
+        tuple(np.concatenate([found[part][side] for found, _ in blocks]) for side in range(2))
+        for part in range(len(blocks[0][0]))
+    ]
+    order = _first_k(parts, num_rows, k)
+    return None if order is None else (order, np.concatenate([has_nan for _, has_nan in blocks]))
 
 
 def order_at_least(x: np.ndarray, runs: np.ndarray, k: int, device: torch.device):
@@ -50,7 +76,9 @@ def order_at_least(x: np.ndarray, runs: np.ndarray, k: int, device: torch.device
     T, the k-th largest maximum of the row's strided groups ``runs`` (batch, g, n // g), a view of
     ``x``: k distinct items reach T, so no item below it is among the best ``k``. A block of rows
     at a time (``tuning.row_blocks``): a block's maxima, T and comparison of every value read it
-    while it is in cache. For rows that stay in cache. None as in :func:`order_above`."""
+    while it is in cache. For rows that stay in cache. None where a row has fewer than ``k``
+    candidates (NaN) or more than ``tuning.THRESHOLD_CANDIDATES_PER_K`` x ``k`` (many ties): the
+    caller's selection then."""
     num_rows, num_cols = x.shape
     full = runs.shape[1] * runs.shape[2]
 
@@ -105,29 +133,6 @@ def _first_k(parts: list, num_rows: int, k: int):
         start += count
     best_keys = np.sort(table, axis=1)[:, :k]
     return torch.from_numpy(_LOW_MASK - (np.invert(best_keys) & _LOW_MASK))
-
-
-def best_groups(maxima: np.ndarray, k: int) -> tuple:
-    """The ``k`` best groups of each row (batch, k) int64, in no order, and the lowest chosen
-    maximum of each row (batch,) float32: one partition of the maxima (the groups at least its
-    k-th largest, where no other maximum ties it), and one of the groups' keys for the rows
-    where one does."""
-    num_rows, num_groups = maxima.shape
-    lowest = kth_largest(maxima, k)
-    above = maxima >= lowest[:, None]
-    tied = np.flatnonzero(np.count_nonzero(above, axis=1) != k)
-    if tied.size == 0:
-        return (np.flatnonzero(above) % num_groups).reshape(num_rows, k), lowest
-    above[tied] = False
-    best = np.empty((num_rows, k), dtype=np.int64)
-    untied = np.ones(num_rows, dtype=bool)
-    untied[tied] = False
-    best[untied] = (np.flatnonzero(above) % num_groups).reshape(-1, k)
-    groups = np.arange(num_groups, dtype=np.int64)
-    chosen = np.partition(_inverted_keys(maxima[tied], groups), k - 1, axis=1)
-    best[tied] = _LOW_MASK - (np.invert(chosen[:, :k]) & _LOW_MASK)
-    lowest[tied] = np.take_along_axis(maxima[tied], best[tied, k - 1 :], 1)[:, 0]  # the k-th: the lowest
-    return best, lowest
 
 
 def _inverted_keys(values: np.ndarray, items: np.ndarray) -> np.ndarray:

@@ -8,7 +8,7 @@ from typing import Optional
 import torch
 
 from .. import tuning
-from ..tuning import CONTIGUOUS_FROM, MIN_VALUE_GROUP
+from ..tuning import CONTIGUOUS_FROM, MIN_VALUE_GROUP, STRIDED_VALUE_GROUP
 from .groups import rows_of_groups, strided_groups
 
 
@@ -23,7 +23,7 @@ def top_values(
     chosen groups hold k items at least that large. ``maxima``: the groups' maxima, if already
     computed; ``candidates``: ``ValueGroups.candidates``, if already taken."""
     if candidates is None:
-        groups = value_groups(x.shape[1], k)
+        groups = value_groups(x.shape[1], k, x.device)
         if groups is None:
             return x.topk(k, 1).values
         candidates = groups.candidates(x, k, maxima)
@@ -62,13 +62,16 @@ class ValueGroups:
         return candidates if tail_start == x.shape[1] else torch.cat([candidates, x[:, tail_start:]], 1)
 
 
-def value_groups(num_cols: int, k: int) -> Optional[ValueGroups]:
+def value_groups(num_cols: int, k: int, device: Optional[torch.device] = None) -> Optional[ValueGroups]:
     """The groups of ``top_values``, or None to select among all items: about sqrt(num_cols / k)
     items per group, which balances the two selections (among num_cols / g maxima, then among
-    g k items); from ``CONTIGUOUS_FROM`` contiguous runs of 32 or 64 items."""
+    g k items); from ``CONTIGUOUS_FROM`` on, strided groups of ``STRIDED_VALUE_GROUP`` items on
+    CPU (``device``) and contiguous runs of 32 or 64 items elsewhere."""
     group = value_group_size(num_cols, k)
     if group is None or group < CONTIGUOUS_FROM:
         return None if group is None else ValueGroups(group)
+    if device is not None and tuning.cpu_tuned(device):
+        return ValueGroups(STRIDED_VALUE_GROUP)
     return ValueGroups(32 if group < 48 else 64, contiguous=True)
 
 
