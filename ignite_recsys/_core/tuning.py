@@ -416,11 +416,12 @@ def shared_pass(
 
 def row_blocks(compute, num_rows: int, row_entries: int, device: torch.device) -> list:
     """``[compute(rows) for rows in blocks]``: :func:`shared_pass`'s blocks where the pass is
-    shared, else blocks of about ``SHARED_BLOCK_ENTRIES`` entries in turn; either way no block
-    of 4-byte entries larger than ``PIECE_CACHE_SHARE`` of the cache where a row fits it. For a
-    pass that reads each block more than once: the later reads find it in cache."""
-    fitting = max(1, int(cache_bytes() * PIECE_CACHE_SHARE) // max(4 * row_entries, 1))
-    blocks = shared_pass(compute, num_rows, row_entries, device, max_rows=fitting)
+    shared, else blocks of about ``SHARED_BLOCK_ENTRIES`` entries in turn. For a pass that reads
+    each block more than once: the later reads find it in cache, so a shared block of 4-byte
+    entries takes at most ``PIECE_CACHE_SHARE`` of the cache where ``MAX_PIECES`` blocks cover
+    the rows that way (else ``MAX_PIECES`` blocks: the operations stay bounded)."""
+    fitting = int(cache_bytes() * PIECE_CACHE_SHARE) // max(4 * row_entries, 1)
+    blocks = shared_pass(compute, num_rows, row_entries, device, max_rows=max(fitting, -(-num_rows // MAX_PIECES)))
     if blocks is not None:
         return blocks
     step = max(1, -(-SHARED_BLOCK_ENTRIES // max(row_entries, 1)))
