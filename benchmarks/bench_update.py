@@ -407,10 +407,23 @@ def command_line(script: str, argv) -> str:
     return " ".join(["python", script] + [str(a) for a in arguments])
 
 
+def cpu_name() -> str:
+    """The processor's model as Linux reports it (``/proc/cpuinfo``), else the architecture: ratios
+    to ``torch.topk`` differ from one processor to another."""
+    try:
+        with open("/proc/cpuinfo") as handle:
+            for line in handle:
+                if line.startswith("model name"):
+                    return f"{platform.machine()} ({line.split(':', 1)[1].strip()})"
+    except OSError:
+        pass
+    return platform.machine()
+
+
 def header_line(command: str, runs: int, note: str = "", load_averages=()) -> str:
     """``date, machine, torch, threads, runs, load``, then the command: the line above each table.
     ``load_averages``: the 1-minute load average when each run started (how busy the machine was)."""
-    machine = f"{platform.machine()}, {os.cpu_count()} cores"
+    machine = f"{cpu_name()}, {os.cpu_count()} cores"
     runs_text = f"medians of {runs} runs" if runs > 1 else "one run"
     extra = f", {note}" if note else ""
     loads = sorted(float(load) for load in load_averages)
