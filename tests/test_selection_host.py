@@ -15,10 +15,10 @@ from test_selection_float import rows_tied_at_the_kth_group_maximum
 
 @pytest.fixture
 def host_orders(monkeypatch):
-    """The results of every call of the host selections, of chosen groups or of every score
-    above a threshold (None: declined)."""
+    """The results of every call of the host selections, of chosen groups, of strided groups or of
+    every score above a threshold (None: declined)."""
     taken = Taken()
-    for name in ("strided_order", "threshold_order"):
+    for name in ("host_order", "strided_order", "threshold_order"):
         original = getattr(module, name)
 
         def record(*args, _run=original, _name=name):
@@ -78,7 +78,10 @@ def test_host_selection_keeps_ties_with_the_threshold(rng, host_orders, host_pat
     got, has_nan = stable_topk(torch.from_numpy(x), k, detect_nan=True)
     np.testing.assert_array_equal(got[:4].numpy(), expected[:4])
     assert has_nan.tolist() == [False, False, False, False, True]
-    assert host_orders.paths == ["threshold_order" if host_path == "threshold" and width == 6400 else "strided_order"]
+    if host_path == "threshold" and width == 6400:
+        assert host_orders.paths == ["threshold_order"]
+    else:  # rows longer than the cache: strided groups on long rows, else groups of consecutive items
+        assert host_orders.paths == ["strided_order" if width >= tuning.STRIDED_ROWS_PER_K * k else "host_order"]
 
 
 @pytest.mark.parametrize("shared", [False, True])

@@ -73,6 +73,12 @@ HOST_SELECTION = True
 # ``order_in_strided_groups``). Re-measure: bench_update.py at N = 100k and 1M.
 STRIDED_GROUP = 16
 COARSE_GROUPS_PER_K = 4
+# Rows of at least this many items per k take those strided groups; shorter rows larger than the
+# cache take the maxima of LONG_ROW_GROUPS / SHORT_ROW_GROUPS, the best groups by one partition of
+# them and the chosen groups' items scoring at least the lowest chosen maximum (``host_order``):
+# there the strided groups' fixed cost per row (about k groups read again, 16 items each) outweighs
+# the faster maxima. Re-measure: bench_update.py at N = 50k..200k.
+STRIDED_ROWS_PER_K = 700
 # Below this group size, group maxima on CPU are taken by max pooling (torch's max-reduction is
 # slow over few contiguous values; pooling handles small groups faster).
 FAST_REDUCTION = 64

@@ -14,10 +14,12 @@ selection uses unique int64 keys (order-preserving float bits, then the item ind
 is the same on CPU and CUDA. Everything is tensor code without host synchronisation on
 accelerators. On CPU, where a host read waits for nothing, float32 rows are selected on the host
 (:mod:`.host`) by a threshold T that k distinct items reach: no item below T is among the best
-k, so the candidates are the items scoring at least T. Rows larger than the cache take the
-maxima of strided groups (``strided_order``: a reduction across contiguous runs, read once from
-memory) and list the items of the groups reaching T; rows of small groups that stay in cache
-compare every score with T (``threshold_order``). Rows those decline (many ties) take the
+k, so the candidates are the items scoring at least T. Long rows larger than the cache take
+the maxima of strided groups (``strided_order``: a reduction across contiguous runs, read once
+from memory) and list the items of the groups reaching T; shorter ones choose their best groups
+by one partition of the maxima, T the lowest chosen maximum (``host_order``); rows of small
+groups that stay in cache compare every score with T (``threshold_order``). Rows those decline
+(many ties) take the
 groups above, the best groups chosen by a float selection over many groups, its rows tied at the
 boundary by keys (``_best_groups``), and the chosen groups' items scoring at least the lowest
 chosen maximum (``_above_threshold``) in place of the sub-groups.
@@ -69,18 +71,24 @@ def untied_topk(x: torch.Tensor, k: int) -> Optional[torch.Tensor]:
 def _best_items(x: torch.Tensor, k: int, sorted: bool, detect_nan: bool = False):
     """``stable_topk``'s indices, in rank order only if ``sorted``, and the NaN flags (or None).
     CPU float32 rows in groups are selected on the host where it can: rows that stay in cache by
-    ``threshold_order``, larger ones by ``strided_order``."""
+    ``threshold_order``, larger ones by ``strided_order`` where they are long
+    (``tuning.STRIDED_ROWS_PER_K``), else by ``host_order``."""
     x = x.contiguous()
     sizes = group_sizes(x.shape[1], k)
     on_host = x.dtype == torch.float32 and tuning.cpu_tuned(x.device) and tuning.HOST_SELECTION
+    maxima = None
     if sizes is not None and sorted and on_host:
         if rereads_cached(x, sizes[0]):
             found = threshold_order(x, k, sizes[0], detect_nan)
-        else:
+        elif x.shape[1] >= tuning.STRIDED_ROWS_PER_K * k:
             found = strided_order(x, k, tuning.STRIDED_GROUP, detect_nan)
+        else:
+            maxima = group_maxima(x, sizes[0])
+            order = host_order(x, maxima, k, sizes[0])
+            found = None if order is None else (order, _nan_rows(x, maxima, sizes[0]) if detect_nan else None)
         if found is not None:
             return found
-    values, items, has_nan = _candidates(x, k, detect_nan=detect_nan)
+    values, items, has_nan = _candidates(x, k, detect_nan=detect_nan, maxima=maxima)
     positions = _exact_topk(values, items, k, sorted)
     return (positions if items is None else items.gather(1, positions)), has_nan
 
@@ -104,6 +112,20 @@ def strided_order(x: torch.Tensor, k: int, group: int, detect_nan: bool):
         return None
     order, has_nan = found
     return order, (torch.from_numpy(has_nan) if detect_nan else None)
+
+
+def host_order(x: torch.Tensor, maxima: torch.Tensor, k: int, group: int) -> Optional[torch.Tensor]:
+    """(batch, k) int64: the items of each row of ``x`` (CPU float32, contiguous) in stable rank
+    order, given the ``maxima`` of its groups of ``group`` consecutive items, selected on the host
+    (:mod:`.host`); None where the host selection declines (``host.order_above``)."""
+    num_rows, num_cols = x.shape
+    num_groups = maxima.shape[1]
+    if not 0 < k < num_groups or num_rows == 0:
+        return None
+    best, threshold = host.best_groups(maxima.detach().numpy(), k)
+    chosen = rows_of_groups(x, torch.from_numpy(best), group).detach().numpy()
+    tail_start = num_groups * group  # the items after the last full group are candidates too
+    return host.order_above(chosen, x[:, tail_start:].detach().numpy(), tail_start, best, threshold, k, group)
 
 
 def rereads_cached(x: torch.Tensor, group: int) -> bool:
@@ -139,9 +161,17 @@ def strided_groups(x: torch.Tensor, group: int) -> torch.Tensor:
     return x[:, : group * stride].unflatten(1, (group, stride))
 
 
-def _candidates(x: torch.Tensor, k: int, detect_nan: bool = False):
+def _nan_rows(x: torch.Tensor, maxima: torch.Tensor, group: int) -> torch.Tensor:
+    """(batch,) bool: the row holds a NaN, read from its group ``maxima`` and the items after them."""
+    tail_start = maxima.shape[1] * group
+    has_nan = holds_nan(maxima)
+    return has_nan if tail_start == x.shape[1] else has_nan | holds_nan(x[:, tail_start:])
+
+
+def _candidates(x: torch.Tensor, k: int, detect_nan: bool = False, maxima: Optional[torch.Tensor] = None):
     """A few items of each row that include its k best: (values, their item indices or None when
-    they are the whole row, whether the row holds a NaN if ``detect_nan`` else None).
+    they are the whole row, whether the row holds a NaN if ``detect_nan`` else None); ``maxima``:
+    the maxima of the groups ``group_sizes`` gives, if already taken.
 
     Groups of consecutive items (see the module docstring): the best k groups of the row, then
     the best k sub-groups inside them; ``group_sizes`` picks the sizes. A group's rank is that of
@@ -154,7 +184,7 @@ def _candidates(x: torch.Tensor, k: int, detect_nan: bool = False):
         return x, None, (holds_nan(x) if detect_nan else None)
     group, sub_group = sizes
     num_full = num_cols // group
-    maxima = group_maxima(x, group)
+    maxima = group_maxima(x, group) if maxima is None else maxima
     best = _best_groups(maxima, k)
     chosen_values = rows_of_groups(x, best, group)
     above = tuning.cpu_tuned(x.device) and x.is_floating_point()

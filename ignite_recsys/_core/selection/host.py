@@ -3,9 +3,11 @@
 On CPU a host read waits for nothing, and numpy's partition and sort of int64 keys (vectorised)
 take a fraction of ``torch.topk``'s time on the few values left after the group maxima. Both
 selections list every item scoring at least a threshold T that ``k`` distinct items reach, then
-sort the keys of those candidates once (``_first_k``): for rows larger than the cache, the items
-of the strided groups whose maximum reaches T (``order_in_strided_groups``); for rows that stay
-in cache, every item compared with T (``order_at_least``). Exact: an item below T has at least
+sort the keys of those candidates once (``_first_k``): for long rows larger than the cache, the
+items of the strided groups whose maximum reaches T (``order_in_strided_groups``); for shorter
+ones, the items of the best ``k`` groups by (maximum descending, group index ascending) scoring
+at least the lowest chosen maximum (``best_groups``, ``order_above``); for rows that stay in
+cache, every item compared with T (``order_at_least``). Exact: an item below T has at least
 ``k`` items ranked ahead of it (see :mod:`.groups`).
 
 Keys. A value's order as an int32 (``ordered``) in the high 32 bits, ``2**32 - 1 -`` its index
@@ -23,6 +25,25 @@ import torch
 from .. import tuning
 
 _LOW_MASK = (1 << 32) - 1
+
+
+def order_above(values, tail, tail_start: int, best: np.ndarray, threshold: np.ndarray, k: int, group: int):
+    """(batch, k) int64: the items of each row in stable rank order, from ``values`` (batch, k *
+    group), the items of the chosen groups ``best`` (batch, k), ``tail`` (batch, t), the items
+    from ``tail_start`` on (after the last full group; t may be 0), and ``threshold`` (batch,), the
+    lowest chosen maximum (``best_groups``). None where a row has fewer than ``k`` candidates
+    (a NaN) or more than ``tuning.THRESHOLD_CANDIDATES_PER_K`` x ``k`` (many ties): the caller's
+    selection then."""
+    num_rows, span = values.shape
+    listed = np.flatnonzero(values >= threshold[:, None])
+    rows, columns = np.divmod(listed, span)
+    items = best.reshape(-1).take(rows * k + columns // group) * group + columns % group
+    parts = [(_inverted_keys(values.reshape(-1).take(listed), items), rows)]
+    if tail.shape[1]:  # each row's tail candidates after its group candidates
+        listed = np.flatnonzero(tail >= threshold[:, None])
+        rows, columns = np.divmod(listed, tail.shape[1])
+        parts.append((_inverted_keys(tail.reshape(-1).take(listed), columns + tail_start), rows))
+    return _first_k(parts, num_rows, k)
 
 
 def order_in_strided_groups(x: np.ndarray, maxima_of: Callable[[slice], np.ndarray], group: int, k: int, device):
@@ -133,6 +154,29 @@ def _first_k(parts: list, num_rows: int, k: int):
         start += count
     best_keys = np.sort(table, axis=1)[:, :k]
     return torch.from_numpy(_LOW_MASK - (np.invert(best_keys) & _LOW_MASK))
+
+
+def best_groups(maxima: np.ndarray, k: int) -> tuple:
+    """The ``k`` best groups of each row (batch, k) int64, in no order, and the lowest chosen
+    maximum of each row (batch,) float32: one partition of the maxima (the groups at least its
+    k-th largest, where no other maximum ties it), and one of the groups' keys for the rows
+    where one does."""
+    num_rows, num_groups = maxima.shape
+    lowest = kth_largest(maxima, k)
+    above = maxima >= lowest[:, None]
+    tied = np.flatnonzero(np.count_nonzero(above, axis=1) != k)
+    if tied.size == 0:
+        return (np.flatnonzero(above) % num_groups).reshape(num_rows, k), lowest
+    above[tied] = False
+    best = np.empty((num_rows, k), dtype=np.int64)
+    untied = np.ones(num_rows, dtype=bool)
+    untied[tied] = False
+    best[untied] = (np.flatnonzero(above) % num_groups).reshape(-1, k)
+    groups = np.arange(num_groups, dtype=np.int64)
+    chosen = np.partition(_inverted_keys(maxima[tied], groups), k - 1, axis=1)
+    best[tied] = _LOW_MASK - (np.invert(chosen[:, :k]) & _LOW_MASK)
+    lowest[tied] = np.take_along_axis(maxima[tied], best[tied, k - 1 :], 1)[:, 0]  # the k-th: the lowest
+    return best, lowest
 
 
 def _inverted_keys(values: np.ndarray, items: np.ndarray) -> np.ndarray:
