@@ -149,6 +149,28 @@ def test_strided_selection_in_row_blocks_flags_nan_rows(rng, monkeypatch, host_o
     np.testing.assert_array_equal(got_clean.numpy(), expected)
 
 
+def test_strided_selection_declines_ties_before_listing_them(host_orders, monkeypatch):
+    """Rows of one repeated score on the strided path: declined from the groups that reach T,
+    before their items are listed (no temporaries per entry of the batch), then the torch
+    selection gives the stable order."""
+    import tracemalloc
+
+    monkeypatch.setattr(tuning, "IN_CACHE_SHARE", 0.0)
+    x = torch.zeros(8, 200_000)
+    x[3, 5] = 1.0
+    tracemalloc.start()
+    try:
+        found = module.strided_order(x, 10, tuning.STRIDED_GROUP, True)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert found is None
+    assert peak < x.numel() * x.element_size() / 4  # the groups' maxima of a block, not the items
+    got = stable_topk(x, 10)
+    assert host_orders.paths == ["strided_order", "strided_order"] and host_orders[1] is None
+    np.testing.assert_array_equal(got.numpy(), np.argsort(-x.numpy(), axis=1, kind="stable")[:, :10])
+
+
 def test_host_selection_declines_rows_of_many_ties(host_orders, host_path):
     """More than ``THRESHOLD_CANDIDATES_PER_K`` x k candidates in a row (every score tied with
     the lowest chosen maximum): the torch selection, with the same order."""

@@ -17,7 +17,7 @@ ascending). Stored inverted (``~key``) so that numpy's ascending partition and s
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, Optional
 
 import numpy as np
 import torch
@@ -55,7 +55,8 @@ def order_in_strided_groups(x: np.ndarray, maxima_of: Callable[[slice], np.ndarr
     them; a group holding NaN counts last): k distinct items reach T. The candidates are the
     items scoring at least T of the groups whose maximum reaches T (an item reaching T lies in
     such a group; the block is still in cache) and of the items after the last full group. None
-    as in :func:`order_at_least`."""
+    as in :func:`order_at_least`; a row whose groups reaching T are already past that limit (many
+    ties) declines at once, and the blocks after it are skipped."""
     num_rows, num_cols = x.shape
     stride = num_cols // group
     spread = max(1, stride // (tuning.COARSE_GROUPS_PER_K * k))
@@ -63,12 +64,20 @@ def order_in_strided_groups(x: np.ndarray, maxima_of: Callable[[slice], np.ndarr
     offsets = np.arange(0, group * stride, stride, dtype=np.int64)  # a group's items, from its first
     flat = x.reshape(-1)
 
-    def candidates(rows: slice) -> tuple:
+    declined: list = []  # set by the first block with a row of too many candidates: the rest skip
+
+    def candidates(rows: slice) -> Optional[tuple]:
+        if declined:
+            return None
         maxima = maxima_of(rows)  # NaN where a group holds one
         coarse = maxima[:, : spread * num_coarse].reshape(-1, spread, num_coarse).max(axis=1)
         highest = np.maximum(coarse.max(axis=1), maxima[:, spread * num_coarse :].max(axis=1, initial=-np.inf))
         threshold = kth_largest(np.where(np.isnan(coarse), -np.inf, coarse), k)  # a NaN group counts last
         block_rows, first = np.divmod(np.flatnonzero(maxima >= threshold[:, None]), stride)
+        # each group reaching T holds a candidate: past the limit in groups, a row's candidates are too
+        if block_rows.size and np.bincount(block_rows).max() > tuning.THRESHOLD_CANDIDATES_PER_K * k:
+            declined.append(rows)
+            return None
         positions = (first + (block_rows + rows.start) * num_cols)[:, None] + offsets  # their items, flat
         values = flat.take(positions)
         listed = np.flatnonzero(values >= threshold.take(block_rows)[:, None])
@@ -83,6 +92,8 @@ def order_in_strided_groups(x: np.ndarray, maxima_of: Callable[[slice], np.ndarr
         return found, np.isnan(highest)
 
     blocks = tuning.row_blocks(candidates, num_rows, num_cols, device)
+    if declined or any(block is None for block in blocks):
+        return None
     parts = [
         tuple(np.concatenate([found[part][side] for found, _ in blocks]) for side in range(2))
         for part in range(len(blocks[0][0]))
