@@ -377,7 +377,8 @@ def shared_pass(
 ) -> Optional[list]:
     """``[compute(rows) for rows in blocks]`` over row blocks covering ``num_rows`` rows in order,
     shared with helper threads; None where the pass is not shared (then the caller runs it
-    whole, see :func:`wide_pass`). ``compute`` must return a new tensor and write nothing.
+    whole, see :func:`wide_pass`). ``compute`` must return a new value (None counts as not
+    computed yet, and is computed again) and write nothing shared.
 
     Shared on CPU inside :func:`ranking_threads` when torch's own count outside it is above one and the
     pass reads at least ``WIDE_PASS_ENTRIES`` entries. Every thread claims the next block until

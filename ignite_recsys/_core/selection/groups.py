@@ -19,10 +19,9 @@ the maxima of strided groups (``strided_order``: a reduction across contiguous r
 from memory) and list the items of the groups reaching T; shorter ones choose their best groups
 by one partition of the maxima, T the lowest chosen maximum (``host_order``); rows of small
 groups that stay in cache compare every score with T (``threshold_order``). Rows those decline
-(many ties) take the
-groups above, the best groups chosen by a float selection over many groups, its rows tied at the
-boundary by keys (``_best_groups``), and the chosen groups' items scoring at least the lowest
-chosen maximum (``_above_threshold``) in place of the sub-groups.
+(many ties) take the groups above, the best groups chosen by a float selection over many groups,
+its rows tied at the boundary by keys (``_best_groups``), and the chosen groups' items scoring at
+least the lowest chosen maximum (``_above_threshold``) in place of the sub-groups.
 """
 
 from __future__ import annotations
@@ -108,6 +107,12 @@ def strided_order(x: torch.Tensor, k: int, group: int, detect_nan: bool):
     found = host.order_in_strided_groups(
         x.detach().numpy(), lambda rows: view[rows].detach().amax(1).numpy(), group, k, x.device
     )
+    return _as_tensors(found, detect_nan)
+
+
+def _as_tensors(found: Optional[tuple], detect_nan: bool):
+    """A host selection's (order, NaN flags as numpy) as ``_best_items`` returns it (the flags as a
+    tensor, or None unless ``detect_nan``); None where the selection declined."""
     if found is None:
         return None
     order, has_nan = found
@@ -147,10 +152,7 @@ def threshold_order(x: torch.Tensor, k: int, group: int, detect_nan: bool):
     if not 0 < k <= num_cols // group or num_rows == 0:
         return None
     found = host.order_at_least(x.detach().numpy(), strided_groups(x, group).detach().numpy(), k, x.device)
-    if found is None:
-        return None
-    order, has_nan = found
-    return order, (torch.from_numpy(has_nan) if detect_nan else None)
+    return _as_tensors(found, detect_nan)
 
 
 def strided_groups(x: torch.Tensor, group: int) -> torch.Tensor:
