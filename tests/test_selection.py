@@ -305,6 +305,37 @@ def test_a_side_job_over_inputs_in_cache_starts_behind_the_next_shared_pass(monk
         assert job.result() == 4
 
 
+def test_a_side_job_on_a_helper_reads_its_inputs_in_larger_blocks(monkeypatch):
+    """A pass of a side job run by a helper takes blocks of ``SIDE_JOB_BLOCK_ENTRIES`` entries
+    (few numpy calls, each a wait for the interpreter lock); the same pass on the update's thread
+    keeps blocks of ``SHARED_BLOCK_ENTRIES``. The results are the same either way."""
+    import threading
+
+    monkeypatch.setattr(tuning, "SHARED_BLOCK_ENTRIES", 1 << 10)
+    monkeypatch.setattr(tuning, "SIDE_JOB_BLOCK_ENTRIES", 1 << 12)
+    x = torch.rand(40, 500)
+    seen = []
+
+    def maxima_in_blocks():
+        def block(rows):
+            seen.append((threading.current_thread().name, rows.stop - rows.start))
+            return x[rows].amax(1)
+
+        return torch.cat(tuning.row_blocks(block, x.shape[0], x.shape[1], x.device))
+
+    job = tuning.SideJob(maxima_in_blocks)
+    helper = threading.Thread(target=job.run, name="helper")
+    helper.start()
+    helper.join()
+    on_helper = job.result()
+    assert {rows for name, rows in seen if name == "helper"} == {9, 4}  # 4,096 / 500: 9 rows a block
+    seen.clear()
+    in_turn = maxima_in_blocks()  # the update's thread, no side job: blocks of 1,024 entries
+    assert {rows for _, rows in seen} == {3, 1} and len(seen) == 14
+    np.testing.assert_array_equal(on_helper.numpy(), x.numpy().max(1))
+    np.testing.assert_array_equal(in_turn.numpy(), x.numpy().max(1))
+
+
 def test_side_job_result_from_whichever_thread_ran_it():
     """The job's result from the helper that ran it, its error raised again on the caller's
     thread, or computed by the caller itself when no helper has started it (then never twice)."""

@@ -109,6 +109,10 @@ WIDE_PASS_ENTRIES = 1 << 20
 # SHARED_BLOCK_ENTRIES entries. Re-measure: bench_update.py --under-load.
 MAX_HELPERS = 3
 SHARED_BLOCK_ENTRIES = 1 << 18
+# A side job (:func:`side_job`) on a helper reads its inputs in blocks of up to this many entries:
+# every numpy call of a block ends in a wait for the interpreter lock, which the update's thread
+# holds between its own operations meanwhile. Re-measure: bench_update.py at 10k items.
+SIDE_JOB_BLOCK_ENTRIES = 1 << 22
 
 # --- Small batches (CPU) --------------------------------------------------------------------------
 # Batches of at most this many scores are ranked with the fewest operations (each label compared,
@@ -431,7 +435,8 @@ def row_blocks(compute, num_rows: int, row_entries: int, device: torch.device) -
     blocks = shared_pass(compute, num_rows, row_entries, device, max_rows=max(fitting, -(-num_rows // MAX_PIECES)))
     if blocks is not None:
         return blocks
-    step = max(1, -(-SHARED_BLOCK_ENTRIES // max(row_entries, 1)))
+    entries = SIDE_JOB_BLOCK_ENTRIES if getattr(_THREADS, "side_job", False) else SHARED_BLOCK_ENTRIES
+    step = max(1, -(-entries // max(row_entries, 1)))
     return [compute(slice(start, min(start + step, num_rows))) for start in range(0, num_rows, step)]
 
 
@@ -458,10 +463,13 @@ class SideJob:
         """On a helper: compute, unless the update's thread already took the job."""
         if not self._claim():
             return
+        _THREADS.side_job = True
         try:
             self._value = self._compute()
         except BaseException as error:  # raised again on the update's thread
             self._error = error
+        finally:
+            _THREADS.side_job = False
         self._done.set()
 
     def result(self):
