@@ -171,6 +171,33 @@ def test_strided_selection_declines_ties_before_listing_them(host_orders, monkey
     np.testing.assert_array_equal(got.numpy(), np.argsort(-x.numpy(), axis=1, kind="stable")[:, :10])
 
 
+@pytest.mark.parametrize("width", [6400, 20_033, 80_013])
+def test_host_selections_give_the_scores_at_the_order(rng, monkeypatch, host_orders, host_path, width):
+    """``stable_topk_and_values``: the order of ``stable_topk`` and, from each host selection, the
+    scores at it read back from the selection's keys (negative scores, infinities, -0.0 read as
+    +0.0) against numpy's stable argsort; None from the torch selection (a declined batch)."""
+    from ignite_recsys._core.selection import stable_topk_and_values
+
+    k = 60
+    x = np.stack([rng.permutation(width).astype(np.float32) - width / 2 for _ in range(4)]) / 7
+    x[1, rng.choice(width, size=k // 2, replace=False)] = np.inf
+    x[2] = -rng.random(width).astype(np.float32) - 1.0  # every score negative but the k best
+    chosen = rng.choice(width, size=k, replace=False)
+    x[2, chosen] = rng.random(k).astype(np.float32) + 0.5
+    x[2, chosen[:3]], x[2, chosen[3:5]] = -0.0, 0.0  # the last five of them tied at zero
+    x[3] = -rng.random(width).astype(np.float32) - 1.0
+    expected = np.argsort(-x, axis=1, kind="stable")[:, :k]
+    order, has_nan, values = stable_topk_and_values(torch.from_numpy(x), k)
+    np.testing.assert_array_equal(order.numpy(), expected)
+    assert not has_nan.any() and host_orders[-1] is not None
+    assert values is not None and values.dtype == torch.float32
+    np.testing.assert_array_equal(values.numpy(), np.take_along_axis(x, expected, 1))  # -0.0 == +0.0
+    tied = np.zeros((2, width), dtype=np.float32)  # declined: every score tied
+    order, _, values = stable_topk_and_values(torch.from_numpy(tied), k)
+    assert host_orders[-1] is None and values is None
+    np.testing.assert_array_equal(order.numpy(), np.argsort(-tied, axis=1, kind="stable")[:, :k])
+
+
 def test_host_selection_declines_rows_of_many_ties(host_orders, host_path):
     """More than ``THRESHOLD_CANDIDATES_PER_K`` x k candidates in a row (every score tied with
     the lowest chosen maximum): the torch selection, with the same order."""

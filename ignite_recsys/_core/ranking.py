@@ -49,6 +49,7 @@ from .relevance import (
 from .selection import (
     listed_bound,
     stable_topk,
+    stable_topk_and_values,
     stable_topk_excluding,
     stable_topk_excluding_listed,
     untied_topk,
@@ -267,8 +268,8 @@ def _rank_dense(
     width = min(depth + 1, num_items)
     order = untied_topk(scores, width)
     if order is None:
-        order, score_is_nan = stable_topk(scores, width, detect_nan=True, untied=False)
-        tie = boundary_ties(scores, order, depth, complete=True)
+        order, score_is_nan, top_values = stable_topk_and_values(scores, width)
+        tie = boundary_ties(scores, order, depth, complete=True, ranked=top_values)
     else:  # no tie and no NaN in any row
         score_is_nan = torch.zeros((), dtype=torch.bool, device=scores.device)
         tie = torch.zeros(order.shape[0], depth, dtype=torch.float64, device=scores.device)

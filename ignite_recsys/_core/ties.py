@@ -25,12 +25,15 @@ def stable_positions(top_relevant: torch.Tensor, top_gains: list):
     return top_relevant, top_gains, hit_times_hits_so_far, first_hit
 
 
-def boundary_ties(scores: torch.Tensor, order: torch.Tensor, depth: int, complete: bool = False) -> torch.Tensor:
+def boundary_ties(
+    scores: torch.Tensor, order: torch.Tensor, depth: int, complete: bool = False, ranked: Optional[torch.Tensor] = None
+) -> torch.Tensor:
     """(batch, depth) float64: 1 at position i (0-based) when the items at positions i and i + 1
     of ``order`` (best first, ``depth`` or ``depth + 1`` columns, -1 = no item) are both listed
-    and tie in score. ``complete``: ``order`` lists an item at every position (no -1)."""
+    and tie in score. ``complete``: ``order`` lists an item at every position (no -1); then
+    ``ranked``, if given, holds the scores at ``order`` (else they are gathered)."""
     if complete:
-        ranked = scores.gather(1, order)
+        ranked = scores.gather(1, order) if ranked is None else ranked
         tie = indicator(torch.eq, ranked[:, 1:], ranked[:, :-1])
     else:
         listed = order >= 0

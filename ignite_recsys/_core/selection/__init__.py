@@ -5,7 +5,8 @@ Every selection of the library goes through these three functions; a kernel for 
 
 - :func:`stable_topk`: the ``k`` best items of each dense score row, by score descending then item
   index ascending (a stable descending argsort), found by the group pre-filter of
-  :mod:`.groups`.
+  :mod:`.groups`; :func:`stable_topk_and_values` also gives the values at those items where
+  the selection read them.
 - :func:`stable_topk_excluding`: the same over each row's candidates only (excluded items take no
   position; ``-1`` past a row's candidates), :mod:`.excluding`.
 - :func:`top_values`: the ``k`` largest values of each row without their positions (the ideal
@@ -13,7 +14,7 @@ Every selection of the library goes through these three functions; a kernel for 
 """
 
 from .excluding import listed_bound, stable_topk_excluding, stable_topk_excluding_listed
-from .groups import LOW_MASK, holds_nan, ordered_int32, stable_topk, untied_topk
+from .groups import LOW_MASK, holds_nan, ordered_int32, stable_topk, stable_topk_and_values, untied_topk
 from .values import (
     ValueGroups,
     listed_top_values,
@@ -31,6 +32,7 @@ __all__ = [
     "listed_top_values",
     "ordered_int32",
     "stable_topk",
+    "stable_topk_and_values",
     "stable_topk_excluding",
     "stable_topk_excluding_listed",
     "strided_candidates",

@@ -45,8 +45,15 @@ def stable_topk(x: torch.Tensor, k: int, detect_nan: bool = False, untied: bool 
     order = untied_topk(x, k) if untied else None
     if order is not None:  # no NaN in the rows either
         return (order, torch.zeros(x.shape[0], dtype=torch.bool, device=x.device)) if detect_nan else order
-    order, has_nan = _best_items(x, k, sorted=True, detect_nan=detect_nan)
+    order, has_nan, _ = _best_items(x, k, sorted=True, detect_nan=detect_nan)
     return (order, has_nan) if detect_nan else order
+
+
+def stable_topk_and_values(x: torch.Tensor, k: int) -> tuple:
+    """``stable_topk(x, k, detect_nan=True, untied=False)`` and the values at those indices where
+    the host selection read them on the way ((batch, k) float32, -0.0 read as +0.0, which it
+    equals), else None: the caller then gathers them."""
+    return _best_items(x, min(k, x.shape[1]), sorted=True, detect_nan=True)
 
 
 def untied_topk(x: torch.Tensor, k: int) -> Optional[torch.Tensor]:
@@ -68,10 +75,11 @@ def untied_topk(x: torch.Tensor, k: int) -> Optional[torch.Tensor]:
 
 
 def _best_items(x: torch.Tensor, k: int, sorted: bool, detect_nan: bool = False):
-    """``stable_topk``'s indices, in rank order only if ``sorted``, and the NaN flags (or None).
-    CPU float32 rows in groups are selected on the host where it can: rows that stay in cache by
-    ``threshold_order``, larger ones by ``strided_order`` where they are long
-    (``tuning.STRIDED_ROWS_PER_K``), else by ``host_order``."""
+    """``stable_topk``'s indices, in rank order only if ``sorted``, the NaN flags (or None) and the
+    values at the indices where a host selection read them (else None). CPU float32 rows in
+    groups are selected on the host where it can: rows that stay in cache by ``threshold_order``,
+    larger ones by ``strided_order`` where they are long (``tuning.STRIDED_ROWS_PER_K``), else by
+    ``host_order``."""
     x = x.contiguous()
     sizes = group_sizes(x.shape[1], k)
     on_host = x.dtype == torch.float32 and tuning.cpu_tuned(x.device) and tuning.HOST_SELECTION
@@ -83,18 +91,20 @@ def _best_items(x: torch.Tensor, k: int, sorted: bool, detect_nan: bool = False)
             found = strided_order(x, k, tuning.STRIDED_GROUP, detect_nan)
         else:
             maxima = group_maxima(x, sizes[0])
-            order = host_order(x, maxima, k, sizes[0])
-            found = None if order is None else (order, _nan_rows(x, maxima, sizes[0]) if detect_nan else None)
+            ranked = host_order(x, maxima, k, sizes[0])
+            if ranked is not None:
+                return ranked[0], _nan_rows(x, maxima, sizes[0]) if detect_nan else None, ranked[1]
+            found = None
         if found is not None:
             return found
     values, items, has_nan = _candidates(x, k, detect_nan=detect_nan, maxima=maxima)
     positions = _exact_topk(values, items, k, sorted)
-    return (positions if items is None else items.gather(1, positions)), has_nan
+    return (positions if items is None else items.gather(1, positions)), has_nan, None
 
 
 def strided_order(x: torch.Tensor, k: int, group: int, detect_nan: bool):
-    """(order, NaN flags or None) of CPU float32 rows (contiguous) larger than the cache, or None
-    (then the caller's selection): the maxima of the strided groups of ``group`` items
+    """(order, NaN flags or None, values) of CPU float32 rows (contiguous) larger than the cache,
+    or None (then the caller's selection): the maxima of the strided groups of ``group`` items
     (``strided_groups``: a reduction across contiguous runs, which streams from memory at the
     speed of a plain row maximum), then, while a block of rows is in cache, the items of the
     groups that reach a threshold k items reach (:func:`host.order_in_strided_groups`).
@@ -111,18 +121,19 @@ def strided_order(x: torch.Tensor, k: int, group: int, detect_nan: bool):
 
 
 def _as_tensors(found: Optional[tuple], detect_nan: bool):
-    """A host selection's (order, NaN flags as numpy) as ``_best_items`` returns it (the flags as a
-    tensor, or None unless ``detect_nan``); None where the selection declined."""
+    """A host selection's (items, values, NaN flags) as numpy as ``_best_items`` returns it: (order,
+    the flags as a tensor or None unless ``detect_nan``, values); None where it declined."""
     if found is None:
         return None
-    order, has_nan = found
-    return order, (torch.from_numpy(has_nan) if detect_nan else None)
+    order, values, has_nan = found
+    return torch.from_numpy(order), (torch.from_numpy(has_nan) if detect_nan else None), torch.from_numpy(values)
 
 
-def host_order(x: torch.Tensor, maxima: torch.Tensor, k: int, group: int) -> Optional[torch.Tensor]:
-    """(batch, k) int64: the items of each row of ``x`` (CPU float32, contiguous) in stable rank
-    order, given the ``maxima`` of its groups of ``group`` consecutive items, selected on the host
-    (:mod:`.host`); None where the host selection declines (``host.order_above``)."""
+def host_order(x: torch.Tensor, maxima: torch.Tensor, k: int, group: int) -> Optional[tuple]:
+    """(order, values) (batch, k): the items of each row of ``x`` (CPU float32, contiguous) in
+    stable rank order and their values, given the ``maxima`` of its groups of ``group``
+    consecutive items, selected on the host (:mod:`.host`); None where the host selection
+    declines (``host.order_above``)."""
     num_rows, num_cols = x.shape
     num_groups = maxima.shape[1]
     if not 0 < k < num_groups or num_rows == 0:
@@ -130,7 +141,8 @@ def host_order(x: torch.Tensor, maxima: torch.Tensor, k: int, group: int) -> Opt
     best, threshold = host.best_groups(maxima.detach().numpy(), k)
     chosen = rows_of_groups(x, torch.from_numpy(best), group).detach().numpy()
     tail_start = num_groups * group  # the items after the last full group are candidates too
-    return host.order_above(chosen, x[:, tail_start:].detach().numpy(), tail_start, best, threshold, k, group)
+    found = host.order_above(chosen, x[:, tail_start:].detach().numpy(), tail_start, best, threshold, k, group)
+    return None if found is None else (torch.from_numpy(found[0]), torch.from_numpy(found[1]))
 
 
 def rereads_cached(x: torch.Tensor, group: int) -> bool:
@@ -141,7 +153,7 @@ def rereads_cached(x: torch.Tensor, group: int) -> bool:
 
 
 def threshold_order(x: torch.Tensor, k: int, group: int, detect_nan: bool):
-    """(order, NaN flags or None) of CPU float32 rows (contiguous) that stay in cache, or None
+    """(order, NaN flags or None, values) of CPU float32 rows (contiguous) that stay in cache, or None
     (then the caller's selection): T is the k-th largest maximum of the strided groups of
     ``group`` items (``strided_groups``: a reduction across contiguous runs, fast at any group
     size), which k distinct items reach, and the candidates are every item scoring at least T,

@@ -8,7 +8,8 @@ items of the strided groups whose maximum reaches T (``order_in_strided_groups``
 ones, the items of the best ``k`` groups by (maximum descending, group index ascending) scoring
 at least the lowest chosen maximum (``best_groups``, ``order_above``); for rows that stay in
 cache, every item compared with T (``order_at_least``). Exact: an item below T has at least
-``k`` items ranked ahead of it (see :mod:`.groups`).
+``k`` items ranked ahead of it (see :mod:`.groups`). The sorted keys also give the scores at the
+order (``_values_of``), which the ranking step would otherwise gather from the rows.
 
 Keys. A value's order as an int32 (``ordered``) in the high 32 bits, ``2**32 - 1 -`` its index
 in the low ones: the key's descending order is the stable order (value descending, index
@@ -28,12 +29,12 @@ _LOW_MASK = (1 << 32) - 1
 
 
 def order_above(values, tail, tail_start: int, best: np.ndarray, threshold: np.ndarray, k: int, group: int):
-    """(batch, k) int64: the items of each row in stable rank order, from ``values`` (batch, k *
-    group), the items of the chosen groups ``best`` (batch, k), ``tail`` (batch, t), the items
-    from ``tail_start`` on (after the last full group; t may be 0), and ``threshold`` (batch,), the
-    lowest chosen maximum (``best_groups``). None where a row has fewer than ``k`` candidates
-    (a NaN) or more than ``tuning.THRESHOLD_CANDIDATES_PER_K`` x ``k`` (many ties): the caller's
-    selection then."""
+    """(items, values) (batch, k) of each row in stable rank order (``_first_k``), from ``values``
+    (batch, k * group), the items of the chosen groups ``best`` (batch, k), ``tail`` (batch, t),
+    the items from ``tail_start`` on (after the last full group; t may be 0), and ``threshold``
+    (batch,), the lowest chosen maximum (``best_groups``). None where a row has fewer than ``k``
+    candidates (a NaN) or more than ``tuning.THRESHOLD_CANDIDATES_PER_K`` x ``k`` (many ties):
+    the caller's selection then."""
     num_rows, span = values.shape
     listed = np.flatnonzero(values >= threshold[:, None])
     rows, columns = np.divmod(listed, span)
@@ -47,7 +48,7 @@ def order_above(values, tail, tail_start: int, best: np.ndarray, threshold: np.n
 
 
 def order_in_strided_groups(x: np.ndarray, maxima_of: Callable[[slice], np.ndarray], group: int, k: int, device):
-    """(order, NaN flags) as :func:`order_at_least`, for rows larger than the cache: a block of
+    """(items, values, NaN flags) as :func:`order_at_least`, for rows larger than the cache: a block of
     rows at a time (``tuning.row_blocks``), ``maxima_of(rows)`` gives the maxima (r, s) of the
     block's strided groups of ``group`` items (group j: items j, j + s, j + 2 s, ..., s = n //
     group), read once from memory. T is the k-th largest maximum of c coarser groups (coarse
@@ -98,13 +99,13 @@ def order_in_strided_groups(x: np.ndarray, maxima_of: Callable[[slice], np.ndarr
         tuple(np.concatenate([found[part][side] for found, _ in blocks]) for side in range(2))
         for part in range(len(blocks[0][0]))
     ]
-    order = _first_k(parts, num_rows, k)
-    return None if order is None else (order, np.concatenate([has_nan for _, has_nan in blocks]))
+    ranked = _first_k(parts, num_rows, k)
+    return None if ranked is None else ranked + (np.concatenate([has_nan for _, has_nan in blocks]),)
 
 
 def order_at_least(x: np.ndarray, runs: np.ndarray, k: int, device: torch.device):
-    """(order, NaN flags): the items (batch, k) int64 of each row of ``x`` (batch, n) in stable
-    rank order and whether the row holds a NaN (batch,) bool, found among those scoring at least
+    """(items, values, NaN flags): the items (batch, k) int64 of each row of ``x`` (batch, n) in
+    stable rank order, their values and whether the row holds a NaN (batch,) bool, found among those scoring at least
     T, the k-th largest maximum of the row's strided groups ``runs`` (batch, g, n // g), a view of
     ``x``: k distinct items reach T, so no item below it is among the best ``k``. A block of rows
     at a time (``tuning.row_blocks``): a block's maxima, T and comparison of every value read it
@@ -115,19 +116,20 @@ def order_at_least(x: np.ndarray, runs: np.ndarray, k: int, device: torch.device
     full = runs.shape[1] * runs.shape[2]
 
     def listed_and_nan(rows: slice) -> tuple:
+        block = x[rows]
         maxima = runs[rows].max(axis=1)  # NaN where a group holds one
         threshold = kth_largest(maxima, k)
-        listed = np.flatnonzero(x[rows] >= threshold[:, None]) + rows.start * num_cols
+        listed = np.flatnonzero(block >= threshold[:, None])
         has_nan = np.isnan(maxima.max(axis=1))
         if full < num_cols:  # the items after the last full group
-            has_nan |= np.isnan(x[rows, full:].max(axis=1))
-        return listed, has_nan
+            has_nan |= np.isnan(block[:, full:].max(axis=1))
+        return listed + rows.start * num_cols, block.reshape(-1).take(listed), has_nan  # values: in cache
 
     blocks = tuning.row_blocks(listed_and_nan, num_rows, num_cols, device)
-    listed = np.concatenate([listed for listed, _ in blocks])
+    listed, values, has_nan = (np.concatenate([block[part] for block in blocks]) for part in range(3))
     rows = listed // num_cols
-    order = _first_k([(_inverted_keys(x.reshape(-1).take(listed), listed - rows * num_cols), rows)], num_rows, k)
-    return None if order is None else (order, np.concatenate([has_nan for _, has_nan in blocks]))
+    ranked = _first_k([(_inverted_keys(values, listed - rows * num_cols), rows)], num_rows, k)
+    return None if ranked is None else ranked + (has_nan,)
 
 
 def listed_where(mask: Callable[[slice], np.ndarray], num_rows: int, num_cols: int, device: torch.device) -> np.ndarray:
@@ -149,22 +151,24 @@ def kth_largest(maxima: np.ndarray, k: int) -> np.ndarray:
     return np.partition(maxima, maxima.shape[1] - k, axis=1)[:, maxima.shape[1] - k]
 
 
-def _first_k(parts: list, num_rows: int, k: int):
-    """The items of the ``k`` best inverted keys of each row, in key order, from ``parts``: (keys,
-    their rows) pairs, each listed row by row. None where a row has fewer than ``k`` keys or more
-    than ``tuning.THRESHOLD_CANDIDATES_PER_K`` x ``k``."""
-    counts = [np.bincount(rows, minlength=num_rows) for _, rows in parts]
-    total = np.sum(counts, axis=0)
+def _first_k(parts: list, num_rows: int, k: int) -> Optional[tuple]:
+    """(items (num_rows, k) int64, values (num_rows, k) float32) of the ``k`` best inverted keys of
+    each row, in key order, from ``parts``: (keys, their rows) pairs, each listed row by row; the
+    values read back from the keys (``_values_of``). None where a row has fewer than ``k`` keys
+    or more than ``tuning.THRESHOLD_CANDIDATES_PER_K`` x ``k``."""
+    bounds = np.arange(num_rows + 1)  # each part's rows ascend: its counts from where each row starts
+    counts = [np.diff(np.searchsorted(rows, bounds)) for _, rows in parts]
+    total = counts[0] if len(counts) == 1 else np.sum(counts, axis=0)
     widest = int(total.max()) if num_rows else 0
     if num_rows == 0 or int(total.min()) < k or widest > tuning.THRESHOLD_CANDIDATES_PER_K * k:
         return None
     table = np.full((num_rows, widest), np.iinfo(np.int64).max, dtype=np.int64)  # after every candidate
     start = np.arange(0, num_rows * widest, widest, dtype=np.int64)  # where each row's next key goes
     for (keys, rows), count in zip(parts, counts):
-        table.reshape(-1)[np.arange(rows.size) + (start - (np.cumsum(count) - count)).take(rows)] = keys
+        table.reshape(-1)[np.arange(rows.size) + np.repeat(start - (np.cumsum(count) - count), count)] = keys
         start += count
-    best_keys = np.sort(table, axis=1)[:, :k]
-    return torch.from_numpy(_LOW_MASK - (np.invert(best_keys) & _LOW_MASK))
+    best_keys = np.invert(np.sort(table, axis=1)[:, :k])
+    return _LOW_MASK - (best_keys & _LOW_MASK), _values_of(best_keys)
 
 
 def best_groups(maxima: np.ndarray, k: int) -> tuple:
@@ -188,6 +192,13 @@ def best_groups(maxima: np.ndarray, k: int) -> tuple:
     best[tied] = _LOW_MASK - (np.invert(chosen[:, :k]) & _LOW_MASK)
     lowest[tied] = np.take_along_axis(maxima[tied], best[tied, k - 1 :], 1)[:, 0]  # the k-th: the lowest
     return best, lowest
+
+
+def _values_of(keys: np.ndarray) -> np.ndarray:
+    """The float32 values of keys (not inverted; see the module docstring): the inverse of the
+    order bits (-0.0 reads back as +0.0, which it equals)."""
+    ordered = (keys >> 32).astype(np.int32)
+    return (ordered ^ ((ordered >> 31) & 0x7FFFFFFF)).view(np.float32)
 
 
 def _inverted_keys(values: np.ndarray, items: np.ndarray) -> np.ndarray:
