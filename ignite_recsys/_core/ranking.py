@@ -276,14 +276,15 @@ def _rank_dense(
     order = order[:, :depth] if order.shape[1] > depth else order
     top_labels = labels.gather(1, order).to(torch.float64)  # before the label pass's result: it may still run
     top_scores = None if request.ties == "stable" else scores.gather(1, order)
-    counted = _label_pass(labels, relevance, request, depth, hints) if labels_job is None else labels_job.result()
 
     def group_totals(boundary, rows, gain_functions):
         return last_group_totals(scores, labels, boundary, relevance, gain_functions, threshold, rows)
 
     positions_of = _positions_of(top_labels, relevance, threshold, top_scores, tie, group_totals)
+    positions = positions_of(request.gain_functions)  # before the label pass's result: it may still run
+    counted = _label_pass(labels, relevance, request, depth, hints) if labels_job is None else labels_job.result()
     ranking = Ranking(batch, relevance, threshold, order, top_labels, None, None, labels, counted, positions_of)
-    ranked = _ranked_batch(ranking, request, num_items, depth, {}, score_is_nan.any(), None, tie)
+    ranked = _ranked_batch(ranking, request, num_items, depth, {}, score_is_nan.any(), None, tie, positions)
     ranked.invalid.update(batch.invalid)
     return ranked
 
@@ -535,11 +536,15 @@ def _ranked_batch(
     nan_scores: torch.Tensor,
     num_candidates: Optional[torch.Tensor],
     tie: Optional[torch.Tensor],
+    positions: Optional[Positions] = None,
 ) -> RankedBatch:
     """The ``RankedBatch`` of a ranking, with what the request asks for computed now; the checks
-    of NaN scores (``nan_scores``) and labels, then of each gain, join ``invalid``."""
+    of NaN scores (``nan_scores``) and labels, then of each gain, join ``invalid``. ``positions``:
+    ``ranking.positions_of`` under the request's gain functions, if already computed."""
     gain_functions = request.gain_functions
-    hit, gain_list, hit_times_hits_so_far, first_hit = ranking.positions_of(gain_functions)
+    if positions is None:
+        positions = ranking.positions_of(gain_functions)
+    hit, gain_list, hit_times_hits_so_far, first_hit = positions
     ranked = RankedBatch(
         num_items,
         depth,
