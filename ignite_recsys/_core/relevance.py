@@ -320,7 +320,8 @@ def _host_relevant_labels(labels, relevance, depth: int, select: bool):
     rows_of = labels.detach().contiguous().numpy()
 
     def not_below(rows: slice) -> np.ndarray:
-        return np.logical_not(below(rows_of[rows], relevance.value))
+        flags = below(rows_of[rows], relevance.value)
+        return np.logical_not(flags, out=flags)  # in place: one mask of the block, not two
 
     listed = listed_where(not_below, num_rows, num_cols, labels.device)
     listed_values = rows_of.reshape(-1).take(listed)
