@@ -90,6 +90,24 @@ def test_swapped_scores_and_labels_warn():
         R.NDCG([2], relevance_threshold=0.5).update((SCORES, grades))  # the right order: no warning
 
 
+def test_swapped_scores_and_labels_warn_on_long_rows():
+    """Rows longer than the part read first: integral scores with fractional labels warn, and a
+    fractional score or label only far into the row counts as well."""
+    width = 5_000
+    scores = torch.arange(2 * width, dtype=torch.float32).reshape(2, width)
+    labels = torch.zeros(2, width)
+    labels[0, width - 1] = 0.5  # the only fractional label: the last one
+    with pytest.warns(R.InputWarning, match="swapped"):
+        R.NDCG([2], relevance_threshold=0.5).update((scores, labels))
+    fractional = scores.clone()
+    fractional[0, width - 2] += 0.25  # the only fractional score of the first row
+    integral_labels = labels.round()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        R.NDCG([2], relevance_threshold=0.5).update((fractional, labels))
+        R.NDCG([2], relevance_threshold=0.5).update((scores, integral_labels))
+
+
 def test_num_threads_applies_to_the_update_only():
     """num_threads=1 runs the update on one torch thread and gives the caller's setting back, also
     when the update raises; the values are those of the default."""

@@ -169,6 +169,18 @@ def warn_user(message: str, category: type) -> None:
 
 
 # --- Inputs that are accepted but look like mistakes ----------------------------------------------
+_INTEGRAL_PREFIX = 1024  # model scores are fractional within their first values: the rest is not read
+
+
+def _integral(row: torch.Tensor) -> bool:
+    """Whether every value of the float ``row`` is integral: its first ``_INTEGRAL_PREFIX`` values,
+    then, only if those are, the whole row."""
+    head = row[:_INTEGRAL_PREFIX]
+    if not bool((head == head.round()).all()):
+        return False
+    return row.shape[0] <= _INTEGRAL_PREFIX or bool((row == row.round()).all())
+
+
 def warn_if_suspicious(y_pred: Union[torch.Tensor, None], y: Union[torch.Tensor, None]) -> None:
     """CPU, first update after a reset: warn (:class:`InputWarning`) when the integer scores of
     the first user are a permutation of the item ids (ranked ids passed as scores), or when that
@@ -189,7 +201,7 @@ def warn_if_suspicious(y_pred: Union[torch.Tensor, None], y: Union[torch.Tensor,
         return
     if y is None or not y.is_floating_point() or y.shape != y_pred.shape:
         return
-    if bool((first == first.round()).all()) and not bool((y[0] == y[0].round()).all()):
+    if _integral(first) and not _integral(y[0]):
         warn_user(
             "y_pred holds integral values while y holds fractional ones: the tuple is (y_pred, y), scores "
             "first; were they swapped?",
