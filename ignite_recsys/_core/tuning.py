@@ -427,10 +427,12 @@ def shared_pass(
 
 def row_blocks(compute, num_rows: int, row_entries: int, device: torch.device) -> list:
     """``[compute(rows) for rows in blocks]``: :func:`shared_pass`'s blocks where the pass is
-    shared, else blocks of about ``SHARED_BLOCK_ENTRIES`` entries in turn. For a pass that reads
-    each block more than once: the later reads find it in cache, so a shared block of 4-byte
-    entries takes at most ``PIECE_CACHE_SHARE`` of the cache where ``MAX_PIECES`` blocks cover
-    the rows that way (else ``MAX_PIECES`` blocks: the operations stay bounded)."""
+    shared, else blocks of about ``SHARED_BLOCK_ENTRIES`` entries in turn (in a side job on a
+    helper, ``SIDE_JOB_BLOCK_ENTRIES``: fewer numpy calls, each a wait for the interpreter lock
+    there). For a pass that reads each block more than once: the later reads find it in cache,
+    so a shared block of 4-byte entries takes at most ``PIECE_CACHE_SHARE`` of the cache where
+    ``MAX_PIECES`` blocks cover the rows that way (else ``MAX_PIECES`` blocks: the operations
+    stay bounded)."""
     fitting = int(cache_bytes() * PIECE_CACHE_SHARE) // max(4 * row_entries, 1)
     blocks = shared_pass(compute, num_rows, row_entries, device, max_rows=max(fitting, -(-num_rows // MAX_PIECES)))
     if blocks is not None:
