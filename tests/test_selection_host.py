@@ -111,24 +111,28 @@ def test_threshold_selection_in_row_blocks_flags_nan_rows(rng, monkeypatch, host
     np.testing.assert_array_equal(got[clean].numpy(), np.argsort(-x[clean], axis=1, kind="stable")[:, :k])
 
 
+@pytest.mark.parametrize("group", [8, 16])
 @pytest.mark.parametrize("shared", [False, True])
-def test_strided_selection_in_row_blocks_flags_nan_rows(rng, monkeypatch, host_orders, shared):
-    """Rows larger than the cache (strided groups, coarse groups of several of them) a few rows
-    at a time, in turn or shared with a helper thread: every row without NaN equals the stable
-    argsort, including rows whose best items sit in one strided group, after the last full
-    group or in ascending order, and each row holding a NaN (in a group or after the last full
-    group) is flagged, in every block."""
+def test_strided_selection_in_row_blocks_flags_nan_rows(rng, monkeypatch, host_orders, shared, group):
+    """Rows larger than the cache (strided groups of 8 or 16, coarse groups of several of them) a
+    few rows at a time, in turn or shared with a helper thread: every row without NaN equals the
+    stable argsort, including rows whose best items sit in one strided group, after the last
+    full group or in ascending order, and each row holding a NaN (in a group or after the last
+    full group) is flagged, in every block."""
     monkeypatch.setattr(tuning, "IN_CACHE_SHARE", 0.0)
     monkeypatch.setattr(tuning, "SHARED_BLOCK_ENTRIES", 1 << 16)  # one row per block
+    monkeypatch.setattr(tuning, "LONG_STRIDED_ROWS_PER_K", 4_000 if group == 16 else 4_001)
     if shared:
         monkeypatch.setattr(tuning, "WIDE_PASS_ENTRIES", 1 << 12)
-    width, k = 80_013, 20  # strided groups of 16: 5,000 of them, then 13 items; coarse groups of 62
-    assert 1 < 5_000 // (tuning.COARSE_GROUPS_PER_K * k)
+    width, k = 80_013, 20  # 80,013 / 16: 5,000 groups, then 13 items; / 8: 10,001 groups, then 5 items
+    stride = width // group
+    tail = width - group * stride
+    assert module.strided_group_size(width, k) == group and 1 < stride // (tuning.COARSE_GROUPS_PER_K * k)
     x = np.stack([rng.permutation(width).astype(np.float32) for _ in range(8)])
     x[1, 17] = np.nan
     x[4, width - 2] = np.nan  # after the last full group
-    x[5, np.arange(3, width - 13, 5_000)] = width + np.arange(16)  # the 16 best: one strided group
-    x[5, width - 13 :] = width + 100 + np.arange(13)  # and every item after the last full group
+    x[5, np.arange(3, width - tail, stride)] = width + np.arange(group)  # the best: one strided group
+    x[5, width - tail :] = width + 100 + np.arange(tail)  # and every item after the last full group
     x[6] = np.arange(width, dtype=np.float32)  # ascending: the best items at the end of the row
     x[7, [0, width - 1]] = np.nan
     clean = [0, 2, 3, 5, 6]

@@ -73,6 +73,12 @@ HOST_SELECTION = True
 # ``order_in_strided_groups``). Re-measure: bench_update.py at N = 100k and 1M.
 STRIDED_GROUP = 16
 COARSE_GROUPS_PER_K = 4
+# Rows of fewer than this many items per k take strided groups of SHORT_STRIDED_GROUP items: about
+# k of their groups are read again, and at 256 x 80k..200k (k = 101) halving what each group holds
+# saves more than the twice as many maxima cost (256 x 100k: 0.818x -> 0.768x topk; 300k: equal;
+# 1M: 0.515x -> 0.574x). Re-measure: bench_update.py at N = 100k..1M.
+LONG_STRIDED_ROWS_PER_K = 3000
+SHORT_STRIDED_GROUP = 8
 # Rows of at least this many items per k take those strided groups; shorter rows larger than the
 # cache take the maxima of LONG_ROW_GROUPS / SHORT_ROW_GROUPS, the best groups by one partition of
 # them and the chosen groups' items scoring at least the lowest chosen maximum (``host_order``):

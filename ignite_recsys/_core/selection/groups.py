@@ -88,7 +88,7 @@ def _best_items(x: torch.Tensor, k: int, sorted: bool, detect_nan: bool = False)
         if rereads_cached(x, sizes[0]):
             found = threshold_order(x, k, sizes[0], detect_nan)
         elif x.shape[1] >= tuning.STRIDED_ROWS_PER_K * k:
-            found = strided_order(x, k, tuning.STRIDED_GROUP, detect_nan)
+            found = strided_order(x, k, strided_group_size(x.shape[1], k), detect_nan)
         else:
             maxima = group_maxima(x, sizes[0])
             ranked = host_order(x, maxima, k, sizes[0])
@@ -118,6 +118,13 @@ def strided_order(x: torch.Tensor, k: int, group: int, detect_nan: bool):
         x.detach().numpy(), lambda rows: view[rows].detach().amax(1).numpy(), group, k, x.device
     )
     return _as_tensors(found, detect_nan)
+
+
+def strided_group_size(num_cols: int, k: int) -> int:
+    """The items of a strided group of ``strided_order``: ``tuning.STRIDED_GROUP`` on rows of at
+    least ``tuning.LONG_STRIDED_ROWS_PER_K`` items per k, else ``tuning.SHORT_STRIDED_GROUP`` (about
+    k groups are read again: fewer items each where the row holds fewer groups to reduce)."""
+    return tuning.STRIDED_GROUP if num_cols >= tuning.LONG_STRIDED_ROWS_PER_K * k else tuning.SHORT_STRIDED_GROUP
 
 
 def _as_tensors(found: Optional[tuple], detect_nan: bool):
