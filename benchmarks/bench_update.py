@@ -11,8 +11,8 @@ counter) and its growth over 20 updates. Writes a table to stdout, JSON and a PN
     python benchmarks/bench_update.py --load 1 --only-ours   # with one busy process competing for the cores
     python benchmarks/bench_update.py --operations           # operations per update at every batch size and N
     python benchmarks/bench_update.py --runs 3 --markdown    # three runs; the tables of docs/benchmarks.md
-    python benchmarks/bench_update.py --under-load --markdown  # idle, num_threads=1, 1 and 4 busy processes,
-                                                               # and the small-batch stream, in one table
+    python benchmarks/bench_update.py --under-load --runs 3 --markdown  # idle, num_threads=1, 1 and 4 busy
+                                     # processes, and the small-batch stream, in one table (medians of 3 runs)
     python benchmarks/bench_update.py --under-load --sizes     # the small-batch stream alone
 
 ``--load L`` starts L busy processes (each a pure-Python spin loop on one core, not pinned) before
@@ -237,9 +237,15 @@ def under_load(args):
     return report
 
 
-def under_load_markdown(report, command):
-    """The speed-under-load table of docs/benchmarks.md (``under_load``'s report)."""
-    lines = [header_line(command, 1, "", [report["load_average_at_start"]])]
+def under_load_markdown(reports, command):
+    """The speed-under-load table of docs/benchmarks.md from ``under_load``'s reports (one per run;
+    each cell the median over runs, with the range of the runs)."""
+    report = reports[0]
+    lines = [header_line(command, len(reports), "", [run["load_average_at_start"] for run in reports])]
+
+    def ratio(field) -> str:  # the cell of a value read from each run's report by ``field``
+        return _ratio([field(run) for run in reports])
+
     if report["sizes"]:
         lines += [
             "",
@@ -247,14 +253,19 @@ def under_load_markdown(report, command):
             "| 1 busy process | 4 busy processes | slowdown with 4 busy processes: ours / `torch.topk` |",
             "|---|---|---|---|---|---|---|",
         ]
-    for items, entry in report["sizes"].items():
-        row, slowdown = entry["by_load"], entry["slowdown_4"]
+    for items in report["sizes"]:
+
+        def at(load, name, items=items):  # the ratio of ``name`` with ``load`` busy processes, per run
+            return lambda run: run["sizes"][items]["by_load"][load]["ratio"][name]
+
+        def slowdown(name, items=items):
+            return lambda run: run["sizes"][items]["slowdown_4"][name]
+
+        topk_seconds = [run["sizes"][items]["by_load"][0]["seconds"]["torch.topk(100)"] for run in reports]
         lines.append(
-            f"| {int(items):,} | {_ms([row[0]['seconds']['torch.topk(100)']])} | "
-            f"{_number(row[0]['ratio']['default'])}x | "
-            f"{_number(row[0]['ratio']['num_threads=1'])}x | {_number(row[1]['ratio']['default'])}x | "
-            f"{_number(row[4]['ratio']['default'])}x | {_number(slowdown['default'])}x / "
-            f"{_number(slowdown['torch.topk(100)'])}x |"
+            f"| {int(items):,} | {_ms(topk_seconds)} | {ratio(at(0, 'default'))} | {ratio(at(0, 'num_threads=1'))} | "
+            f"{ratio(at(1, 'default'))} | {ratio(at(4, 'default'))} | {ratio(slowdown('default'))} / "
+            f"{ratio(slowdown('torch.topk(100)'))} |"
         )
     stream = report["stream"]
     lines += [
@@ -263,11 +274,12 @@ def under_load_markdown(report, command):
         f"{STREAM_ITEMS:,} items) | `torch.topk` | default | `num_threads=1` |",
         "|---|---|---|---|",
     ]
-    for load, entry in stream.items():
+    for load in stream:
         label = "no busy process" if int(load) == 0 else f"{load} busy process"
+        topk_seconds = [run["stream"][load]["seconds"]["torch.topk(100)"] for run in reports]
         lines.append(
-            f"| {label} | {_ms([entry['seconds']['torch.topk(100)']])} | {_number(entry['ratio']['default'])}x | "
-            f"{_number(entry['ratio']['num_threads=1'])}x |"
+            f"| {label} | {_ms(topk_seconds)} | {ratio(lambda run: run['stream'][load]['ratio']['default'])} | "
+            f"{ratio(lambda run: run['stream'][load]['ratio']['num_threads=1'])} |"
         )
     return "\n".join(lines)
 
@@ -671,11 +683,12 @@ def main(argv=None):
     os.makedirs(args.out, exist_ok=True)
     command = command_line("benchmarks/bench_update.py", argv)
     if args.under_load:
-        report = under_load(args)
+        reports = [under_load(args) for _ in range(args.runs)]
+        report = reports[0] if len(reports) == 1 else {**reports[0], "runs": reports}
+        if args.markdown:
+            print("\n" + under_load_markdown(reports, command))
         with open(os.path.join(args.out, "bench_under_load.json"), "w") as handle:
             json.dump(report, handle, indent=2)
-        if args.markdown:
-            print("\n" + under_load_markdown(report, command))
         return report
     if args.operations:
         counts = operation_sweep(args.sizes)
