@@ -48,10 +48,10 @@ def order_above(values, tail, tail_start: int, best: np.ndarray, threshold: np.n
 
 
 def order_in_strided_groups(x: np.ndarray, maxima_of: Callable[[slice], np.ndarray], group: int, k: int, device):
-    """(items, values, NaN flags) as :func:`order_at_least`, for rows larger than the cache: a block of
-    rows at a time (``tuning.row_blocks``), ``maxima_of(rows)`` gives the maxima (r, s) of the
-    block's strided groups of ``group`` items (group j: items j, j + s, j + 2 s, ..., s = n //
-    group), read once from memory. T is the k-th largest maximum of c coarser groups (coarse
+    """(items, values, NaN flags) as :func:`order_at_least`, for rows larger than the cache: a
+    block of rows at a time (``tuning.row_blocks``), ``maxima_of(rows)`` gives the maxima (r, s)
+    of the block's strided groups of ``group`` items (group j: items j, j + s, j + 2 s, ..., s =
+    n // group), read once from memory. T is the k-th largest maximum of c coarser groups (coarse
     group i: the strided groups i, i + c, i + 2 c, ...; about ``tuning.COARSE_GROUPS_PER_K`` x k of
     them; a group holding NaN counts last): k distinct items reach T. The candidates are the
     items scoring at least T of the groups whose maximum reaches T (an item reaching T lies in
@@ -105,13 +105,13 @@ def order_in_strided_groups(x: np.ndarray, maxima_of: Callable[[slice], np.ndarr
 
 def order_at_least(x: np.ndarray, runs: np.ndarray, k: int, device: torch.device):
     """(items, values, NaN flags): the items (batch, k) int64 of each row of ``x`` (batch, n) in
-    stable rank order, their values and whether the row holds a NaN (batch,) bool, found among those scoring at least
-    T, the k-th largest maximum of the row's strided groups ``runs`` (batch, g, n // g), a view of
-    ``x``: k distinct items reach T, so no item below it is among the best ``k``. A block of rows
-    at a time (``tuning.row_blocks``): a block's maxima, T and comparison of every value read it
-    while it is in cache. For rows that stay in cache. None where a row has fewer than ``k``
-    candidates (NaN) or more than ``tuning.THRESHOLD_CANDIDATES_PER_K`` x ``k`` (many ties): the
-    caller's selection then."""
+    stable rank order, their values and whether the row holds a NaN (batch,) bool, found among
+    those scoring at least T, the k-th largest maximum of the row's strided groups ``runs``
+    (batch, g, n // g), a view of ``x``: k distinct items reach T, so no item below it is among
+    the best ``k``. A block of rows at a time (``tuning.row_blocks``): a block's maxima, T,
+    comparison of every value and the candidates' values read it while it is in cache. For rows
+    that stay in cache. None where a row has fewer than ``k`` candidates (NaN) or more than
+    ``tuning.THRESHOLD_CANDIDATES_PER_K`` x ``k`` (many ties): the caller's selection then."""
     num_rows, num_cols = x.shape
     full = runs.shape[1] * runs.shape[2]
 
@@ -168,7 +168,7 @@ def _first_k(parts: list, num_rows: int, k: int) -> Optional[tuple]:
         table.reshape(-1)[np.arange(rows.size) + np.repeat(start - (np.cumsum(count) - count), count)] = keys
         start += count
     best_keys = np.invert(np.sort(table, axis=1)[:, :k])
-    return _LOW_MASK - (best_keys & _LOW_MASK), _values_of(best_keys)
+    return _items_of(best_keys), _values_of(best_keys)
 
 
 def best_groups(maxima: np.ndarray, k: int) -> tuple:
@@ -189,9 +189,14 @@ def best_groups(maxima: np.ndarray, k: int) -> tuple:
     best[untied] = (np.flatnonzero(above) % num_groups).reshape(-1, k)
     groups = np.arange(num_groups, dtype=np.int64)
     chosen = np.partition(_inverted_keys(maxima[tied], groups), k - 1, axis=1)
-    best[tied] = _LOW_MASK - (np.invert(chosen[:, :k]) & _LOW_MASK)
+    best[tied] = _items_of(np.invert(chosen[:, :k]))
     lowest[tied] = np.take_along_axis(maxima[tied], best[tied, k - 1 :], 1)[:, 0]  # the k-th: the lowest
     return best, lowest
+
+
+def _items_of(keys: np.ndarray) -> np.ndarray:
+    """The item (or group) indices of keys (not inverted; see the module docstring)."""
+    return _LOW_MASK - (keys & _LOW_MASK)
 
 
 def _values_of(keys: np.ndarray) -> np.ndarray:
