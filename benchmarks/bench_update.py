@@ -633,6 +633,14 @@ def measure(args, with_memory=True):
     return report
 
 
+def _at_least_one(text: str) -> int:
+    """An argparse type: a whole number of at least 1 (``--runs``)."""
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number of at least 1, got {text}")
+    return value
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description="Benchmark metric updates against peers.")
     parser.add_argument(
@@ -651,7 +659,7 @@ def main(argv=None):
     )
     parser.add_argument(
         "--runs",
-        type=int,
+        type=_at_least_one,
         default=1,
         help="whole runs, one after the other; the tables give the median of the runs' medians and their range",
     )
