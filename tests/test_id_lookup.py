@@ -115,3 +115,22 @@ def test_ids_with_spaces_in_csv_tables_equal_trec_eval(tmp_path):
     )
     for key, name in MEASURES.items():
         assert result[key] == pytest.approx(np.mean([per_query[u][name] for u in qrels]), abs=1e-12), key
+
+
+def test_text_hashes_depend_on_the_text_alone():
+    """A value hashes alike wherever it sits (first, last, among longer or shorter neighbours, in
+    a slice), and values that differ in one byte, at any position of any word, or in length
+    (trailing zero bytes included) hash differently."""
+    from ignite_recsys.data._arrow import text_hashes
+
+    rng = np.random.default_rng(1)
+    texts = ["", "\0", "a", "a\0", "a\0\0"] + ["".join(rng.choice(list("abc"), size)) for size in range(1, 40)]
+    texts += [text[:at] + ("x" if text[at] != "x" else "y") + text[at + 1 :] for text in texts[5:] for at in (0, -1)]
+    texts = list(dict.fromkeys(texts))
+    alone = {text: int(text_hashes(pa.array([text]))[0]) for text in texts}
+    assert len(set(alone.values())) == len(texts)
+    shuffled = [texts[at] for at in rng.permutation(len(texts))]
+    padded = pa.array(["z" * 50] + shuffled + ["q" * 9])
+    for array, values in ((pa.array(shuffled), shuffled), (padded.slice(1, len(shuffled)), shuffled)):
+        assert [int(value) for value in text_hashes(array)] == [alone[text] for text in values]
+    assert text_hashes(pa.array([], pa.string())).shape == (0,)

@@ -62,61 +62,49 @@ def kept(array: Any, mask: np.ndarray) -> Any:
     return array.take(arrow_of(np.flatnonzero(mask)))
 
 
-_PRIME = np.uint64(0x100000001B3)  # odd: invertible modulo 2**64
-_PRIME_INVERSE = np.uint64(0xCE965057AFF6957B)  # _PRIME * _PRIME_INVERSE == 1 modulo 2**64
-_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
-_HASH_BYTES = 1 << 16  # bytes of text hashed per pass: the pass's temporaries fit in the cache
-_POWERS: list = []  # [PRIME**j, PRIME**-j for j < _HASH_BYTES], computed on first use
-
-
-def _powers(size: int) -> tuple:
-    """PRIME**j and PRIME**-j modulo 2**64 for j < ``size``."""
-    if size > _HASH_BYTES or not _POWERS:
-        with np.errstate(over="ignore"):
-            tables = []
-            for base in (_PRIME, _PRIME_INVERSE):
-                table = np.full(max(size, _HASH_BYTES), base, dtype=np.uint64)
-                table[0] = 1
-                tables.append(np.cumprod(table, out=table))
-        if size > _HASH_BYTES:  # one value longer than a pass: its own tables
-            return tables[0][:size], tables[1][:size]
-        _POWERS[:] = tables
-    return _POWERS[0][:size], _POWERS[1][:size]
+# text hashes: each value read as 8-byte little-endian words (the last one cut to the value's
+# bytes), folded in by multiply-xorshift steps (splitmix64's constants)
+_LENGTH_MIX = np.uint64(0x9E3779B97F4A7C15)
+_WORD_MIX = np.uint64(0xBF58476D1CE4E5B9)
+_FINAL_MIX = np.uint64(0x94D049BB133111EB)
+_LOW_BYTES = np.array([(1 << (8 * count)) - 1 for count in range(8)] + [(1 << 64) - 1], dtype=np.uint64)
 
 
 def text_hashes(array: Any) -> np.ndarray:
-    """A 64-bit polynomial hash of each value of a pyarrow ``string`` array (no nulls): equal
-    texts hash alike; different texts rarely do (a caller that needs exactness compares the texts)."""
+    """A 64-bit hash of each value of a pyarrow ``string`` array (no nulls): equal texts hash
+    alike; different texts rarely do (a caller that needs exactness compares the texts).
+
+    One gather of 8 bytes a row per word of the longest values (the rows still that long), so
+    short ids cost two or three passes of numpy over the rows."""
     offsets = np.frombuffer(array.buffers()[1], dtype=np.int32, count=len(array) + 1, offset=array.offset * 4)
     offsets = offsets.astype(np.int64)
-    text = np.frombuffer(array.buffers()[2], dtype=np.uint8) if len(array) and offsets[-1] > offsets[0] else None
-    hashes = np.empty(len(array), dtype=np.uint64)
-    start = 0
-    while start < len(array):  # rows in passes of about _HASH_BYTES of text
-        stop = max(int(np.searchsorted(offsets, offsets[start] + _HASH_BYTES, "right")) - 1, start + 1)
-        stop = min(stop, len(array))
-        hashes[start:stop] = _polynomial(text, offsets[start : stop + 1])
-        start = stop
+    lengths = np.diff(offsets)
+    low, high = (int(offsets[0]), int(offsets[-1])) if len(array) else (0, 0)
+    text = np.zeros(high - low + 8, dtype=np.uint8)  # 8 bytes past the end: every word can be read
+    if high > low:
+        text[: high - low] = np.frombuffer(array.buffers()[2], dtype=np.uint8, count=high - low, offset=low)
+    words = np.ndarray((high - low + 1,), dtype="<u8", buffer=text, strides=(1,))  # the word at each byte
+    starts = offsets[:-1] - low
+    hashes = lengths.astype(np.uint64) * _LENGTH_MIX
+    rows: Optional[np.ndarray] = None  # the rows longer than ``done`` bytes (None: all)
+    done = 0
+    while True:
+        at, left = (starts, lengths) if rows is None else (starts[rows] + done, lengths[rows] - done)
+        word = words[at] & _LOW_BYTES[np.minimum(left, 8)]
+        mixed = hashes if rows is None else hashes[rows]
+        mixed ^= word
+        mixed *= _WORD_MIX
+        mixed ^= mixed >> np.uint64(31)
+        if rows is not None:
+            hashes[rows] = mixed
+        done += 8
+        rows = np.flatnonzero(lengths > done) if rows is None else rows[left > 8]
+        if not len(rows):
+            break
+    hashes ^= hashes >> np.uint64(30)
+    hashes *= _FINAL_MIX
+    hashes ^= hashes >> np.uint64(31)
     return hashes
-
-
-def _polynomial(text: Optional[np.ndarray], offsets: np.ndarray) -> np.ndarray:
-    """sum((byte_j + 1) * PRIME**j) + length * GOLDEN of each value (j from 0 at its first byte),
-    modulo 2**64: prefix sums of the text's terms, moved to each value's start by an inverse power."""
-    first, lengths = offsets[:-1] - offsets[0], np.diff(offsets)
-    size = int(offsets[-1] - offsets[0])
-    with np.errstate(over="ignore"):
-        mixed = lengths.astype(np.uint64) * _GOLDEN
-        if size == 0 or text is None:
-            return mixed
-        powers, inverse = _powers(size)
-        prefix = np.zeros(size + 1, dtype=np.uint64)
-        terms = text[offsets[0] : offsets[-1]].astype(np.uint64)
-        terms += np.uint64(1)
-        terms *= powers
-        np.cumsum(terms, out=prefix[1:])
-        shift = inverse[np.minimum(first, size - 1)]
-        return (prefix[first + lengths] - prefix[first]) * shift + mixed
 
 
 class TextIndex:
