@@ -25,7 +25,7 @@ from ._registry import ALL_METRICS, CUTOFF_METRICS, REGISTRY, ranking_metrics_op
 from .data._optional import require
 from .data.files import read_interactions
 from .data.interactions import Interactions
-from .data.runs import SCORE_PRECISIONS, RunStream, SplitUserError, grouped_chunks, run_chunks
+from .data.runs import SCORE_PRECISIONS, RunStream, SplitUserError, grouped_chunks, run_chunks, user_pieces
 from .inputs import RankedItems, UserIds
 from .metrics import RankingMetrics
 from .stats import paired_test
@@ -661,8 +661,10 @@ def _from_run(run: Any, feed: _Feed, options: _RunOptions, known: Optional[int] 
     """Each test user's list of ``run`` in batches of users; the users the run misses get an
     empty list. A run whose users' rows are not contiguous is read again, grouped in memory."""
     chunks = run_chunks(run, options.columns, options.format)
-    if isinstance(run, (str, os.PathLike)):  # the text parsed by a thread of its own, ahead of the lists
-        chunks.chunks = _prefetched(chunks.chunks, name="ignite_recsys-run-parser")
+    if isinstance(run, (str, os.PathLike)):
+        # the text parsed and cut into users' pieces by a thread of its own, ahead of the lists
+        pieces = user_pieces(chunks, float32=options.score_precision == "float32")
+        chunks.pieces = _prefetched(pieces, name="ignite_recsys-run-parser")
     source, grouped = chunks.source, False
     try:
         stream = _evaluated(chunks, feed, options, known)
@@ -806,6 +808,10 @@ def _prefetched(items: Any, depth: int = 2, name: str = "ignite_recsys-run-reade
             handed(("end", done))
         except BaseException as error:  # handed to the consumer, which raises it
             handed(("error", error))
+        finally:  # a generator of items stops here, on this thread
+            close = getattr(items, "close", None)
+            if close is not None:
+                close()
 
     thread = threading.Thread(target=produce, name=name, daemon=True)
     thread.start()

@@ -264,3 +264,27 @@ def test_split_users_are_grouped_and_equal_trec_eval(tmp_path, ties, monkeypatch
     with pytest.raises(FileFormatError, match="ranks item 'd1' twice"):  # a repeat across the split is still seen
         (tmp_path / "d").write_text("q1 Q0 d1 1 0.5 t\nq2 Q0 d1 1 0.5 t\nq1 Q0 d1 2 0.4 t\n")
         _evaluate(tmp_path / "d", tmp_path / "q")
+
+
+@pytest.mark.parametrize("chunk_bytes", [300_000, 1 << 20])
+def test_a_run_of_blocks_past_arrows_piece_size_equals_trec_eval(tmp_path, monkeypatch, chunk_bytes):
+    """A run's blocks parsed whole on the parser's thread (each above Arrow's 256 KiB pieces),
+    users cut across blocks, some lines with other spacing: pytrec_eval's values on the file."""
+    from ignite_recsys.data import files
+
+    monkeypatch.setattr(files, "CHUNK_BYTES", chunk_bytes)
+    rng = np.random.default_rng(3)
+    run_lines, qrels_lines = [], []
+    for user in rng.permutation(600):
+        for item in rng.choice(5000, 30, replace=False):
+            line = f"u{user} Q0 doc{item} 0 {rng.normal():.6f} tag"
+            run_lines.append(line if rng.random() > 0.01 else "  " + line.replace(" ", "\t ") + " \r")
+        qrels_lines += [f"u{user} 0 doc{item} {rng.integers(0, 3)}" for item in rng.choice(5000, 5, replace=False)]
+    (tmp_path / "r").write_text("\n".join(run_lines) + "\n")
+    (tmp_path / "q").write_text("\n".join(qrels_lines) + "\n")
+    assert (tmp_path / "r").stat().st_size > 2 * (1 << 18)
+    with open(tmp_path / "r") as run_file, open(tmp_path / "q") as qrels_file:
+        run, qrels = pytrec_eval.parse_run(run_file), pytrec_eval.parse_qrel(qrels_file)
+    result = _evaluate(tmp_path / "r", tmp_path / "q")
+    _assert_means(result, _trec_eval_means(qrels, run))
+    assert result.info["run_rows"] == len(run_lines)

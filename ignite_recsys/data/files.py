@@ -134,20 +134,22 @@ def _irregular(block: bytes) -> bool:
 
 
 def trec_chunks(
-    path: Any, fields: Sequence[str], keep: Sequence[str], block_size: Optional[int] = None
+    path: Any, fields: Sequence[str], keep: Sequence[str], block_size: Optional[int] = None, threads: bool = True
 ) -> Iterator[tuple]:
     """(first line number, {field: pyarrow string array}) of each chunk of a TREC file.
 
     Fields are separated by any run of spaces and tabs; spaces at the start and end of a line and
     Windows line endings are ignored (as trec_eval and pytrec_eval read them). A line without
     exactly ``len(fields)`` fields, a blank line included, raises a FileFormatError naming it.
-    Each block is parsed as single-space separated (Arrow's multithreaded reader), after
-    normalizing the spacing of a block that has other spacing."""
+    Each block is parsed as single-space separated (Arrow's reader), after normalizing the
+    spacing of a block that has other spacing: with ``threads``, in pieces on Arrow's threads (a
+    file read while nothing else runs); without, whole on the calling thread, which saves Arrow's
+    hand-offs and the pieces' joining (a run parsed on a thread of its own beside the metrics)."""
     pa = require("pyarrow", "reading TREC files")
     csv = require("pyarrow.csv", "reading TREC files")
     _check_exists(path)
-    # blocks of 256 KiB: Arrow parses a chunk's blocks on several threads
-    read_options = csv.ReadOptions(column_names=list(fields), use_threads=True, block_size=1 << 18)
+    # pieces of 256 KiB parsed on Arrow's threads, or (threads=False) the whole block as one piece
+    read_options = csv.ReadOptions(column_names=list(fields), use_threads=threads, block_size=1 << 18)
     parse_options = csv.ParseOptions(delimiter=" ", quote_char=False, escape_char=False, ignore_empty_lines=False)
     # the kept fields as text (UTF-8 checked; plain strings convert at twice the speed of
     # dictionaries); the others are counted on each line but not converted, as trec_eval skips them
@@ -158,8 +160,11 @@ def trec_chunks(
     )
 
     def parse(block: bytes) -> Any:
+        options = read_options
+        if not threads and len(block) >= read_options.block_size:  # one piece
+            options = csv.ReadOptions(column_names=list(fields), use_threads=False, block_size=len(block) + 1)
         return csv.read_csv(
-            pa.py_buffer(block), read_options=read_options, parse_options=parse_options, convert_options=convert_options
+            pa.py_buffer(block), read_options=options, parse_options=parse_options, convert_options=convert_options
         )
 
     line = 1

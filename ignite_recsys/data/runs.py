@@ -16,7 +16,7 @@ that ranks an item twice, a NaN score, or a score that is not a number raises a 
 from __future__ import annotations
 
 import os
-from typing import Any, Iterator, Optional, Sequence
+from typing import Any, Iterator, NamedTuple, Optional, Sequence
 
 import numpy as np
 
@@ -56,6 +56,9 @@ class Chunks:
     def __init__(self, chunks: Iterator[tuple], source: str, unit: str, labels: dict, typed: bool = False):
         self.chunks, self.source, self.unit, self.labels = chunks, source, unit, labels
         self.typed = typed  # ids from typed (non-text) columns: tie order by value
+        # the chunks as user_pieces, where a caller prepares them (on a thread of its own); None: the
+        # RunStream cuts them itself
+        self.pieces: Optional[Iterator[Piece]] = None
 
 
 def run_file_chunks(path: Any, format: Optional[str] = None, names: Optional[dict] = None) -> Chunks:
@@ -66,7 +69,8 @@ def run_file_chunks(path: Any, format: Optional[str] = None, names: Optional[dic
     if kind == "trec":
         chunks = (
             (line, columns["qid"], columns["docid"], columns["score"])
-            for line, columns in trec_chunks(path, TREC_RUN_FIELDS, ("qid", "docid", "score"))
+            # parsed without Arrow's threads: a run is read on a thread beside the metrics
+            for line, columns in trec_chunks(path, TREC_RUN_FIELDS, ("qid", "docid", "score"), threads=False)
         )
         return Chunks(chunks, os.fspath(path), "line", {"user": "1 (qid)", "item": "3 (docid)", "score": "5 (score)"})
     chosen = table_columns(
@@ -220,75 +224,39 @@ class RunStream:
         self.rows = self.rows_outside = 0
         self.match_only = tuple(match_only)
         self._test_users = test.users.numpy()
-        self._kinds: dict = {}
-
-    def _not_contiguous(self, line: int, user: Any) -> FileFormatError:
-        return SplitUserError(
-            self.chunks.source,
-            line,
-            self.chunks.labels.get("user"),
-            f"the rows of user {_show(user)} are not contiguous: they start again here after other users' rows",
-            self.chunks.unit,
-        )
 
     def _error(self, line: int, role: Optional[str], message: str) -> FileFormatError:
-        return FileFormatError(
-            self.chunks.source, line, self.chunks.labels.get(role) if role else None, message, self.chunks.unit
-        )
+        return _line_error(self.chunks, line, role, message)
 
     def __iter__(self) -> Iterator[tuple]:
-        pa = require("pyarrow", "reading a run")
+        pieces = self.chunks.pieces if self.chunks.pieces is not None else user_pieces(self.chunks, self.float32)
         try:
-            carry = None
-            for chunk in self.chunks.chunks:
-                first, users, items, scores = chunk[:4]
-                rows = chunk[4] if len(chunk) > 4 else None
-                lines = np.arange(first, first + len(users)) if rows is None else rows
-                if carry is not None:
-                    users, items, scores = (
-                        pa.concat_arrays([old, new]) for old, new in zip(carry[:3], (users, items, scores))
-                    )
-                    lines = np.concatenate([carry[3], lines])
-                carry = None
-                tail = _last_user_start(users)
-                if tail < 0:  # an empty chunk
-                    continue
-                if tail > 0:  # the last user may go on in the next chunk
-                    carry = (users.slice(tail), items.slice(tail), scores.slice(tail), lines[tail:])
-                    users, items, scores = users.slice(0, tail), items.slice(0, tail), scores.slice(0, tail)
-                    lines = lines[:tail]
-                elif tail == 0:
-                    carry = (users, items, scores, lines)
-                    continue
-                yield from self._lists(users, items, scores, lines)
-            if carry is not None:
-                yield from self._lists(*carry)
-        finally:  # the chunks' reader stops with the lists (a generator, or a thread parsing ahead)
-            close = getattr(self.chunks.chunks, "close", None)
+            for piece in pieces:
+                yield from self._lists(piece)
+        finally:  # the pieces' reader stops with the lists (a generator, or a thread reading ahead)
+            close = getattr(pieces, "close", None)
             if close is not None:
                 close()
 
-    def _lists(self, users: Any, items: Any, scores: Any, lines: np.ndarray) -> Iterator[tuple]:
+    def _lists(self, piece: "Piece") -> Iterator[tuple]:
+        users, items, lines, starts, segment_users, dictionary = piece[:6]
         self.rows += len(users)
-        starts, segment_users, dictionary = _user_runs(users)
         segment_lengths = np.diff(np.append(starts, len(users)))
         position_of = self._positions(dictionary, segment_users, lines[starts])
-        ordered = np.sort(segment_users)  # (np.unique would import numpy.ma on first use: 35 ms)
-        if (ordered[1:] == ordered[:-1]).any():
-            again = _first_repeat(segment_users)
-            raise self._not_contiguous(int(lines[starts[again]]), dictionary[int(segment_users[again])])
+        if piece.split_error is not None:
+            raise piece.split_error
         segment_positions = position_of[segment_users]
         known = segment_positions >= 0
         repeated = known & self.seen[np.where(known, segment_positions, 0)]
         if repeated.any():
             again = int(np.argmax(repeated))
-            raise self._not_contiguous(int(lines[starts[again]]), dictionary[int(segment_users[again])])
+            user = dictionary[int(segment_users[again])]
+            raise _split_error(self.chunks, int(lines[starts[again]]), user)
         self.seen[segment_positions[known]] = True
-        score_values = self._scores(scores, lines)
-        if self.float32:  # as trec_eval stores a run's scores: equal in float32, tied
-            with np.errstate(over="ignore"):  # beyond float32's range: inf, as trec_eval
-                score_values = score_values.astype(np.float32).astype(np.float64)
-        item_codes, identity = self._items(items, lines, self._test_users[segment_positions[known]])
+        if piece.score_error is not None:
+            raise piece.score_error
+        score_values = piece.score_values
+        item_codes, identity = self._items(items, lines, self._test_users[segment_positions[known]], piece.hashes)
         row_positions = np.repeat(segment_positions, segment_lengths)
         self.rows_outside += int((row_positions < 0).sum())
         kept = row_positions >= 0
@@ -370,15 +338,9 @@ class RunStream:
             message = str(error).split(": ", 1)[1]
             raise self._error(int(lines[row]), role, message) from None
 
-    def _scores(self, scores: Any, lines: np.ndarray) -> np.ndarray:
-        try:
-            return numbers_of(self.chunks.source, scores, 0, self.chunks.labels["score"], "score", self.chunks.unit)
-        except FileFormatError as error:
-            message = str(error).split(": ", 1)[1]
-            raise self._error(int(lines[error.line]), "score", message) from None
-
-    def _items(self, items: Any, lines: np.ndarray, users: np.ndarray) -> tuple:
-        """(the dense item id of each row, None or each row's text hash). An item the test table
+    def _items(self, items: Any, lines: np.ndarray, users: np.ndarray, hashes: Optional[np.ndarray]) -> tuple:
+        """(the dense item id of each row, None or each row's text hash: ``hashes`` when given,
+        else computed where needed). An item the test table
         does not know (with ``match_only``: that those tables do not hold for ``users``, the
         chunk's test users) gets an id from ``unknown_base`` up that no other item of its list
         has: one per row where the text hashes are given (they then tell the items apart), else
@@ -411,7 +373,7 @@ class RunStream:
             codes = test.item_map.encode_among(items, held)
             unknown = codes < 0
             codes[unknown] = self.unknown_base + np.flatnonzero(unknown)
-            return codes, text_hashes(items)
+            return codes, text_hashes(items) if hashes is None else hashes
         # each distinct id of the chunk looked up once (as text: distinct texts stay distinct items,
         # "07" and "Z" included against an integer map); the unknown ones numbered in order of first row
         encoded = items if pa.types.is_dictionary(items.type) else pc.dictionary_encode(items)
@@ -449,26 +411,101 @@ def _as_kind(dictionary: Any, kind: Optional[str]) -> tuple:
     return dictionary, None
 
 
-def _last_user_start(users: Any) -> int:
-    """The row where the last user's rows begin (0 when the chunk is all one user)."""
-    if len(users) == 0:
-        return -1
+class Piece(NamedTuple):
+    """The rows of whole users of a run, with what reading them needs no test table for."""
+
+    users: Any  # pyarrow arrays of the rows' user and item ids
+    items: Any
+    lines: np.ndarray  # each row's line (or row) in the run
+    starts: np.ndarray  # the first row of each run of one user
+    runs: np.ndarray  # each run's user, as its entry in ``dictionary``
+    dictionary: Any  # the distinct users
+    score_values: np.ndarray  # float64 (float32's values with score_precision="float32"); empty on an error
+    hashes: Optional[np.ndarray]  # the items' text hashes, for text items
+    split_error: Optional[FileFormatError]  # a user with two runs of rows in the piece
+    score_error: Optional[FileFormatError]  # a score that is not a number
+
+
+def user_pieces(chunks: Chunks, float32: bool = False) -> Iterator[Piece]:
+    """The rows of ``chunks`` cut where users change (the last user of a chunk waits for the
+    next one, where its rows may go on), each with its runs of users, its scores as numbers and
+    its items' text hashes: the work that needs no test table, which evaluate() does on the
+    parser's thread. An error found here is kept in the piece, for the RunStream to raise where
+    its checks of the piece's rows reach it."""
+    pa = require("pyarrow", "reading a run")
+    try:
+        carry = None
+        for chunk in chunks.chunks:
+            first, users, items, scores = chunk[:4]
+            rows = chunk[4] if len(chunk) > 4 else None
+            lines = np.arange(first, first + len(users)) if rows is None else rows
+            if carry is not None:
+                users, items, scores = (
+                    pa.concat_arrays([old, new]) for old, new in zip(carry[:3], (users, items, scores))
+                )
+                lines = np.concatenate([carry[3], lines])
+                carry = None
+            if len(users) == 0:
+                continue
+            starts = _run_starts(users)
+            tail = int(starts[-1])  # the last user may go on in the next chunk
+            carry = (users.slice(tail), items.slice(tail), scores.slice(tail), lines[tail:])
+            if tail > 0:
+                head = (users.slice(0, tail), items.slice(0, tail), scores.slice(0, tail), lines[:tail])
+                yield _piece(chunks, *head, starts[:-1], float32)
+        if carry is not None:
+            yield _piece(chunks, *carry, np.zeros(1, dtype=np.int64), float32)
+    finally:  # the chunks' reader stops with the pieces (a generator, or a thread parsing ahead)
+        close = getattr(chunks.chunks, "close", None)
+        if close is not None:
+            close()
+
+
+def _piece(
+    chunks: Chunks, users: Any, items: Any, scores: Any, lines: np.ndarray, starts: np.ndarray, float32: bool
+) -> Piece:
+    pa = require("pyarrow", "reading a run")
     pc = require("pyarrow.compute", "reading a run")
-    last = users[len(users) - 1]
-    different = numpy_of(pc.not_equal(users, last))
-    other = np.flatnonzero(different)
-    return int(other[-1]) + 1 if len(other) else 0
+    encoded = pc.dictionary_encode(users.take(arrow_of(starts)))  # a hash table of the runs' ids only
+    runs, dictionary = numpy_of(encoded.indices).astype(np.int64), encoded.dictionary
+    split_error = None
+    ordered = np.sort(runs)  # (np.unique would import numpy.ma on first use: 35 ms)
+    if (ordered[1:] == ordered[:-1]).any():
+        again = _first_repeat(runs)
+        split_error = _split_error(chunks, int(lines[starts[again]]), dictionary[int(runs[again])])
+    score_values, score_error = np.zeros(0), None
+    try:
+        score_values = numbers_of(chunks.source, scores, 0, chunks.labels["score"], "score", chunks.unit)
+    except FileFormatError as error:
+        score_error = _line_error(chunks, int(lines[error.line]), "score", str(error).split(": ", 1)[1])
+    if score_error is None and float32:  # as trec_eval stores a run's scores: equal in float32, tied
+        with np.errstate(over="ignore"):  # beyond float32's range: inf, as trec_eval
+            score_values = score_values.astype(np.float32).astype(np.float64)
+    hashes = text_hashes(items) if items.type == pa.string() else None
+    return Piece(users, items, lines, starts, runs, dictionary, score_values, hashes, split_error, score_error)
 
 
-def _user_runs(users: Any) -> tuple:
-    """(the first row of each run of equal user ids, each run's index among the distinct users,
-    the distinct users): one comparison of neighbouring ids, and a hash table of the runs' ids only."""
+def _run_starts(users: Any) -> np.ndarray:
+    """The first row of each run of equal ids of a pyarrow array (not empty): one comparison of
+    neighbouring ids."""
     pc = require("pyarrow.compute", "reading a run")
     count = len(users)
     change = numpy_of(pc.not_equal(users.slice(1), users.slice(0, count - 1))) if count > 1 else np.zeros(0, bool)
-    starts = np.flatnonzero(np.concatenate([[True], change]))
-    encoded = pc.dictionary_encode(users.take(arrow_of(starts)))
-    return starts, numpy_of(encoded.indices).astype(np.int64), encoded.dictionary
+    return np.flatnonzero(np.concatenate([[True], change]))
+
+
+def _split_error(chunks: Chunks, line: int, user: Any) -> FileFormatError:
+    return SplitUserError(
+        chunks.source,
+        line,
+        chunks.labels.get("user"),
+        f"the rows of user {_show(user)} are not contiguous: they start again here after other users' rows",
+        chunks.unit,
+    )
+
+
+def _line_error(chunks: Chunks, line: int, role: Optional[str], message: str) -> FileFormatError:
+    return FileFormatError(chunks.source, line, chunks.labels.get(role) if role else None, message, chunks.unit)
 
 
 _SEGMENT_MIX = np.uint64(0x9E3779B97F4A7C15)
