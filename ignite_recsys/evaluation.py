@@ -43,6 +43,8 @@ CONVENTIONS = (
 # users per update from a run: small enough that a batch's ranked lists (100 rows a user: 100k
 # entries) stay in cache-sized tensors, large enough that the update's fixed cost is spread
 RUN_BATCH_SIZE = 1024
+# pieces of a run file (1 MiB of text each, about 1.1 MiB once parsed) read ahead while the test table is read
+RUN_PIECES_AHEAD = 96
 SAMPLED_RUN_BATCH_SIZE = 2048  # a sampled run draws its negatives by batch: a seed draws what it drew
 
 # Other names of the library's metrics, as ranx, trec_eval / ir-measures and papers write them
@@ -415,41 +417,46 @@ def evaluate(
         batch_size = 1024 if is_model else run_batch if is_run else 16384
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
-    test, exclude, catalog, known = _tables(test, exclude, num_items, is_model)
-    if sampled is not None:  # each test item among sampled negatives (sampled.py)
-        from .sampled import evaluate_sampled
-
-        arguments = (scores, test, requested, sampled, exclude, catalog, batch_size, device, per_user, level)
-        return EvaluationResult(*evaluate_sampled(*arguments, (run_ties, run_columns, run_format), conventions))
-    names = [metric.name for metric in requested]
-    cutoffs = sorted({metric.k for metric in requested if metric.k is not None}) or [1]
-    # the metrics learn the catalog, except for a run of named items, whose items the test
-    # table does not name are numbered past it
-    told = catalog if is_model else known if isinstance(scores, tuple) or test.item_map is None else None
-    metric = RankingMetrics(
-        cutoffs, metrics=list(dict.fromkeys(names)), device=device, per_user=per_user, num_items=told, **conventions
-    )
-    feed = _Feed.start(test, exclude, metric, batch_size, device, per_user, progress)
-    threads = torch.get_num_threads()
-    if num_threads is not None:
-        torch.set_num_threads(V.check_positive_int("num_threads", num_threads))
-    elif is_run and threads > 1:  # the run's reader threads get a core
-        torch.set_num_threads(threads - 1)
+    started = _early_run(scores, run_columns, run_format, score_precision) if is_run and sampled is None else None
     try:
-        if is_model:
-            _from_model(scores, feed, catalog)
-        elif isinstance(scores, tuple):
-            _from_ranked(scores, feed, known)
-        else:
-            depth = None if any(_reads_whole_list(name) for name in names) else cutoffs[-1]
-            run = _RunOptions(run_ties, run_columns, run_format, depth, score_precision)
-            _from_run(scores, feed, run, known if test.item_map is None else None)
-    finally:
-        torch.set_num_threads(threads)
-        if feed.bar is not None:
-            feed.bar.close()
-    # info counts the whole run: every process reads all of it (and evaluates its share of the users)
-    return _result(metric, requested, level, per_user, test, feed.info)
+        test, exclude, catalog, known = _tables(test, exclude, num_items, is_model)
+        if sampled is not None:  # each test item among sampled negatives (sampled.py)
+            from .sampled import evaluate_sampled
+
+            arguments = (scores, test, requested, sampled, exclude, catalog, batch_size, device, per_user, level)
+            return EvaluationResult(*evaluate_sampled(*arguments, (run_ties, run_columns, run_format), conventions))
+        names = [metric.name for metric in requested]
+        cutoffs = sorted({metric.k for metric in requested if metric.k is not None}) or [1]
+        # the metrics learn the catalog, except for a run of named items, whose items the test
+        # table does not name are numbered past it
+        told = catalog if is_model else known if isinstance(scores, tuple) or test.item_map is None else None
+        metric = RankingMetrics(
+            cutoffs, metrics=list(dict.fromkeys(names)), device=device, per_user=per_user, num_items=told, **conventions
+        )
+        feed = _Feed.start(test, exclude, metric, batch_size, device, per_user, progress)
+        threads = torch.get_num_threads()
+        if num_threads is not None:
+            torch.set_num_threads(V.check_positive_int("num_threads", num_threads))
+        elif is_run and threads > 1:  # the run's reader threads get a core
+            torch.set_num_threads(threads - 1)
+        try:
+            if is_model:
+                _from_model(scores, feed, catalog)
+            elif isinstance(scores, tuple):
+                _from_ranked(scores, feed, known)
+            else:
+                depth = None if any(_reads_whole_list(name) for name in names) else cutoffs[-1]
+                run = _RunOptions(run_ties, run_columns, run_format, depth, score_precision)
+                _from_run(scores, feed, run, known if test.item_map is None else None, started)
+        finally:
+            torch.set_num_threads(threads)
+            if feed.bar is not None:
+                feed.bar.close()
+        # info counts the whole run: every process reads all of it (and evaluates its share of the users)
+        return _result(metric, requested, level, per_user, test, feed.info)
+    finally:  # a run reader that started early stops with the call
+        if started is not None:
+            started.pieces.close()
 
 
 def _checked_arguments(metrics: Any, conventions: dict, score_precision: str, level: Any) -> List[MetricName]:
@@ -657,14 +664,37 @@ class _RunOptions(NamedTuple):
     score_precision: str
 
 
-def _from_run(run: Any, feed: _Feed, options: _RunOptions, known: Optional[int] = None) -> None:
-    """Each test user's list of ``run`` in batches of users; the users the run misses get an
-    empty list. A run whose users' rows are not contiguous is read again, grouped in memory."""
-    chunks = run_chunks(run, options.columns, options.format)
+def _run_read_ahead(run: Any, columns: Any, format: Optional[str], score_precision: str, early: int = 0) -> Any:
+    """The run's chunks; a run file's parsed and cut into users' pieces by a thread of its own,
+    ahead of the lists (``early`` pieces ahead until the first is taken)."""
+    chunks = run_chunks(run, columns, format)
     if isinstance(run, (str, os.PathLike)):
-        # the text parsed and cut into users' pieces by a thread of its own, ahead of the lists
-        pieces = user_pieces(chunks, float32=options.score_precision == "float32")
-        chunks.pieces = _prefetched(pieces, name="ignite_recsys-run-parser")
+        pieces = user_pieces(chunks, float32=score_precision == "float32")
+        chunks.pieces = _Prefetched(pieces, name="ignite_recsys-run-parser", early=early)
+    return chunks
+
+
+def _early_run(scores: Any, columns: Any, format: Optional[str], score_precision: str) -> Any:
+    """A run file's reader started before the test table is read (its parser then uses the core
+    the table's reading leaves free), or None: not a file, or the reader did not start (its
+    error is then raised where the run is read, after the test table's)."""
+    if not isinstance(scores, (str, os.PathLike)):
+        return None
+    try:
+        return _run_read_ahead(scores, columns, format, score_precision, early=RUN_PIECES_AHEAD)
+    except Exception:
+        return None
+
+
+def _from_run(run: Any, feed: _Feed, options: _RunOptions, known: Optional[int] = None, started: Any = None) -> None:
+    """Each test user's list of ``run`` in batches of users; the users the run misses get an
+    empty list. A run whose users' rows are not contiguous is read again, grouped in memory.
+    ``started``: the run's chunks from :func:`_early_run`."""
+    chunks = (
+        started
+        if started is not None
+        else _run_read_ahead(run, options.columns, options.format, options.score_precision)
+    )
     source, grouped = chunks.source, False
     try:
         stream = _evaluated(chunks, feed, options, known)
@@ -720,12 +750,16 @@ def _evaluated(chunks: Any, feed: _Feed, options: _RunOptions, known: Optional[i
     )
     pending: list = []
     waiting = 0
-    for part in _prefetched(stream):
-        pending.append(part)
-        waiting += len(part[0])
-        if waiting >= feed.batch_size:  # whole batches; the users left over wait for the next part
-            pending = _flush(feed, pending, options.depth, known, whole=True)
-            waiting = sum(len(part[0]) for part in pending)
+    lists = _Prefetched(stream)
+    try:
+        for part in lists:
+            pending.append(part)
+            waiting += len(part[0])
+            if waiting >= feed.batch_size:  # whole batches; the users left over wait for the next part
+                pending = _flush(feed, pending, options.depth, known, whole=True)
+                waiting = sum(len(part[0]) for part in pending)
+    finally:  # the reader stops with the lists (an error of the metrics included)
+        lists.close()
     if pending:
         _flush(feed, pending, options.depth, known)
     return stream
@@ -778,51 +812,73 @@ def _padded(items: np.ndarray, lengths: np.ndarray, depth: Optional[int]) -> np.
     return ranked
 
 
-def _prefetched(items: Any, depth: int = 2, name: str = "ignite_recsys-run-reader") -> Any:
-    """The items of an iterable, produced by a background thread at most ``depth`` ahead (Arrow's
-    readers and numpy release the GIL, so reading overlaps the metrics' updates); an error of the
-    producer is raised here, and the producer stops when the consumer does."""
-    import queue
-    import threading
+class _Prefetched:
+    """The items of an iterable, produced by a background thread (started at once) at most
+    ``depth`` ahead, or ``early`` ahead until the consumer takes its first item (a run's text is
+    parsed while the test table is read). Arrow's readers and numpy release the GIL, so the
+    producer's work overlaps the consumer's. An error of the producer is raised to the consumer,
+    after the items produced before it; ``close()`` (also at the end or on an error) stops the
+    producer."""
 
-    waiting: queue.Queue = queue.Queue(maxsize=depth)
-    stop = threading.Event()
-    done = object()
+    def __init__(self, items: Any, depth: int = 2, name: str = "ignite_recsys-run-reader", early: int = 0):
+        import collections
+        import threading
 
-    def handed(entry: tuple) -> bool:
-        """Whether ``entry`` was queued before the consumer stopped (which may be waiting for
-        nothing more: every put gives way to ``stop``)."""
-        while not stop.is_set():
-            try:
-                waiting.put(entry, timeout=0.1)
-                return True
-            except queue.Full:
-                continue
-        return False
+        self._items = items
+        self._ready: collections.deque = collections.deque()
+        self._limit = max(depth, early)
+        self._depth = depth
+        self._changed = threading.Condition()
+        self._stopped = False
+        self._thread = threading.Thread(target=self._produce, name=name, daemon=True)
+        self._thread.start()
 
-    def produce() -> None:
+    def _handed(self, entry: tuple) -> bool:
+        """Whether ``entry`` was queued before the consumer stopped."""
+        with self._changed:
+            while len(self._ready) >= self._limit and not self._stopped:
+                self._changed.wait()
+            if self._stopped:
+                return False
+            self._ready.append(entry)
+            self._changed.notify_all()
+            return True
+
+    def _produce(self) -> None:
         try:
-            for item in items:
-                if not handed(("item", item)):
+            for item in self._items:
+                if not self._handed(("item", item)):
                     return
-            handed(("end", done))
+            self._handed(("end", None))
         except BaseException as error:  # handed to the consumer, which raises it
-            handed(("error", error))
+            self._handed(("error", error))
         finally:  # a generator of items stops here, on this thread
-            close = getattr(items, "close", None)
+            close = getattr(self._items, "close", None)
             if close is not None:
                 close()
 
-    thread = threading.Thread(target=produce, name=name, daemon=True)
-    thread.start()
-    try:
-        while True:
-            kind, item = waiting.get()
-            if kind == "end":
-                return
-            if kind == "error":
-                raise item
-            yield item
-    finally:
-        stop.set()
-        thread.join(timeout=5)
+    def __iter__(self) -> "_Prefetched":
+        return self
+
+    def __next__(self) -> Any:
+        with self._changed:
+            while not self._ready and not self._stopped:
+                self._changed.wait()
+            if self._stopped:
+                raise StopIteration
+            kind, item = self._ready.popleft()
+            self._limit = self._depth
+            self._changed.notify_all()
+        if kind == "item":
+            return item
+        self.close()
+        if kind == "error":
+            raise item
+        raise StopIteration
+
+    def close(self) -> None:
+        with self._changed:
+            self._stopped = True
+            self._ready.clear()
+            self._changed.notify_all()
+        self._thread.join(timeout=5)

@@ -288,3 +288,28 @@ def test_a_run_of_blocks_past_arrows_piece_size_equals_trec_eval(tmp_path, monke
     result = _evaluate(tmp_path / "r", tmp_path / "q")
     _assert_means(result, _trec_eval_means(qrels, run))
     assert result.info["run_rows"] == len(run_lines)
+
+
+@pytest.mark.parametrize("chunk_bytes", [90, 1 << 20])
+def test_scores_in_every_number_form_equal_trec_eval(tmp_path, monkeypatch, chunk_bytes):
+    """Scores written as integers, with signs, exponents, leading or trailing points, "inf",
+    read as numbers by the parser in chunks (and as text in the chunks around a bad score): the
+    values pytrec_eval gives, and the bad score's line named."""
+    from ignite_recsys.data import files
+
+    monkeypatch.setattr(files, "CHUNK_BYTES", chunk_bytes)
+    forms = ["3", "+2.5", "-0", ".5", "5.", "1e2", "2E-1", "-1e400", "inf", "-inf", "0.000001", "00012"]
+    rng = np.random.default_rng(4)
+    lines = []
+    for user in range(12):
+        for rank, item in enumerate(rng.choice(20, 6, replace=False)):
+            lines.append(f"u{user} Q0 d{item} {rank} {forms[(user + rank) % len(forms)]} t")
+    (tmp_path / "r").write_text("\n".join(lines) + "\n")
+    (tmp_path / "q").write_text("".join(f"u{user} 0 d{item} 1\n" for user in range(12) for item in range(0, 20, 3)))
+    with open(tmp_path / "r") as run_file, open(tmp_path / "q") as qrels_file:
+        run, qrels = pytrec_eval.parse_run(run_file), pytrec_eval.parse_qrel(qrels_file)
+    _assert_means(_evaluate(tmp_path / "r", tmp_path / "q"), _trec_eval_means(qrels, run))
+    lines[40] = lines[40].rsplit(" ", 2)[0] + " 1,5 t"
+    (tmp_path / "r").write_text("\n".join(lines) + "\n")
+    with pytest.raises(FileFormatError, match=r"line 41, column 5 \(score\): score must be a number, got '1,5'"):
+        _evaluate(tmp_path / "r", tmp_path / "q")

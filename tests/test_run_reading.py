@@ -251,3 +251,61 @@ def test_text_ids_against_integer_ids_match_only_integers_written_the_one_way(tm
     run = {"user": ["u1", "u1", "u1"], "item": ["abc", "zzz", "5"], "score": [3.0, 2.0, 1.0]}
     result = R.evaluate(run, test, ["P@1", "P@3"], progress=False)
     assert result.means == {"precision@1": 0.0, "precision@3": pytest.approx(1 / 3)}
+
+
+def test_the_run_is_read_ahead_while_the_test_table_is_read_within_its_bound(tmp_path, monkeypatch):
+    """A run file's parser starts before the test table is read and stops RUN_PIECES_AHEAD
+    pieces ahead until the lists take the first; the means are pytrec_eval's."""
+    import time
+
+    from ignite_recsys import evaluation
+
+    monkeypatch.setattr(files, "CHUNK_BYTES", 64)  # a piece is a user or two
+    monkeypatch.setattr(evaluation, "RUN_PIECES_AHEAD", 3)
+    made = []
+    pieces = evaluation.user_pieces
+
+    def counted(*args, **kwargs):
+        for piece in pieces(*args, **kwargs):
+            made.append(time.perf_counter())
+            yield piece
+
+    tables = evaluation._tables
+    read = {}
+
+    def slow_tables(*args):
+        time.sleep(0.3)  # the parser has the time to read the whole run meanwhile
+        read["at"] = time.perf_counter()
+        return tables(*args)
+
+    monkeypatch.setattr(evaluation, "user_pieces", counted)
+    monkeypatch.setattr(evaluation, "_tables", slow_tables)
+    (tmp_path / "test.qrels").write_text("".join(f"q{u} 0 d{u % 3} 1\n" for u in range(20)))
+    (tmp_path / "run.trec").write_text(
+        "".join(f"q{u} Q0 d{i} {i} {1 - i / 10} t\n" for u in range(20) for i in range(3))
+    )
+    result = R.evaluate(tmp_path / "run.trec", tmp_path / "test.qrels", ["P@1", "recall@2"], progress=False)
+    ahead = sum(at < read["at"] for at in made)
+    assert ahead == 3 + 1  # the bound, and the piece made while waiting for a place
+    assert len(made) > 10
+    with open(tmp_path / "run.trec") as run_file, open(tmp_path / "test.qrels") as qrels_file:
+        run, qrels = pytrec_eval.parse_run(run_file), pytrec_eval.parse_qrel(qrels_file)
+    expected = pytrec_eval.RelevanceEvaluator(qrels, {"P.1", "recall.2"}).evaluate(run)
+    assert result["P@1"] == pytest.approx(np.mean([value["P_1"] for value in expected.values()]))
+    assert result["recall@2"] == pytest.approx(np.mean([value["recall_2"] for value in expected.values()]))
+    assert _reader_threads() == []
+
+
+@pytest.mark.parametrize("run_name", ["run.trec", "missing.trec", "run.parquet"])
+def test_an_error_in_the_test_table_comes_first_and_leaves_no_thread(tmp_path, run_name):
+    """The run's reader, started before the test table is read, stops when the test table is
+    refused; the test table's error is raised, as it was before the run was read (a missing run
+    file or a run table without its columns included)."""
+    pq = pytest.importorskip("pyarrow.parquet")
+    pa = pytest.importorskip("pyarrow")
+    (tmp_path / "run.trec").write_text("".join(f"q{u} Q0 d{i} {i} 1.0 t\n" for u in range(2000) for i in range(5)))
+    pq.write_table(pa.table({"x": ["q1"], "y": ["d1"]}), tmp_path / "run.parquet")
+    (tmp_path / "test.qrels").write_text("q1 0 d1 1\nq1 0 d1\n")
+    with pytest.raises(FileFormatError, match=r"test.qrels, line 2: expected 4 fields"):
+        R.evaluate(tmp_path / run_name, tmp_path / "test.qrels", ["P@1"], progress=False)
+    assert _reader_threads() == []

@@ -134,9 +134,17 @@ def _irregular(block: bytes) -> bool:
 
 
 def trec_chunks(
-    path: Any, fields: Sequence[str], keep: Sequence[str], block_size: Optional[int] = None, threads: bool = True
+    path: Any,
+    fields: Sequence[str],
+    keep: Sequence[str],
+    block_size: Optional[int] = None,
+    threads: bool = True,
+    numbers: Sequence[str] = (),
 ) -> Iterator[tuple]:
-    """(first line number, {field: pyarrow string array}) of each chunk of a TREC file.
+    """(first line number, {field: pyarrow string array}) of each chunk of a TREC file; the kept
+    fields named in ``numbers`` as float64 arrays where all of a chunk's values read as numbers
+    (Arrow's parser, the one a cast from text uses), else as text, for the caller to name the line
+    of a value that does not.
 
     Fields are separated by any run of spaces and tabs; spaces at the start and end of a line and
     Windows line endings are ignored (as trec_eval and pytrec_eval read them). A line without
@@ -154,17 +162,33 @@ def trec_chunks(
     # the kept fields as text (UTF-8 checked; plain strings convert at twice the speed of
     # dictionaries); the others are counted on each line but not converted, as trec_eval skips them
     # (none can be empty: the spacing is normalized below)
-    types = {name: pa.string() for name in keep}
-    convert_options = csv.ConvertOptions(
-        column_types=types, strings_can_be_null=False, quoted_strings_can_be_null=False, include_columns=list(keep)
+    as_text = csv.ConvertOptions(
+        column_types={name: pa.string() for name in keep},
+        strings_can_be_null=False,
+        quoted_strings_can_be_null=False,
+        include_columns=list(keep),
+    )
+    as_numbers = csv.ConvertOptions(
+        column_types={name: pa.float64() if name in numbers else pa.string() for name in keep},
+        null_values=[],  # (a field is never empty: "nan" is NaN, not a missing value)
+        strings_can_be_null=False,
+        quoted_strings_can_be_null=False,
+        include_columns=list(keep),
     )
 
     def parse(block: bytes) -> Any:
         options = read_options
         if not threads and len(block) >= read_options.block_size:  # one piece
             options = csv.ReadOptions(column_names=list(fields), use_threads=False, block_size=len(block) + 1)
+        if numbers:
+            try:
+                return csv.read_csv(
+                    pa.py_buffer(block), read_options=options, parse_options=parse_options, convert_options=as_numbers
+                )
+            except pa.ArrowInvalid:  # a value that is not a number, or a malformed line: read as text
+                pass
         return csv.read_csv(
-            pa.py_buffer(block), read_options=options, parse_options=parse_options, convert_options=convert_options
+            pa.py_buffer(block), read_options=options, parse_options=parse_options, convert_options=as_text
         )
 
     line = 1
@@ -179,8 +203,13 @@ def trec_chunks(
         except (pa.ArrowInvalid, UnicodeDecodeError) as error:
             raise _first_bad_line(path, line, block, fields, keep, error) from None
         if table.num_rows:
-            yield line, {name: table.column(name).combine_chunks() for name in keep}
+            yield line, {name: _one_array(table.column(name)) for name in keep}
         line += table.num_rows  # one row a line: a blank line is refused above
+
+
+def _one_array(column: Any) -> Any:
+    """A pyarrow column as one array (its only chunk as it is: combine_chunks copies it)."""
+    return column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
 
 
 def _first_bad_line(

@@ -70,7 +70,9 @@ def run_file_chunks(path: Any, format: Optional[str] = None, names: Optional[dic
         chunks = (
             (line, columns["qid"], columns["docid"], columns["score"])
             # parsed without Arrow's threads: a run is read on a thread beside the metrics
-            for line, columns in trec_chunks(path, TREC_RUN_FIELDS, ("qid", "docid", "score"), threads=False)
+            for line, columns in trec_chunks(
+                path, TREC_RUN_FIELDS, ("qid", "docid", "score"), threads=False, numbers=("score",)
+            )
         )
         return Chunks(chunks, os.fspath(path), "line", {"user": "1 (qid)", "item": "3 (docid)", "score": "5 (score)"})
     chosen = table_columns(
@@ -239,9 +241,9 @@ class RunStream:
                 close()
 
     def _lists(self, piece: "Piece") -> Iterator[tuple]:
-        users, items, lines, starts, segment_users, dictionary = piece[:6]
-        self.rows += len(users)
-        segment_lengths = np.diff(np.append(starts, len(users)))
+        items, lines, starts, segment_users, dictionary = piece[:5]
+        self.rows += len(items)
+        segment_lengths = np.diff(np.append(starts, len(items)))
         position_of = self._positions(dictionary, segment_users, lines[starts])
         if piece.split_error is not None:
             raise piece.split_error
@@ -414,8 +416,7 @@ def _as_kind(dictionary: Any, kind: Optional[str]) -> tuple:
 class Piece(NamedTuple):
     """The rows of whole users of a run, with what reading them needs no test table for."""
 
-    users: Any  # pyarrow arrays of the rows' user and item ids
-    items: Any
+    items: Any  # pyarrow array of the rows' item ids
     lines: np.ndarray  # each row's line (or row) in the run
     starts: np.ndarray  # the first row of each run of one user
     runs: np.ndarray  # each run's user, as its entry in ``dictionary``
@@ -432,7 +433,6 @@ def user_pieces(chunks: Chunks, float32: bool = False) -> Iterator[Piece]:
     its items' text hashes: the work that needs no test table, which evaluate() does on the
     parser's thread. An error found here is kept in the piece, for the RunStream to raise where
     its checks of the piece's rows reach it."""
-    pa = require("pyarrow", "reading a run")
     try:
         carry = None
         for chunk in chunks.chunks:
@@ -440,9 +440,7 @@ def user_pieces(chunks: Chunks, float32: bool = False) -> Iterator[Piece]:
             rows = chunk[4] if len(chunk) > 4 else None
             lines = np.arange(first, first + len(users)) if rows is None else rows
             if carry is not None:
-                users, items, scores = (
-                    pa.concat_arrays([old, new]) for old, new in zip(carry[:3], (users, items, scores))
-                )
+                users, items, scores = (_joined(old, new) for old, new in zip(carry[:3], (users, items, scores)))
                 lines = np.concatenate([carry[3], lines])
                 carry = None
             if len(users) == 0:
@@ -459,6 +457,17 @@ def user_pieces(chunks: Chunks, float32: bool = False) -> Iterator[Piece]:
         close = getattr(chunks.chunks, "close", None)
         if close is not None:
             close()
+
+
+def _joined(first: Any, second: Any) -> Any:
+    """Two pyarrow arrays as one; scores read as numbers joined to a chunk's read as text (one
+    that holds a value that is not a number) as text: their shortest round-trip form."""
+    pa = require("pyarrow", "reading a run")
+    if first.type != second.type:
+        first, second = (
+            array.cast(pa.string()) if pa.types.is_floating(array.type) else array for array in (first, second)
+        )
+    return pa.concat_arrays([first, second])
 
 
 def _piece(
@@ -482,7 +491,7 @@ def _piece(
         with np.errstate(over="ignore"):  # beyond float32's range: inf, as trec_eval
             score_values = score_values.astype(np.float32).astype(np.float64)
     hashes = text_hashes(items) if items.type == pa.string() else None
-    return Piece(users, items, lines, starts, runs, dictionary, score_values, hashes, split_error, score_error)
+    return Piece(items, lines, starts, runs, dictionary, score_values, hashes, split_error, score_error)
 
 
 def _run_starts(users: Any) -> np.ndarray:
