@@ -43,8 +43,8 @@ CONVENTIONS = (
 # users per update from a run: small enough that a batch's ranked lists (100 rows a user: 100k
 # entries) stay in cache-sized tensors, large enough that the update's fixed cost is spread
 RUN_BATCH_SIZE = 1024
-# pieces of a run file (1 MiB of text each, about 1.1 MiB once parsed) read ahead while the test table is read
-RUN_PIECES_AHEAD = 96
+# pieces of a run file (3 MiB of text each, about 3.4 MiB once parsed) read ahead while the test table is read
+RUN_PIECES_AHEAD = 32
 SAMPLED_RUN_BATCH_SIZE = 2048  # a sampled run draws its negatives by batch: a seed draws what it drew
 
 # Other names of the library's metrics, as ranx, trec_eval / ir-measures and papers write them
