@@ -173,14 +173,17 @@ def profile(run: str, qrels: str, rate: int = 250, top: int = 12) -> None:
                 thread = "parser" if "run-parser" in frames[0] else "reader" if "run-reader" in frames[0] else "main"
                 if thread == "main" and not any(_in_call(frame) for frame in frames):
                     continue
-                if any("(queue.py" in frame for frame in frames):  # handing a chunk over, or waiting for one
-                    waiting[thread] += int(count)
+                if any("_Prefetched._handed" in frame or "_Prefetched.__next__" in frame for frame in frames):
+                    waiting[thread] += int(count)  # handing a piece over, or taking one (py-spy leaves out the waits)
                     continue
                 busy[thread] += int(count)
                 for frame in dict.fromkeys(frames[1:]):
                     inside[thread, frame] += int(count)
     print("busy seconds inside the call: " + ", ".join(f"{name} {n / rate:.2f}" for name, n in busy.most_common()))
-    print("seconds in the threads' queues: " + ", ".join(f"{name} {n / rate:.2f}" for name, n in waiting.most_common()))
+    print(
+        "seconds handing pieces between the threads: "
+        + ", ".join(f"{name} {n / rate:.2f}" for name, n in waiting.most_common())
+    )
     reading_test = sum(count for (thread, frame), count in inside.items() if thread == "main" and "_tables (" in frame)
     print(f"main thread reading the test table (before the run's lists): {reading_test / rate:.2f} s")
     for name in busy:  # each thread's busiest functions (inclusive), ours and Arrow's
