@@ -669,7 +669,8 @@ def _run_read_ahead(run: Any, columns: Any, format: Optional[str], score_precisi
     ahead of the lists (``early`` pieces ahead until the first is taken)."""
     chunks = run_chunks(run, columns, format)
     if isinstance(run, (str, os.PathLike)):
-        pieces = user_pieces(chunks, float32=score_precision == "float32")
+        chunks.pieces_float32 = score_precision == "float32"
+        pieces = user_pieces(chunks, float32=chunks.pieces_float32)
         chunks.pieces = _Prefetched(pieces, name="ignite_recsys-run-parser", early=early)
     return chunks
 

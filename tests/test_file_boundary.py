@@ -313,3 +313,28 @@ def test_scores_in_every_number_form_equal_trec_eval(tmp_path, monkeypatch, chun
     (tmp_path / "r").write_text("\n".join(lines) + "\n")
     with pytest.raises(FileFormatError, match=r"line 41, column 5 \(score\): score must be a number, got '1,5'"):
         _evaluate(tmp_path / "r", tmp_path / "q")
+
+
+def test_split_users_with_a_bad_score_in_another_chunk_name_its_line(tmp_path, monkeypatch):
+    """A run whose users' rows are split is grouped in memory from chunks whose scores were read
+    as numbers and one read as text (it holds a value that is not a number): the error names the
+    bad score's line, as for a run read once."""
+    from ignite_recsys.data import files
+
+    monkeypatch.setattr(files, "CHUNK_BYTES", 64)
+    users = [1, 2, 1, *range(3, 20)]  # q1's rows start again after q2's
+    lines = [
+        f"q{user} Q0 d{3 * at + item} {item} {1 - item / 10} t" for at, user in enumerate(users) for item in range(3)
+    ]
+    lines[-5] = lines[-5].rsplit(" ", 2)[0] + " abc t"
+    (tmp_path / "r").write_text("\n".join(lines) + "\n")
+    (tmp_path / "q").write_text("".join(f"q{user} 0 d{3 * at + 1} 1\n" for at, user in enumerate(users) if at != 2))
+    with pytest.raises(FileFormatError, match=r"line 56, column 5 \(score\): score must be a number, got 'abc'"):
+        _evaluate(tmp_path / "r", tmp_path / "q")
+    lines[-5] = lines[-5].rsplit(" ", 2)[0] + " 0.5 t"
+    (tmp_path / "r").write_text("\n".join(lines) + "\n")
+    with open(tmp_path / "r") as run_file, open(tmp_path / "q") as qrels_file:
+        run, qrels = pytrec_eval.parse_run(run_file), pytrec_eval.parse_qrel(qrels_file)
+    result = _evaluate(tmp_path / "r", tmp_path / "q")
+    _assert_means(result, _trec_eval_means(qrels, run))
+    assert result.info["run_grouped_in_memory"] is True

@@ -119,13 +119,17 @@ def test_ids_with_spaces_in_csv_tables_equal_trec_eval(tmp_path):
 
 def test_text_hashes_depend_on_the_text_alone():
     """A value hashes alike wherever it sits (first, last, among longer or shorter neighbours, in
-    a slice), and values that differ in one byte, at any position of any word, or in length
-    (trailing zero bytes included) hash differently."""
+    a slice, alone), and values that differ in one byte, at any position of any word, or in
+    length (trailing zero bytes included) hash differently."""
     from ignite_recsys.data._arrow import text_hashes
 
     rng = np.random.default_rng(1)
     texts = ["", "\0", "a", "a\0", "a\0\0"] + ["".join(rng.choice(list("abc"), size)) for size in range(1, 40)]
     texts += [text[:at] + ("x" if text[at] != "x" else "y") + text[at + 1 :] for text in texts[5:] for at in (0, -1)]
+    # long values, more than a few of them (taken word by word with the others) and alone (a value
+    # at a time), one byte apart at the start, the middle or the end
+    long = "".join(rng.choice(list("abc"), 3000))
+    texts += [long[:at] + "z" + long[at + 1 :] for at in range(0, 3000, 97)] + [long, long + "a", long[:-1]]
     texts = list(dict.fromkeys(texts))
     alone = {text: int(text_hashes(pa.array([text]))[0]) for text in texts}
     assert len(set(alone.values())) == len(texts)

@@ -309,3 +309,17 @@ def test_an_error_in_the_test_table_comes_first_and_leaves_no_thread(tmp_path, r
     with pytest.raises(FileFormatError, match=r"test.qrels, line 2: expected 4 fields"):
         R.evaluate(tmp_path / run_name, tmp_path / "test.qrels", ["P@1"], progress=False)
     assert _reader_threads() == []
+
+
+def test_pieces_prepared_in_another_score_precision_are_refused(tmp_path):
+    """Pieces prepared ahead (scores rounded to float32 or not) must match the stream's precision."""
+    from ignite_recsys.data.runs import user_pieces
+
+    (tmp_path / "run.trec").write_text("q1 Q0 d1 1 0.5 t\n")
+    (tmp_path / "test.qrels").write_text("q1 0 d1 1\n")
+    test = read_trec_qrels(tmp_path / "test.qrels")
+    chunks = run_chunks(tmp_path / "run.trec")
+    chunks.pieces, chunks.pieces_float32 = user_pieces(chunks, float32=True), True
+    with pytest.raises(ValueError, match="score_precision='float64'"):
+        RunStream(chunks, test, score_precision="float64")
+    assert [len(part[1]) for part in RunStream(chunks, test, score_precision="float32")] == [1]

@@ -63,19 +63,22 @@ def kept(array: Any, mask: np.ndarray) -> Any:
 
 
 # text hashes: each value read as 8-byte little-endian words (the last one cut to the value's
-# bytes), folded in by multiply-xorshift steps (splitmix64's constants)
+# bytes), each word tagged with its place, multiplied and shifted, and the words' terms added up
+# (so that the words of a long value can be taken in one pass); then splitmix64's finalizer
 _LENGTH_MIX = np.uint64(0x9E3779B97F4A7C15)
+_PLACE_MIX = np.uint64(0xD6E8FEB86659FD93)
 _WORD_MIX = np.uint64(0xBF58476D1CE4E5B9)
 _FINAL_MIX = np.uint64(0x94D049BB133111EB)
 _LOW_BYTES = np.array([(1 << (8 * count)) - 1 for count in range(8)] + [(1 << 64) - 1], dtype=np.uint64)
+_FEW_ROWS = 16  # values longer than the others, whose words are then taken a value at a time
 
 
 def text_hashes(array: Any) -> np.ndarray:
     """A 64-bit hash of each value of a pyarrow ``string`` array (no nulls): equal texts hash
     alike; different texts rarely do (a caller that needs exactness compares the texts).
 
-    One gather of 8 bytes a row per word of the longest values (the rows still that long), so
-    short ids cost two or three passes of numpy over the rows."""
+    One gather of 8 bytes a row per word of the values (the rows still that long), so short ids
+    cost two or three passes of numpy over the rows; the last few long values a pass each."""
     offsets = np.frombuffer(array.buffers()[1], dtype=np.int32, count=len(array) + 1, offset=array.offset * 4)
     offsets = offsets.astype(np.int64)
     lengths = np.diff(offsets)
@@ -86,25 +89,40 @@ def text_hashes(array: Any) -> np.ndarray:
     words = np.ndarray((high - low + 1,), dtype="<u8", buffer=text, strides=(1,))  # the word at each byte
     starts = offsets[:-1] - low
     hashes = lengths.astype(np.uint64) * _LENGTH_MIX
-    rows: Optional[np.ndarray] = None  # the rows longer than ``done`` bytes (None: all)
-    done = 0
-    while True:
-        at, left = (starts, lengths) if rows is None else (starts[rows] + done, lengths[rows] - done)
-        word = words[at] & _LOW_BYTES[np.minimum(left, 8)]
-        mixed = hashes if rows is None else hashes[rows]
-        mixed ^= word
-        mixed *= _WORD_MIX
-        mixed ^= mixed >> np.uint64(31)
-        if rows is not None:
-            hashes[rows] = mixed
-        done += 8
-        rows = np.flatnonzero(lengths > done) if rows is None else rows[left > 8]
-        if not len(rows):
-            break
+    first = _terms(words[starts] & _LOW_BYTES[np.minimum(lengths, 8)], np.uint64(0))
+    if len(array) and lengths.min() == 0:
+        first[lengths == 0] = 0  # an empty value has no word
+    hashes += first
+    rows = np.flatnonzero(lengths > 8)  # the values longer than 8 * place bytes
+    place = 1
+    while len(rows) > _FEW_ROWS:
+        left = lengths[rows] - 8 * place
+        word = words[starts[rows] + 8 * place] & _LOW_BYTES[np.minimum(left, 8)]
+        hashes[rows] += _terms(word, np.uint64(place))
+        place += 1
+        rows = rows[left > 8]
+    for row in rows.tolist():  # each long value's other words in one pass
+        rest = int(lengths[row]) - 8 * place
+        count = -(-rest // 8)
+        word = words[starts[row] + 8 * np.arange(place, place + count)]
+        word[-1] &= _LOW_BYTES[rest - 8 * (count - 1)]
+        hashes[row : row + 1] += _terms(word, np.arange(place, place + count, dtype=np.uint64)).sum(dtype=np.uint64)
     hashes ^= hashes >> np.uint64(30)
+    hashes *= _WORD_MIX
+    hashes ^= hashes >> np.uint64(27)
     hashes *= _FINAL_MIX
     hashes ^= hashes >> np.uint64(31)
     return hashes
+
+
+def _terms(words: np.ndarray, places: Any) -> np.ndarray:
+    """Each word's term of its value's hash (modulo 2**64): tagged with its place, multiplied,
+    its high half folded into its low half."""
+    with np.errstate(over="ignore"):  # (a place given as a numpy scalar: modulo 2**64 too)
+        term = words ^ (places * _PLACE_MIX)
+    term *= _WORD_MIX
+    term ^= term >> np.uint64(32)
+    return term
 
 
 class TextIndex:

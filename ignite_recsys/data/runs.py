@@ -56,9 +56,10 @@ class Chunks:
     def __init__(self, chunks: Iterator[tuple], source: str, unit: str, labels: dict, typed: bool = False):
         self.chunks, self.source, self.unit, self.labels = chunks, source, unit, labels
         self.typed = typed  # ids from typed (non-text) columns: tie order by value
-        # the chunks as user_pieces, where a caller prepares them (on a thread of its own); None: the
-        # RunStream cuts them itself
+        # the chunks as user_pieces, where a caller prepares them (on a thread of its own), with the
+        # score precision they were prepared in; None: the RunStream cuts them itself
         self.pieces: Optional[Iterator[Piece]] = None
+        self.pieces_float32 = False
 
 
 def run_file_chunks(path: Any, format: Optional[str] = None, names: Optional[dict] = None) -> Chunks:
@@ -124,7 +125,6 @@ def grouped_chunks(chunks: Chunks, rows_per_chunk: int = 1 << 20) -> Chunks:
     """``chunks`` read whole and put in user order (stable: each user's rows keep their order),
     for a run whose users' rows are not contiguous. Memory: the run's columns twice (as Arrow
     holds them: the text of a TREC file plus 4 bytes a field) and 16 bytes a row."""
-    pa = require("pyarrow", "reading a run")
     parts: list = [[], [], [], []]
     for chunk in chunks.chunks:
         first, users, items, scores = chunk[:4]
@@ -133,7 +133,7 @@ def grouped_chunks(chunks: Chunks, rows_per_chunk: int = 1 << 20) -> Chunks:
         parts[3].append(chunk[4] if len(chunk) > 4 else np.arange(first, first + len(users), dtype=np.int64))
     if not parts[3]:
         return Chunks(iter(()), chunks.source, chunks.unit, chunks.labels, chunks.typed)
-    arrays = [pa.concat_arrays(part) if len(part) > 1 else part[0] for part in parts[:3]]
+    arrays = [_joined(*part) for part in parts[:3]]
     grouped, _ = _grouped(arrays, np.concatenate(parts[3]), rows_per_chunk)
     return Chunks(grouped, chunks.source, chunks.unit, chunks.labels, chunks.typed)
 
@@ -220,6 +220,10 @@ class RunStream:
             raise ValueError(f"score_precision must be one of {list(SCORE_PRECISIONS)}, got {score_precision!r}")
         self.chunks, self.test, self.ties = chunks, test, ties
         self.float32 = score_precision == "float32"
+        if chunks.pieces is not None and chunks.pieces_float32 != self.float32:
+            raise ValueError(
+                f"score_precision={score_precision!r}, but the run's pieces were prepared with the other precision"
+            )
         self.keep = keep  # (num test users,) bool: the users this process evaluates (None: all)
         self.seen = np.zeros(len(test.users), dtype=bool)
         self.unknown_base = test.num_items if unknown_base is None else unknown_base
@@ -459,15 +463,15 @@ def user_pieces(chunks: Chunks, float32: bool = False) -> Iterator[Piece]:
             close()
 
 
-def _joined(first: Any, second: Any) -> Any:
-    """Two pyarrow arrays as one; scores read as numbers joined to a chunk's read as text (one
-    that holds a value that is not a number) as text: their shortest round-trip form."""
+def _joined(*arrays: Any) -> Any:
+    """pyarrow arrays as one; scores read as numbers joined to a chunk's read as text (one that
+    holds a value that is not a number) as text: their shortest round-trip form."""
     pa = require("pyarrow", "reading a run")
-    if first.type != second.type:
-        first, second = (
-            array.cast(pa.string()) if pa.types.is_floating(array.type) else array for array in (first, second)
-        )
-    return pa.concat_arrays([first, second])
+    if len(arrays) == 1:
+        return arrays[0]
+    if len({array.type for array in arrays}) > 1:
+        arrays = tuple(array.cast(pa.string()) if pa.types.is_floating(array.type) else array for array in arrays)
+    return pa.concat_arrays(arrays)
 
 
 def _piece(
