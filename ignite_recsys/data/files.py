@@ -32,7 +32,7 @@ ITEM_COLUMNS = ("item", "item_id", "itemid", "docid", "doc_id", "doc")
 VALUE_COLUMNS = ("value", "rating", "relevance", "rel", "grade", "label")
 SCORE_COLUMNS = ("score", "prediction", "rating")
 CANONICAL_INTEGER = r"^(0|-?[1-9][0-9]*)$"  # text read as an integer id (a negative one is then refused)
-CHUNK_BYTES = 3 << 20  # bytes of text per chunk of a TREC or CSV file (the reader holds a few)
+CHUNK_BYTES = 3 << 20  # bytes of text per chunk of a TREC or CSV file (evaluate() reads up to 32 ahead)
 CHUNK_ROWS = 1 << 20  # rows per chunk of a parquet file
 
 
