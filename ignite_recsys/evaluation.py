@@ -417,7 +417,7 @@ def evaluate(
         batch_size = 1024 if is_model else run_batch if is_run else 16384
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
-    started = _early_run(scores, run_columns, run_format, score_precision) if is_run and sampled is None else None
+    started = _early_run(scores, run_columns, run_format) if is_run and sampled is None else None
     try:
         test, exclude, catalog, known = _tables(test, exclude, num_items, is_model)
         if sampled is not None:  # each test item among sampled negatives (sampled.py)
@@ -664,25 +664,23 @@ class _RunOptions(NamedTuple):
     score_precision: str
 
 
-def _run_read_ahead(run: Any, columns: Any, format: Optional[str], score_precision: str, early: int = 0) -> Any:
+def _run_read_ahead(run: Any, columns: Any, format: Optional[str], early: int = 0) -> Any:
     """The run's chunks; a run file's parsed and cut into users' pieces by a thread of its own,
     ahead of the lists (``early`` pieces ahead until the first is taken)."""
     chunks = run_chunks(run, columns, format)
     if isinstance(run, (str, os.PathLike)):
-        chunks.pieces_float32 = score_precision == "float32"
-        pieces = user_pieces(chunks, float32=chunks.pieces_float32)
-        chunks.pieces = _Prefetched(pieces, name="ignite_recsys-run-parser", early=early)
+        chunks.pieces = _Prefetched(user_pieces(chunks), name="ignite_recsys-run-parser", early=early)
     return chunks
 
 
-def _early_run(scores: Any, columns: Any, format: Optional[str], score_precision: str) -> Any:
+def _early_run(scores: Any, columns: Any, format: Optional[str]) -> Any:
     """A run file's reader started before the test table is read (its parser then uses the core
     the table's reading leaves free), or None: not a file, or the reader did not start (its
     error is then raised where the run is read, after the test table's)."""
     if not isinstance(scores, (str, os.PathLike)):
         return None
     try:
-        return _run_read_ahead(scores, columns, format, score_precision, early=RUN_PIECES_AHEAD)
+        return _run_read_ahead(scores, columns, format, early=RUN_PIECES_AHEAD)
     except Exception:
         return None
 
@@ -691,11 +689,7 @@ def _from_run(run: Any, feed: _Feed, options: _RunOptions, known: Optional[int] 
     """Each test user's list of ``run`` in batches of users; the users the run misses get an
     empty list. A run whose users' rows are not contiguous is read again, grouped in memory.
     ``started``: the run's chunks from :func:`_early_run`."""
-    chunks = (
-        started
-        if started is not None
-        else _run_read_ahead(run, options.columns, options.format, options.score_precision)
-    )
+    chunks = started if started is not None else _run_read_ahead(run, options.columns, options.format)
     source, grouped = chunks.source, False
     try:
         stream = _evaluated(chunks, feed, options, known)

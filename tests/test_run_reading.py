@@ -311,15 +311,17 @@ def test_an_error_in_the_test_table_comes_first_and_leaves_no_thread(tmp_path, r
     assert _reader_threads() == []
 
 
-def test_pieces_prepared_in_another_score_precision_are_refused(tmp_path):
-    """Pieces prepared ahead (scores rounded to float32 or not) must match the stream's precision."""
+def test_pieces_prepared_ahead_are_ranked_in_the_streams_score_precision(tmp_path):
+    """Pieces prepared ahead hold the scores as read; the stream compares them in its own
+    precision: 0.50000001 and 0.5 differ in float64 and tie in float32 (then the larger docid,
+    d2, comes first, as trec_eval)."""
     from ignite_recsys.data.runs import user_pieces
 
-    (tmp_path / "run.trec").write_text("q1 Q0 d1 1 0.5 t\n")
-    (tmp_path / "test.qrels").write_text("q1 0 d1 1\n")
+    (tmp_path / "run.trec").write_text("q1 Q0 d1 1 0.50000001 t\nq1 Q0 d2 2 0.5 t\n")
+    (tmp_path / "test.qrels").write_text("q1 0 d1 1\nq1 0 d2 1\n")
     test = read_trec_qrels(tmp_path / "test.qrels")
-    chunks = run_chunks(tmp_path / "run.trec")
-    chunks.pieces, chunks.pieces_float32 = user_pieces(chunks, float32=True), True
-    with pytest.raises(ValueError, match="score_precision='float64'"):
-        RunStream(chunks, test, score_precision="float64")
-    assert [len(part[1]) for part in RunStream(chunks, test, score_precision="float32")] == [1]
+    d1, d2 = test.item_map.encode(["d1", "d2"]).tolist()
+    for precision, expected in (("float64", [d1, d2]), ("float32", [d2, d1])):
+        chunks = run_chunks(tmp_path / "run.trec")
+        chunks.pieces = user_pieces(chunks)
+        assert [part[1].tolist() for part in RunStream(chunks, test, score_precision=precision)] == [expected]

@@ -56,10 +56,9 @@ class Chunks:
     def __init__(self, chunks: Iterator[tuple], source: str, unit: str, labels: dict, typed: bool = False):
         self.chunks, self.source, self.unit, self.labels = chunks, source, unit, labels
         self.typed = typed  # ids from typed (non-text) columns: tie order by value
-        # the chunks as user_pieces, where a caller prepares them (on a thread of its own), with the
-        # score precision they were prepared in; None: the RunStream cuts them itself
+        # the chunks as user_pieces, where a caller prepares them (on a thread of its own); None: the
+        # RunStream cuts them itself
         self.pieces: Optional[Iterator[Piece]] = None
-        self.pieces_float32 = False
 
 
 def run_file_chunks(path: Any, format: Optional[str] = None, names: Optional[dict] = None) -> Chunks:
@@ -220,10 +219,6 @@ class RunStream:
             raise ValueError(f"score_precision must be one of {list(SCORE_PRECISIONS)}, got {score_precision!r}")
         self.chunks, self.test, self.ties = chunks, test, ties
         self.float32 = score_precision == "float32"
-        if chunks.pieces is not None and chunks.pieces_float32 != self.float32:
-            raise ValueError(
-                f"score_precision={score_precision!r}, but the run's pieces were prepared with the other precision"
-            )
         self.keep = keep  # (num test users,) bool: the users this process evaluates (None: all)
         self.seen = np.zeros(len(test.users), dtype=bool)
         self.unknown_base = test.num_items if unknown_base is None else unknown_base
@@ -235,7 +230,7 @@ class RunStream:
         return _line_error(self.chunks, line, role, message)
 
     def __iter__(self) -> Iterator[tuple]:
-        pieces = self.chunks.pieces if self.chunks.pieces is not None else user_pieces(self.chunks, self.float32)
+        pieces = self.chunks.pieces if self.chunks.pieces is not None else user_pieces(self.chunks)
         try:
             for piece in pieces:
                 yield from self._lists(piece)
@@ -262,6 +257,9 @@ class RunStream:
         if piece.score_error is not None:
             raise piece.score_error
         score_values = piece.score_values
+        if self.float32:  # as trec_eval stores a run's scores: equal in float32, tied
+            with np.errstate(over="ignore"):  # beyond float32's range: inf, as trec_eval
+                score_values = score_values.astype(np.float32).astype(np.float64)
         item_codes, identity = self._items(items, lines, self._test_users[segment_positions[known]], piece.hashes)
         row_positions = np.repeat(segment_positions, segment_lengths)
         self.rows_outside += int((row_positions < 0).sum())
@@ -425,13 +423,13 @@ class Piece(NamedTuple):
     starts: np.ndarray  # the first row of each run of one user
     runs: np.ndarray  # each run's user, as its entry in ``dictionary``
     dictionary: Any  # the distinct users
-    score_values: np.ndarray  # float64 (float32's values with score_precision="float32"); empty on an error
+    score_values: np.ndarray  # float64 as read; empty on an error
     hashes: Optional[np.ndarray]  # the items' text hashes, for text items
     split_error: Optional[FileFormatError]  # a user with two runs of rows in the piece
     score_error: Optional[FileFormatError]  # a score that is not a number
 
 
-def user_pieces(chunks: Chunks, float32: bool = False) -> Iterator[Piece]:
+def user_pieces(chunks: Chunks) -> Iterator[Piece]:
     """The rows of ``chunks`` cut where users change (the last user of a chunk waits for the
     next one, where its rows may go on), each with its runs of users, its scores as numbers and
     its items' text hashes: the work that needs no test table, which evaluate() does on the
@@ -454,9 +452,9 @@ def user_pieces(chunks: Chunks, float32: bool = False) -> Iterator[Piece]:
             carry = (users.slice(tail), items.slice(tail), scores.slice(tail), lines[tail:])
             if tail > 0:
                 head = (users.slice(0, tail), items.slice(0, tail), scores.slice(0, tail), lines[:tail])
-                yield _piece(chunks, *head, starts[:-1], float32)
+                yield _piece(chunks, *head, starts[:-1])
         if carry is not None:
-            yield _piece(chunks, *carry, np.zeros(1, dtype=np.int64), float32)
+            yield _piece(chunks, *carry, np.zeros(1, dtype=np.int64))
     finally:  # the chunks' reader stops with the pieces (a generator, or a thread parsing ahead)
         close = getattr(chunks.chunks, "close", None)
         if close is not None:
@@ -474,9 +472,7 @@ def _joined(*arrays: Any) -> Any:
     return pa.concat_arrays(arrays)
 
 
-def _piece(
-    chunks: Chunks, users: Any, items: Any, scores: Any, lines: np.ndarray, starts: np.ndarray, float32: bool
-) -> Piece:
+def _piece(chunks: Chunks, users: Any, items: Any, scores: Any, lines: np.ndarray, starts: np.ndarray) -> Piece:
     pa = require("pyarrow", "reading a run")
     pc = require("pyarrow.compute", "reading a run")
     encoded = pc.dictionary_encode(users.take(arrow_of(starts)))  # a hash table of the runs' ids only
@@ -491,9 +487,6 @@ def _piece(
         score_values = numbers_of(chunks.source, scores, 0, chunks.labels["score"], "score", chunks.unit)
     except FileFormatError as error:
         score_error = _line_error(chunks, int(lines[error.line]), "score", str(error).split(": ", 1)[1])
-    if score_error is None and float32:  # as trec_eval stores a run's scores: equal in float32, tied
-        with np.errstate(over="ignore"):  # beyond float32's range: inf, as trec_eval
-            score_values = score_values.astype(np.float32).astype(np.float64)
     hashes = text_hashes(items) if items.type == pa.string() else None
     return Piece(items, lines, starts, runs, dictionary, score_values, hashes, split_error, score_error)
 
