@@ -156,40 +156,43 @@ def trec_chunks(
     pa = require("pyarrow", "reading TREC files")
     csv = require("pyarrow.csv", "reading TREC files")
     _check_exists(path)
-    # pieces of 256 KiB parsed on Arrow's threads, or (threads=False) the whole block as one piece
-    read_options = csv.ReadOptions(column_names=list(fields), use_threads=threads, block_size=1 << 18)
     parse_options = csv.ParseOptions(delimiter=" ", quote_char=False, escape_char=False, ignore_empty_lines=False)
-    # the kept fields as text (UTF-8 checked; plain strings convert at twice the speed of
-    # dictionaries); the others are counted on each line but not converted, as trec_eval skips them
-    # (none can be empty: the spacing is normalized below)
-    as_text = csv.ConvertOptions(
-        column_types={name: pa.string() for name in keep},
-        strings_can_be_null=False,
-        quoted_strings_can_be_null=False,
-        include_columns=list(keep),
-    )
-    as_numbers = csv.ConvertOptions(
-        column_types={name: pa.float64() if name in numbers else pa.string() for name in keep},
-        null_values=[],  # (a field is never empty: "nan" is NaN, not a missing value)
-        strings_can_be_null=False,
-        quoted_strings_can_be_null=False,
-        include_columns=list(keep),
-    )
+
+    def converting(number: Any) -> Any:
+        """The kept fields as text (UTF-8 checked; plain strings convert at twice the speed of
+        dictionaries), those of ``numbers`` as ``number``; the others are counted on each line but
+        not converted, as trec_eval skips them (none can be empty: the spacing is normalized
+        below, so "nan" is NaN, not a missing value)."""
+        return csv.ConvertOptions(
+            column_types={name: number if name in numbers else pa.string() for name in keep},
+            null_values=[],
+            strings_can_be_null=False,
+            quoted_strings_can_be_null=False,
+            include_columns=list(keep),
+        )
+
+    as_numbers, as_text = converting(pa.float64()), converting(pa.string())
 
     def parse(block: bytes) -> Any:
-        options = read_options
-        if not threads and len(block) >= read_options.block_size:  # one piece
-            options = csv.ReadOptions(column_names=list(fields), use_threads=False, block_size=len(block) + 1)
+        # pieces of 256 KiB parsed on Arrow's threads, or (threads=False) the whole block as one
+        read_options = csv.ReadOptions(
+            column_names=list(fields), use_threads=threads, block_size=1 << 18 if threads else len(block) + 1
+        )
+
+        def read(convert_options: Any) -> Any:
+            return csv.read_csv(
+                pa.py_buffer(block),
+                read_options=read_options,
+                parse_options=parse_options,
+                convert_options=convert_options,
+            )
+
         if numbers:
             try:
-                return csv.read_csv(
-                    pa.py_buffer(block), read_options=options, parse_options=parse_options, convert_options=as_numbers
-                )
+                return read(as_numbers)
             except pa.ArrowInvalid:  # a value that is not a number, or a malformed line: read as text
                 pass
-        return csv.read_csv(
-            pa.py_buffer(block), read_options=options, parse_options=parse_options, convert_options=as_text
-        )
+        return read(as_text)
 
     line = 1
     for block in _text_blocks(path, block_size or CHUNK_BYTES):
