@@ -250,12 +250,14 @@ def _all_new_metrics(popularity, top_k=(10, 1, 3), **kw):
 def test_cuda_matches_cpu_and_never_syncs(rng):
     batches, popularity = _random_lists(rng, ties=True)
     on_gpu = _all_new_metrics(popularity, device="cuda")
+    gpu_batches = [(scores.cuda(), labels.cuda()) for scores, labels in batches]  # copies sync: before the check
     for name, make in _all_new_metrics(popularity).items():
         metric = on_gpu[name]()
+        torch.cuda.synchronize()
         torch.cuda.set_sync_debug_mode("error")
         try:
-            for scores, labels in batches:
-                metric.update((scores.cuda(), labels.cuda()))
+            for batch in gpu_batches:
+                metric.update(batch)
         finally:
             torch.cuda.set_sync_debug_mode("default")
         assert metric.compute() == pytest.approx(run_metric(make(), batches), abs=1e-12), name

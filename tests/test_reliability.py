@@ -201,9 +201,11 @@ def test_cuda_matches_cpu_and_never_syncs(rng):
     for factory in FACTORIES.values():
         cpu = run_metric(factory(), [(scores, relevance)])
         metric = factory(device="cuda")
+        batch = (scores.cuda(), relevance.cuda())  # a copy from pageable host memory is itself a sync
+        torch.cuda.synchronize()
         torch.cuda.set_sync_debug_mode("error")
         try:
-            metric.update((scores.cuda(), relevance.cuda()))
+            metric.update(batch)
         finally:
             torch.cuda.set_sync_debug_mode("default")
         gpu = metric.compute()
