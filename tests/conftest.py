@@ -22,6 +22,14 @@ def run_metric(metric, batches):
     return metric.compute()
 
 
+def eager_error(make, batch) -> str:
+    """The ValueError a fresh ``make()`` raises in ``update`` for ``batch`` on a CPU (the value
+    checks read at once), as text: what the deferred (GPU) path must name in ``compute()``."""
+    with pytest.raises(ValueError) as raised:
+        make().update(batch)
+    return str(raised.value)
+
+
 def random_batch(rng, users, items, *, graded=False, ties=False, relevant_share=0.3, zero_users=0):
     """Scores (float32) and relevance (float32) with optional heavy ties and empty users."""
     if ties:

@@ -11,7 +11,7 @@ from sklearn.metrics import log_loss, mean_absolute_error, mean_squared_error, r
 
 import ignite_recsys as R
 import references as ref
-from conftest import random_batch, run_metric
+from conftest import eager_error, random_batch, run_metric
 
 # The conventions reference cases (section 3c/3d): top-2 lists [0,1], [0,2], [0,1]; 5 items.
 LIST_SCORES = torch.tensor([[5.0, 4, 0, 0, 0], [5, 0, 4, 0, 0], [5, 4, 0, 0, 0]])
@@ -448,6 +448,7 @@ def test_deferred_value_check_path(monkeypatch, make, good, bad):
     """The device path (used for CUDA inputs): a bad batch adds nothing, compute() raises."""
     import ignite_recsys.metrics._state as state
 
+    expected = eager_error(make, bad)
     metric = make()
     metric.update(good)
     before = {k: v.clone() for k, v in _state(metric).items()}
@@ -457,8 +458,9 @@ def test_deferred_value_check_path(monkeypatch, make, good, bad):
     for key in before:
         if key != "_num_invalid_updates":
             assert torch.equal(before[key], after[key]), key
-    with pytest.raises(ValueError, match="1 update"):
+    with pytest.raises(ValueError, match="1 update") as raised:
         metric.compute()
+    assert f"\n- {expected}: 1 update" in str(raised.value)  # what was wrong, as a CPU update says it
 
 
 @pytest.mark.parametrize("name", ["coverage", "tail", "gauc", "auc", "rmse"])

@@ -167,12 +167,26 @@ def _raising_compute_worker(local_rank, folder):
 
 def test_compute_that_raises_leaves_the_local_state_unchanged():
     union = [batch for rank in range(2) for batch in [_rank_batches(rank)[0]] + _rank_batches(rank)[1]]
-    for got in run_in_processes(_raising_compute_worker):
+    for rank, got in enumerate(run_in_processes(_raising_compute_worker)):
         for name, factory in _RAISING_FACTORIES.items():
             assert got[name + "_first"] == "NotComputableError", name
             np.testing.assert_allclose(got[name], run_metric(factory(), union), rtol=0, atol=1e-9, err_msg=name)
         assert len(got["invalid_messages"]) == 2
         assert all("NDCG: 1 update(s)" in message for message in got["invalid_messages"])
+        # each process names the checks that failed on it (rank 0 fed the NaN scores)
+        if rank == 0:
+            assert all(
+                message.endswith(
+                    "The checks that failed on this process:\n- y_pred contains NaN scores "
+                    "(+inf and -inf are allowed): 1 update"
+                )
+                for message in got["invalid_messages"]
+            ), got["invalid_messages"]
+        else:
+            assert all(
+                message.endswith("Their checks failed on another process or before a state was loaded.")
+                for message in got["invalid_messages"]
+            ), got["invalid_messages"]
 
 
 # --- catalog sizes that differ across processes -------------------------------------------------

@@ -16,6 +16,7 @@ from ignite.engine import Engine
 import ignite_recsys as R
 from ignite_recsys import UserGroups, UserIds
 from test_statistics import ALL, TOP_K, _batches, _expected_rows, _metric, _scipy_interval
+from conftest import eager_error
 from gloo import run_in_processes
 
 NUM_GROUPS = 5  # group 4 never appears; group 3 holds a single user
@@ -147,17 +148,20 @@ def test_group_ids_outside_the_range_on_the_deferred_path_raise_in_compute(monke
     import ignite_recsys.metrics._state as state
 
     scores, relevance = _batches(26, sizes=(4,), zero_users=0)[0]
+    bad = (scores, relevance, UserGroups(torch.tensor([0, 7, 2, 2])))
+    expected = eager_error(lambda: R.NDCG(TOP_K, num_groups=3), bad)  # what a CPU update says
     metric = R.NDCG(TOP_K, num_groups=3)
     metric.update((scores, relevance, UserGroups(torch.tensor([0, 1, 2, 2]))))
     before = _state(metric)
     monkeypatch.setattr(state, "values_checked_on_host", lambda device: False)
-    metric.update((scores, relevance, UserGroups(torch.tensor([0, 7, 2, 2]))))
+    metric.update(bad)
     for key, value in before.items():
         if key != "_num_invalid_updates":
             assert torch.equal(getattr(metric, key), value), key
     for method in (metric.compute, metric.compute_groups, metric.confidence_interval_groups):
-        with pytest.raises(ValueError, match="1 update"):
+        with pytest.raises(ValueError, match="1 update") as raised:
             method()
+        assert f"\n- {expected}: 1 update" in str(raised.value)
 
 
 @pytest.mark.parametrize(

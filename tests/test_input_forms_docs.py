@@ -65,6 +65,16 @@ def test_every_python_block_runs_and_checks_its_numbers(page, capsys):
     assert printed.count("\n") >= len([b for b in blocks if "print(" in b])
 
 
+@pytest.mark.filterwarnings("ignore:Sparse CSR tensor support is in beta:UserWarning")
+def test_gpu_page_holds_with_the_value_checks_deferred_as_on_a_gpu(monkeypatch, capsys):
+    """docs/gpu.md's blocks with the value checks run as on a GPU (deferred to compute()): the
+    error compute() raises says what was wrong, as the page shows."""
+    import ignite_recsys.metrics._state as state
+
+    monkeypatch.setattr(state, "values_checked_on_host", lambda device: False)
+    test_every_python_block_runs_and_checks_its_numbers("gpu.md", capsys)
+
+
 def test_distributed_page_script_runs_under_torchrun_with_two_gloo_processes(tmp_path):
     """The script of docs/distributed.md, run with the command the page shows: each process checks
     its result against the single-process evaluation of all users (the script's asserts)."""

@@ -16,7 +16,7 @@ from ignite.exceptions import NotComputableError
 from scipy import stats as sps
 
 import ignite_recsys as R
-from conftest import CUTOFF_CLASSES
+from conftest import CUTOFF_CLASSES, eager_error
 from test_statistics import ALL, TOP_K, _batches, _expected_rows, _metric
 from gloo import run_in_processes
 
@@ -242,8 +242,11 @@ def test_deferred_bad_values_raise_in_compute(monkeypatch):
     scores_b = other[2][0].clone()
     scores_b[0, 0] = float("nan")
     paired.update((batches[2][0], scores_b, batches[2][1]))
-    with pytest.raises(ValueError, match="1 update"):
+    with pytest.raises(ValueError, match="1 update") as raised:
         paired.compute()
+    monkeypatch.undo()
+    expected = eager_error(lambda: R.Paired(R.NDCG(TOP_K)), (batches[2][0], scores_b, batches[2][1]))
+    assert f"\n- {expected}: 1 update" in str(raised.value)
 
 
 @pytest.mark.parametrize(

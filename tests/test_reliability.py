@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from ignite.engine import Engine, Events
 
 import ignite_recsys as R
-from conftest import CUTOFF_CLASSES, random_batch, run_metric
+from conftest import CUTOFF_CLASSES, eager_error, random_batch, run_metric
 
 # Every metric class, built with arguments that exercise its full path.
 FACTORIES = {name: (lambda cls=cls, **kw: cls([1, 3, 8], **kw)) for name, cls in CUTOFF_CLASSES.items()}
@@ -135,6 +135,7 @@ def test_deferred_value_check_path(monkeypatch):
     """The device path (used for CUDA inputs): a bad batch adds nothing, compute() raises."""
     import ignite_recsys.metrics._state as state
 
+    expected = eager_error(lambda: R.NDCG(3), _nan_scores())
     metric = R.NDCG(3)
     metric.update(_good())
     before = _state(metric)
@@ -142,7 +143,41 @@ def test_deferred_value_check_path(monkeypatch):
     metric.update(_nan_scores())
     after = _state(metric)
     assert torch.equal(before["_sum"], after["_sum"]) and torch.equal(before["_count"], after["_count"])
-    with pytest.raises(ValueError, match="1 update"):
+    named = re.escape("NDCG: 1 update(s) ") + ".*" + re.escape(f"\n- {expected}: 1 update") + "$"
+    with pytest.raises(ValueError, match=named):
+        metric.compute()
+
+
+def test_deferred_errors_name_each_failed_check_and_its_count(monkeypatch):
+    """On the device path compute() names every check that failed, with how many updates failed
+    it; a reset forgets them, and so does loading a state (whose invalid updates come as a total)."""
+    import ignite_recsys.metrics._state as state
+
+    nan_labels = _relevance_with(float("nan"))
+    scores_message = eager_error(lambda: R.NDCG(3), _nan_scores())
+    labels_message = eager_error(lambda: R.NDCG(3), nan_labels)
+    assert scores_message != labels_message
+    monkeypatch.setattr(state, "values_checked_on_host", lambda device: False)
+    metric = R.NDCG(3)
+    for batch in (_nan_scores(), _good(), nan_labels, _nan_scores()):
+        metric.update(batch)
+    with pytest.raises(ValueError) as raised:
+        metric.compute()
+    message = str(raised.value)
+    assert message.startswith("NDCG: 3 update(s) since the last reset held invalid values")
+    lines = message.splitlines()
+    assert lines[1:3] == [f"- {scores_message}: 2 updates", f"- {labels_message}: 1 update"], lines
+    saved = metric.state_dict()
+    metric.reset()
+    metric.update(_good())
+    assert metric.compute() == run_metric(R.NDCG(3), [_good()])
+    metric.update(_nan_scores())
+    loaded = R.NDCG(3)
+    loaded.load_state_dict(saved)
+    with pytest.raises(ValueError, match=r"3 update\(s\) .* Their checks failed on another process or before a state"):
+        loaded.compute()
+    metric.load_state_dict(saved)  # its own failed check is forgotten with the state it replaced
+    with pytest.raises(ValueError, match="failed on another process or before a state was loaded"):
         metric.compute()
 
 

@@ -137,9 +137,15 @@ def check_id_range(name: str, ids: torch.Tensor, num_items: Optional[int]) -> di
 
 
 # --- Value-check flags ---------------------------------------------------------------------------
+def stacked_flags(flags: dict) -> torch.Tensor:
+    """(len(flags),) bool tensor of the flags (0-d or one-element bool tensors), in their order; no
+    host read."""
+    return torch.stack([flag if flag.ndim == 0 else flag.reshape(()) for flag in flags.values()])
+
+
 def any_flag(flags: dict) -> torch.Tensor:
-    """0-d bool tensor: one of the flags (0-d or one-element bool tensors) is set; no host read."""
-    return torch.stack([flag if flag.ndim == 0 else flag.reshape(()) for flag in flags.values()]).any()
+    """0-d bool tensor: one of the flags is set; no host read."""
+    return stacked_flags(flags).any()
 
 
 def raise_if_invalid(flags: dict) -> None:

@@ -34,7 +34,7 @@ from ignite.exceptions import NotComputableError
 from ignite.metrics.metric import EpochWise, Metric, reinit__is_reduced
 
 from .. import _validation as V
-from .._core.input_checks import any_flag, raise_if_invalid
+from .._core.input_checks import raise_if_invalid, stacked_flags
 from . import _engine
 
 
@@ -55,11 +55,38 @@ def values_checked_on_host(device: torch.device) -> bool:
 
 def screen(invalid: dict, device: torch.device) -> Optional[torch.Tensor]:
     """Raise now for inputs checked on the host and return None (nothing to leave out); otherwise
-    a 0-d bool tensor, True when the batch must add nothing."""
+    the (len(invalid),) bool tensor of the checks' flags: the batch must add nothing when one is
+    set (None when there are no checks)."""
     if values_checked_on_host(device):
         raise_if_invalid(invalid)
         return None
-    return any_flag(invalid) if invalid else None
+    return stacked_flags(invalid) if invalid else None
+
+
+class FailedChecks:
+    """How many updates failed each deferred value check since the last reset, on this process:
+    one float64 count per check message, on the metric's device, added to without a host read
+    and read only by ``compute()`` when some update failed, so that its error says what was wrong.
+    Not part of the state: a state loaded from a checkpoint, or other processes' updates, come
+    with their total alone (``_num_invalid_updates``)."""
+
+    def __init__(self) -> None:
+        self._counts: dict[tuple, torch.Tensor] = {}  # the messages of one set of checks -> counts
+
+    def add(self, messages: tuple, flags: torch.Tensor, device: torch.device) -> None:
+        counts = self._counts.get(messages)
+        if counts is None:
+            counts = self._counts[messages] = torch.zeros(len(messages), dtype=torch.float64, device=device)
+        counts.add_(flags if flags.device == counts.device else flags.to(counts.device))
+
+    def described(self) -> str:
+        """A line ``"- message: n updates"`` for each check that failed, in the order first seen."""
+        totals: dict[str, int] = {}
+        for messages, counts in self._counts.items():
+            for message, count in zip(messages, counts.tolist()):
+                if count:
+                    totals[message] = totals.get(message, 0) + int(count)
+        return "".join(f"\n- {message}: {count} update{'s' * (count != 1)}" for message, count in totals.items())
 
 
 @dataclass(frozen=True)
@@ -103,11 +130,18 @@ _NOT_CONFIGURATION = ("output_transform", "device", "skip_unrolling", "per_user"
 
 
 def raise_for_invalid_updates(metric: Metric, num_invalid_updates: torch.Tensor) -> None:
+    """The deferred value checks' ValueError, naming the checks that failed on this process."""
     if num_invalid_updates > 0:
+        failed = metric.__dict__.get("_failed_checks")
+        lines = failed.described() if failed is not None else ""
+        if not lines:
+            where = " Their checks failed on another process or before a state was loaded."
+        else:
+            where = " The checks that failed on this process:" if idist.get_world_size() > 1 else " The checks that failed:"
         raise ValueError(
             f"{type(metric).__name__}: {int(num_invalid_updates)} update(s) since the last reset held invalid "
-            "values (checked on the device, so reported here); they were left out. Fix the inputs and "
-            "reset the metric."
+            "values (checked on the device, so reported here); they were left out: fix the inputs and reset "
+            f"the metric.{where}{lines}"
         )
 
 
@@ -142,6 +176,7 @@ class StatefulMetric(Metric):
     _device: torch.device
     _num_invalid_updates: torch.Tensor
     _inputs_looked_at: bool
+    _failed_checks: FailedChecks
     _sum: torch.Tensor
     _count: torch.Tensor
 
@@ -211,6 +246,7 @@ class StatefulMetric(Metric):
         for spec in self._states.values():
             setattr(self, spec.name, self._new_state(spec))
         self._inputs_looked_at = False
+        self._failed_checks = FailedChecks()
 
     def _new_state(self, spec: StateSpec) -> torch.Tensor:
         return torch.full(spec.current_shape(), spec.fill, dtype=torch.float64, device=self._device)
@@ -240,9 +276,18 @@ class StatefulMetric(Metric):
     def _apply(self, inputs: Any) -> None:
         """Add one checked batch to the state (nothing if its value checks fail)."""
         totals = self._batch_totals(inputs)
-        bad = screen(totals.invalid, self._inputs_device(inputs))
+        bad = self._screen(totals.invalid, self._inputs_device(inputs))
         self._add(totals.sums, bad)
         self._keep(totals, bad)
+
+    def _screen(self, invalid: dict, device: torch.device) -> Optional[torch.Tensor]:
+        """:func:`screen`, reduced to one 0-d flag (True: the batch adds nothing); on the device
+        path each failed check is counted for ``compute()``'s error."""
+        flags = screen(invalid, device)
+        if flags is None:
+            return None
+        self._failed_checks.add(tuple(invalid), flags, self._device)
+        return flags.any()
 
     def _hold(self, inputs: Any) -> bool:
         """Whether ``inputs`` are held for a later step instead of added now (see
@@ -468,6 +513,7 @@ class StatefulMetric(Metric):
                     per_rank[rank][spec.name] = self._new_state(spec)
             state_dict = {_PER_RANK: per_rank}
         super().load_state_dict(state_dict)
+        self._failed_checks = FailedChecks()  # the loaded state's invalid updates come as a total
         self._resume_pending = True
 
     def started(self, engine) -> None:

@@ -27,7 +27,7 @@ from .._core.full_rows import per_user_auc
 from .._core.input_checks import check_pointwise, check_scores_and_relevance
 from .._core.relevance import Relevance
 from .._core.selection import ordered_int32
-from ._state import BatchTotals, StatefulMetric, StreamingMean, _identity, screen
+from ._state import BatchTotals, StatefulMetric, StreamingMean, _identity
 
 GAUC_WEIGHTINGS = ("positives", "uniform")
 
@@ -165,7 +165,7 @@ class AUC(StatefulMetric):
             "y_pred contains NaN scores (+inf and -inf are allowed)": nan_score,
             "y contains NaN targets (negative targets, -inf included, are allowed: they are negatives)": bad_target,
         }
-        bad = screen(invalid, y_pred.device)
+        bad = self._screen(invalid, y_pred.device)
         if bad is None:
             bad = torch.zeros((), dtype=torch.bool, device=y_pred.device)
         for scores, targets, observed in tuning.entry_pieces(inputs, tuning.LOSS_BYTES_PER_ENTRY):
