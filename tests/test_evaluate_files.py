@@ -283,11 +283,18 @@ def _trec_eval(qrels, run):
     return pytrec_eval.RelevanceEvaluator(qrels, measures).evaluate(run)
 
 
+CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=CUDA)])
 @pytest.mark.parametrize("ties", [False, True])
-def test_a_trec_run_file_equals_trec_eval_per_user(tmp_path, ties):
+def test_a_trec_run_file_equals_trec_eval_per_user(tmp_path, ties, device):
+    """Per user, on the CPU and with the metrics on a GPU (the files are read on the host either way)."""
     qrels, run = _generated(ties=ties)
     qrels_path, run_path = _write_trec(tmp_path, qrels, run)
-    result = R.evaluate(run_path, qrels_path, metrics=METRICS, per_user=True, progress=False, **TREC_EVAL)
+    result = R.evaluate(
+        run_path, qrels_path, metrics=METRICS, per_user=True, progress=False, device=device, **TREC_EVAL
+    )
     reference = _trec_eval(qrels, run)
     users = list(result.user_ids)
     assert sorted(users) == sorted(qrels) and users == sorted(users)
