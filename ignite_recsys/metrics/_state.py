@@ -136,8 +136,10 @@ def raise_for_invalid_updates(metric: Metric, num_invalid_updates: torch.Tensor)
         lines = failed.described() if failed is not None else ""
         if not lines:
             where = " Their checks failed on another process or before a state was loaded."
+        elif idist.get_world_size() > 1:
+            where = " The checks that failed on this process:"
         else:
-            where = " The checks that failed on this process:" if idist.get_world_size() > 1 else " The checks that failed:"
+            where = " The checks that failed:"
         raise ValueError(
             f"{type(metric).__name__}: {int(num_invalid_updates)} update(s) since the last reset held invalid "
             "values (checked on the device, so reported here); they were left out: fix the inputs and reset "
