@@ -53,16 +53,6 @@ def values_checked_on_host(device: torch.device) -> bool:
     return torch.device(device).type == "cpu"
 
 
-def screen(invalid: dict, device: torch.device) -> Optional[torch.Tensor]:
-    """Raise now for inputs checked on the host and return None (nothing to leave out); otherwise
-    the (len(invalid),) bool tensor of the checks' flags: the batch must add nothing when one is
-    set (None when there are no checks)."""
-    if values_checked_on_host(device):
-        raise_if_invalid(invalid)
-        return None
-    return stacked_flags(invalid) if invalid else None
-
-
 class FailedChecks:
     """How many updates failed each deferred value check since the last reset, on this process:
     one float64 count per check message, on the metric's device, added to without a host read
@@ -283,11 +273,16 @@ class StatefulMetric(Metric):
         self._keep(totals, bad)
 
     def _screen(self, invalid: dict, device: torch.device) -> Optional[torch.Tensor]:
-        """:func:`screen`, reduced to one 0-d flag (True: the batch adds nothing); on the device
-        path each failed check is counted for ``compute()``'s error."""
-        flags = screen(invalid, device)
-        if flags is None:
+        """The value checks ``invalid`` of a batch on ``device``: read now for inputs checked on
+        the host (raise, or None: nothing to leave out); otherwise a 0-d bool tensor, True when
+        the batch must add nothing, each failed check counted for ``compute()``'s error (None
+        when there are no checks)."""
+        if values_checked_on_host(device):
+            raise_if_invalid(invalid)
             return None
+        if not invalid:
+            return None
+        flags = stacked_flags(invalid)
         self._failed_checks.add(tuple(invalid), flags, self._device)
         return flags.any()
 
