@@ -229,6 +229,46 @@ def test_a_stalled_helper_thread_delays_no_shared_pass(shared_passes):
     assert elapsed < 0.5
 
 
+def test_a_shared_pass_gives_each_thread_a_block(shared_passes, monkeypatch):
+    """A pass wide enough to share takes a block per thread even where the least block size
+    (``SHARED_BLOCK_ENTRIES``) would hold all of it: shared, not run on the update's thread alone."""
+    monkeypatch.setattr(tuning, "SHARED_BLOCK_ENTRIES", 1 << 20)
+    x = torch.rand(6, 1000)
+    with tuning.ranking_threads():
+        blocks = tuning.shared_pass(lambda rows: x[rows].amax(1), 6, 1000, x.device)
+    assert blocks is not None and [len(block) for block in blocks] == [3, 3]
+    np.testing.assert_array_equal(torch.cat(blocks).numpy(), x.numpy().max(1))
+
+
+def test_a_running_helper_is_waited_for_not_raced(shared_passes, monkeypatch):
+    """A helper whose block takes a little longer than the update's thread's own is waited for
+    (up to ``HELPER_WAIT_SHARE`` times the update's thread's longest block from the claim): each
+    block is computed once, by the thread that claimed it."""
+    import threading
+    import time
+
+    monkeypatch.setattr(tuning, "SHARED_BLOCK_ENTRIES", 32 * 1000)  # two blocks of 32 rows
+    idle = threading.Event()
+    tuning._helper_jobs(1).put(idle.set)  # the helper done with earlier tests' jobs (a stalled one sleeps)
+    assert idle.wait(5.0)
+    x = torch.rand(64, 1000)
+    main = threading.current_thread()
+    computed = []
+
+    def block_maxima(rows):
+        on_main = threading.current_thread() is main
+        time.sleep(0.2 if on_main else 0.24)  # within 1.5 x 0.2 s of the helper's claim
+        computed.append((rows.start, on_main))
+        return x[rows].amax(1)
+
+    with tuning.ranking_threads():
+        blocks = tuning.shared_pass(block_maxima, 64, 1000, x.device)
+    assert blocks is not None and len(blocks) == 2
+    np.testing.assert_array_equal(torch.cat(blocks).numpy(), x.numpy().max(1))
+    assert sorted(start for start, _ in computed) == [0, 32]  # each block once
+    assert sorted(on_main for _, on_main in computed) == [False, True]  # one by the helper
+
+
 @pytest.mark.parametrize("in_cache", [False, True])
 @pytest.mark.parametrize("gain_function", ["exp_rank", "binary"])
 def test_label_pass_beside_the_score_selection_against_the_reference(
@@ -308,10 +348,10 @@ def test_a_side_job_over_inputs_in_cache_starts_behind_the_next_shared_pass(monk
 def test_a_side_job_on_a_helper_reads_its_inputs_in_larger_blocks(monkeypatch):
     """A pass of a side job run by a helper takes blocks of ``SIDE_JOB_BLOCK_ENTRIES`` entries
     (few numpy calls, each a wait for the interpreter lock); the same pass on the update's thread
-    keeps blocks of ``SHARED_BLOCK_ENTRIES``. The results are the same either way."""
+    keeps blocks of ``BLOCK_ENTRIES``. The results are the same either way."""
     import threading
 
-    monkeypatch.setattr(tuning, "SHARED_BLOCK_ENTRIES", 1 << 10)
+    monkeypatch.setattr(tuning, "BLOCK_ENTRIES", 1 << 10)
     monkeypatch.setattr(tuning, "SIDE_JOB_BLOCK_ENTRIES", 1 << 12)
     x = torch.rand(40, 500)
     seen = []

@@ -90,7 +90,8 @@ def test_threshold_selection_in_row_blocks_flags_nan_rows(rng, monkeypatch, host
     thread): every row without NaN equals the stable argsort, and each row holding a NaN (in a
     group, or among the items after the last full group) is flagged, in every block."""
     monkeypatch.setattr(tuning, "IN_CACHE_SHARE", 0.5)
-    monkeypatch.setattr(tuning, "SHARED_BLOCK_ENTRIES", 1 << 13)  # two rows per block
+    for name in ("BLOCK_ENTRIES", "SHARED_BLOCK_ENTRIES"):  # two rows per block, in turn or shared
+        monkeypatch.setattr(tuning, name, 1 << 13)
     if shared:
         monkeypatch.setattr(tuning, "WIDE_PASS_ENTRIES", 1 << 12)
     width, k = 6_407, 100  # groups of 16: 400 full groups, then 7 items
@@ -120,7 +121,8 @@ def test_strided_selection_in_row_blocks_flags_nan_rows(rng, monkeypatch, host_o
     full group or in ascending order, and each row holding a NaN (in a group or after the last
     full group) is flagged, in every block."""
     monkeypatch.setattr(tuning, "IN_CACHE_SHARE", 0.0)
-    monkeypatch.setattr(tuning, "SHARED_BLOCK_ENTRIES", 1 << 16)  # one row per block
+    for name in ("BLOCK_ENTRIES", "SHARED_BLOCK_ENTRIES"):  # one row per block, in turn or shared
+        monkeypatch.setattr(tuning, name, 1 << 16)
     monkeypatch.setattr(tuning, "LONG_STRIDED_ROWS_PER_K", 4_000 if group == 16 else 4_001)
     if shared:
         monkeypatch.setattr(tuning, "WIDE_PASS_ENTRIES", 1 << 12)

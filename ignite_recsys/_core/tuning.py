@@ -29,6 +29,7 @@ import itertools
 import os
 import queue
 import threading
+import time
 from functools import lru_cache
 from typing import Iterator, Optional
 
@@ -112,9 +113,22 @@ RELEVANT_GROUPS_SHARE = 0.5
 WIDE_PASS_ENTRIES = 1 << 20
 # Such a pass is shared between the update's thread and helper threads (one per further torch
 # thread, at most this many) in blocks of rows: about 8 blocks per thread, each at least
-# SHARED_BLOCK_ENTRIES entries. Re-measure: bench_update.py --under-load.
+# SHARED_BLOCK_ENTRIES entries (5 MiB of float32), and at least one block per thread. Each numpy
+# call of a block then takes hundreds of microseconds: a thread that finishes one waits for the
+# interpreter lock, and on a 2-core VM a hand-off of that lock between two busy threads costs tens
+# of microseconds (two threads making 15 us numpy calls run at 0.74x the speed of one). At 256 x 10k
+# scores (two blocks, with HELPER_WAIT_SHARE) an update takes about 0.90x torch.topk against 0.95x
+# in blocks of 1 MiB, and about 0.52x against 0.47x with one busy process. A pass that is not
+# shared takes blocks of BLOCK_ENTRIES (1 MiB), which stay in the core's own cache (in blocks of
+# 5 MiB an update with num_threads=1 is 4% slower at 10k). Re-measure: bench_update.py
+# --under-load, and interleaved single updates at 10k items.
 MAX_HELPERS = 3
-SHARED_BLOCK_ENTRIES = 1 << 18
+SHARED_BLOCK_ENTRIES = 5 << 18
+BLOCK_ENTRIES = 1 << 18
+# The update's thread waits for a block a helper has claimed and not finished up to this many times
+# its own longest block, from the helper's claim (a helper that runs finishes within that); past
+# it, it computes the block itself (another process holds the helper's core).
+HELPER_WAIT_SHARE = 1.5
 # A side job (:func:`side_job`) on a helper reads its inputs in blocks of up to this many entries:
 # every numpy call of a block ends in a wait for the interpreter lock, which the update's thread
 # holds between its own operations meanwhile. Re-measure: bench_update.py at 10k items.
@@ -392,11 +406,13 @@ def shared_pass(
 
     Shared on CPU inside :func:`ranking_threads` when torch's own count outside it is above one and the
     pass reads at least ``WIDE_PASS_ENTRIES`` entries. Every thread claims the next block until
-    none is left; the update's thread never waits for a helper: it computes itself any block a
-    helper has claimed but not finished (a late helper's result is dropped). So a helper whose
-    core another process holds costs at most one block, where a multi-threaded operation would
-    wait for it at its barrier. ``max_rows``: the most rows of a block (else as many as make
-    about 8 blocks per thread)."""
+    none is left. For a block a helper has claimed but not finished, the update's thread waits
+    until ``HELPER_WAIT_SHARE`` times its own longest block has passed since the claim, then
+    computes the block itself (a late helper's result is dropped). So a helper whose core
+    another process holds costs at most about one and a half blocks, where a multi-threaded
+    operation would wait for it at its barrier, and a helper that runs is not raced for its
+    block. ``max_rows``: the most rows of a block (else as many as make about 8 blocks per
+    thread, each at least ``SHARED_BLOCK_ENTRIES`` entries, and at least one per thread)."""
     wide = getattr(_THREADS, "wide", None)
     entries = num_rows * row_entries
     if wide is None or wide < 2 or num_rows < 2 or entries < WIDE_PASS_ENTRIES or not cpu_tuned(device):
@@ -405,18 +421,26 @@ def shared_pass(
         return None
     helpers = min(wide - 1, MAX_HELPERS)
     step = max(-(-num_rows // (8 * (helpers + 1))), -(-SHARED_BLOCK_ENTRIES // max(row_entries, 1)))
+    step = min(step, -(-num_rows // (helpers + 1)))  # a block for each thread at least
     step = step if max_rows is None else max(1, min(step, max_rows))
     blocks = [slice(start, min(start + step, num_rows)) for start in range(0, num_rows, step)]
     if len(blocks) < 2:
         return None
     results: list = [None] * len(blocks)
+    claimed_at: list = [None] * len(blocks)
+    done = [threading.Event() for _ in blocks]
     claims = itertools.count()  # next() on it is atomic: each block is claimed once
+    own: list = []  # the update's thread's block times (seconds)
 
-    def work() -> None:
+    def work(timed: bool = False) -> None:
         for index in iter(claims.__next__, None):
             if index >= len(blocks):
                 return
+            claimed_at[index] = start = time.perf_counter()
             results[index] = compute(blocks[index])
+            done[index].set()
+            if timed:
+                own.append(time.perf_counter() - start)
 
     jobs = _helper_jobs(helpers)
     for _ in range(helpers):
@@ -424,16 +448,19 @@ def shared_pass(
     deferred, _THREADS.deferred = getattr(_THREADS, "deferred", None), None
     if deferred is not None:  # a side job waiting for a shared pass: the first helper done with it runs it
         jobs.put(deferred.run)
-    work()
-    for index, result in enumerate(results):
-        if result is None:  # a helper's block not done yet: computed here as well
+    work(timed=True)
+    longest = max(own, default=0.0)
+    for index in range(len(blocks)):
+        if results[index] is None and claimed_at[index] is not None:  # a helper's block, not done yet
+            done[index].wait(max(0.0, claimed_at[index] + HELPER_WAIT_SHARE * longest - time.perf_counter()))
+        if results[index] is None:  # not done by then: computed here as well
             results[index] = compute(blocks[index])
     return list(results)
 
 
 def row_blocks(compute, num_rows: int, row_entries: int, device: torch.device) -> list:
     """``[compute(rows) for rows in blocks]``: :func:`shared_pass`'s blocks where the pass is
-    shared, else blocks of about ``SHARED_BLOCK_ENTRIES`` entries in turn (in a side job on a
+    shared, else blocks of about ``BLOCK_ENTRIES`` entries in turn (in a side job on a
     helper, ``SIDE_JOB_BLOCK_ENTRIES``: fewer numpy calls, each a wait for the interpreter lock
     there). For a pass that reads each block more than once: the later reads find it in cache,
     so a shared block of 4-byte entries takes at most ``PIECE_CACHE_SHARE`` of the cache where
@@ -443,7 +470,7 @@ def row_blocks(compute, num_rows: int, row_entries: int, device: torch.device) -
     blocks = shared_pass(compute, num_rows, row_entries, device, max_rows=max(fitting, -(-num_rows // MAX_PIECES)))
     if blocks is not None:
         return blocks
-    entries = SIDE_JOB_BLOCK_ENTRIES if getattr(_THREADS, "side_job", False) else SHARED_BLOCK_ENTRIES
+    entries = SIDE_JOB_BLOCK_ENTRIES if getattr(_THREADS, "side_job", False) else BLOCK_ENTRIES
     step = max(1, -(-entries // max(row_entries, 1)))
     return [compute(slice(start, min(start + step, num_rows))) for start in range(0, num_rows, step)]
 
