@@ -548,7 +548,7 @@ def operations_markdown(counts, command):
             grid.setdefault(items, {})[int(batch)] = operations
     batches = sorted({b for row in grid.values() for b in row})
     lines = [
-        header_line(command, 1, "counts do not depend on the machine's load"),
+        header_line(command, 1, "counts move by a few with the blocks of shared passes the update's thread computes"),
         "",
         "| items N | " + " | ".join(f"B = {b:,}" for b in batches) + " |",
         "|---" * (len(batches) + 1) + "|",

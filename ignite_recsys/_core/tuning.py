@@ -115,13 +115,13 @@ WIDE_PASS_ENTRIES = 1 << 20
 # thread, at most this many) in blocks of rows: about 8 blocks per thread, each at least
 # SHARED_BLOCK_ENTRIES entries (5 MiB of float32), and at least one block per thread. Each numpy
 # call of a block then takes hundreds of microseconds: a thread that finishes one waits for the
-# interpreter lock, and on a 2-core VM a hand-off of that lock between two busy threads costs tens
-# of microseconds (two threads making 15 us numpy calls run at 0.74x the speed of one). At 256 x 10k
-# scores (two blocks, with HELPER_WAIT_SHARE) an update takes about 0.90x torch.topk against 0.95x
-# in blocks of 1 MiB, and about 0.52x against 0.47x with one busy process. A pass that is not
-# shared takes blocks of BLOCK_ENTRIES (1 MiB), which stay in the core's own cache (in blocks of
-# 5 MiB an update with num_threads=1 is 4% slower at 10k). Re-measure: bench_update.py
-# --under-load, and interleaved single updates at 10k items.
+# interpreter lock, and a hand-off of that lock between two busy threads costs tens of
+# microseconds. At 256 x 10k scores (two blocks, with HELPER_WAIT_SHARE) an update takes about
+# 0.90x torch.topk against 0.95x in blocks of 1 MiB (1.00x against 1.12x in bench_update.py's
+# rounds beside the other libraries), and about 0.52x against 0.47x with one busy process. A pass
+# that is not shared takes blocks of BLOCK_ENTRIES (1 MiB), which stay in the core's own cache (in
+# blocks of 5 MiB an update with num_threads=1 is 4% slower at 10k). Re-measure: bench_update.py
+# --under-load and --sizes 10000, each run alternating with a run of the other setting.
 MAX_HELPERS = 3
 SHARED_BLOCK_ENTRIES = 5 << 18
 BLOCK_ENTRIES = 1 << 18
