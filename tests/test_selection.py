@@ -270,6 +270,52 @@ def test_a_running_helper_is_waited_for_not_raced(shared_passes, monkeypatch):
 
 
 @pytest.mark.parametrize("in_cache", [False, True])
+@pytest.mark.parametrize("form", ["ItemIds", "mask"])
+def test_label_pass_beside_the_selection_with_exclusions_against_the_reference(
+    monkeypatch, shared_passes, form, in_cache
+):
+    """With an exclusion (ids, or a dense mask) the dense labels are passed over on a helper thread
+    too, beside the selection of the candidates: every cut-off metric against the numpy reference
+    (graded labels, excluded relevant items, a user without a relevant item)."""
+    import ignite_recsys as R
+    from conftest import CUTOFF_CLASSES, run_metric
+    from references import candidate_metric_means, candidate_rankings
+
+    monkeypatch.setattr(tuning, "IN_CACHE_SHARE", 1.0 if in_cache else 0.0)
+    jobs, original = [], tuning.side_job
+    monkeypatch.setattr(tuning, "side_job", lambda *args: jobs.append(original(*args)) or jobs[-1])
+    rng = np.random.default_rng(6)
+    users, items, top_k = 40, 6_007, [1, 10, 50]
+    scores = rng.permutation(users * items).reshape(users, items).astype(np.float32)
+    grades = np.where(rng.random((users, items)) < 0.004, rng.integers(1, 5, size=(users, items)), 0).astype(np.float64)
+    grades[3] = 0.0
+    excluded = [set(rng.choice(items, 30, replace=False).tolist()) for _ in range(users)]
+    excluded[5] |= set(np.argsort(-scores[5])[:20].tolist()) | set(np.flatnonzero(grades[5])[:2].tolist())
+    ids = np.full((users, max(map(len, excluded))), -1, dtype=np.int64)
+    for user, chosen in enumerate(excluded):
+        ids[user, : len(chosen)] = sorted(chosen)
+    mask = np.zeros((users, items), dtype=bool)
+    for user, chosen in enumerate(excluded):
+        mask[user, list(chosen)] = True
+
+    def exclusion(rows):
+        if form == "mask":
+            return torch.from_numpy(mask[rows])
+        return R.ItemIds(torch.from_numpy(ids[rows]))
+
+    batches = [
+        (torch.from_numpy(scores[rows]), torch.from_numpy(grades[rows]).float(), exclusion(rows))
+        for rows in (slice(0, 25), slice(25, None))
+    ]
+    got = run_metric(R.RankingMetrics(top_k, metrics=list(CUTOFF_CLASSES)), batches)
+    expected = candidate_metric_means(candidate_rankings(scores, excluded), grades, top_k)
+    for name in CUTOFF_CLASSES:
+        np.testing.assert_allclose([got[f"{name}@{k}"] for k in top_k], expected[name], atol=1e-12, err_msg=name)
+    # handed to a helper once per update (run by it, or by the update's thread if it is busy)
+    assert len(jobs) == len(batches) and all(isinstance(job, tuning.SideJob) for job in jobs)
+
+
+@pytest.mark.parametrize("in_cache", [False, True])
 @pytest.mark.parametrize("gain_function", ["exp_rank", "binary"])
 def test_label_pass_beside_the_score_selection_against_the_reference(
     monkeypatch, shared_passes, gain_function, in_cache

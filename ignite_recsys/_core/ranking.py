@@ -293,15 +293,22 @@ def _rank_candidates(batch: RankingInput, request: RankingRequest, hints) -> Ran
     """``rank_input`` for every other form: ranked ids, exclusions, sparse or id targets."""
     threshold = request.relevance_threshold
     depth = request.depth if batch.ranked_ids is None else ranked_ids_depth(batch, request.depth, request.ideal)
+    relevance = Relevance.of(threshold, batch.label_dtype)
+    labels = None if batch.labels is None else batch.labels.contiguous()
+    labels_job = None
+    if labels is not None and batch.ranked_ids is None:  # scores: the depth after ``_cut`` is known
+        cut_depth = min(depth, labels.shape[1])
+        # the label pass on a helper thread beside this one's selection, where passes are shared
+        labels_job = tuning.side_job(lambda: _label_pass(labels, relevance, request, cut_depth, hints), labels)
     # one position more than the cut-offs need: whether a cut-off splits tied scores
     order, num_candidates, invalid, compaction = _candidates(batch, depth + 1)
     invalid.update(batch.invalid)
     order, depth, tie = _cut(batch, order, depth)
     listed = order >= 0
-    relevance = Relevance.of(threshold, batch.label_dtype)
-    labels = None if batch.labels is None else batch.labels.contiguous()
     if labels is not None:
-        counted = _label_pass(labels, relevance, request, depth, hints)
+        counted = None if labels_job is None else labels_job.result()
+        if counted is None or depth != cut_depth:  # (scores are cut to min(depth, num_items): the same)
+            counted = _label_pass(labels, relevance, request, depth, hints)
         # ids outside the catalog are refused by a value check; clamped here so that the gather is safe
         safe = order.clamp(min=0, max=labels.shape[1] - 1)
         zero = torch.zeros((), dtype=torch.float64, device=order.device)
