@@ -3,7 +3,7 @@ that take the ranking step's other paths, as ratios to ``torch.topk(scores, 100)
 scores in the same run.
 
 Data: B users x N items, float32 scores with ties (values rounded to 1/1000), 20 relevant items
-per user with grades 1-3; top_k = [10, 100] (R-Precision has no cut-off). Forms:
+per user with grades 1-3; top_k = [10, 100] (``--top-k``; R-Precision has no cut-off). Forms:
 
 - ``dense``: dense scores and labels;
 - ``dense+exclude``: the same with 50 excluded items per user as a dense bool mask;
@@ -13,7 +13,7 @@ per user with grades 1-3; top_k = [10, 100] (R-Precision has no cut-off). Forms:
 Rounds are interleaved (``bench_forms.interleaved``): median seconds, the ratio of medians to
 ``torch.topk`` and the spread of the per-round ratios.
 
-    python benchmarks/bench_registry.py [--items 100000] [--batch 256] [--rounds 5]
+    python benchmarks/bench_registry.py [--items 100000] [--batch 256] [--rounds 5] [--top-k 10 100]
                                         [--forms dense dense+exclude ids] [--ties stable average]
 """
 
@@ -50,7 +50,9 @@ def main(argv=None):
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--forms", nargs="+", default=["dense", "dense+exclude", "ids"])
     parser.add_argument("--ties", nargs="+", default=["stable", "average"])
+    parser.add_argument("--top-k", type=int, nargs="+", default=TOP_K, help="the cut-offs of every metric")
     args = parser.parse_args(argv)
+    top_k = sorted(args.top_k)
 
     scores, labels, mask, relevant, grades = make_inputs(args.batch, args.items)
     outputs = {
@@ -59,7 +61,7 @@ def main(argv=None):
         "ids": (scores, R.ItemIds(relevant, grades)),
     }
     print(
-        f"B={args.batch} N={args.items:,} top_k={TOP_K}, torch {torch.__version__}, "
+        f"B={args.batch} N={args.items:,} top_k={top_k}, torch {torch.__version__}, "
         f"{torch.get_num_threads()} threads, {platform.machine()}, load average {load_average()}"
     )
     for ties in args.ties:
@@ -70,7 +72,7 @@ def main(argv=None):
                 if ties == "average" and not entry.average_ties:
                     continue
                 cls = getattr(R, entry.class_name)
-                metric = cls(ties=ties) if not entry.has_cutoff else cls(TOP_K, ties=ties)
+                metric = cls(ties=ties) if not entry.has_cutoff else cls(top_k, ties=ties)
 
                 def update(metric=metric):
                     metric.reset()

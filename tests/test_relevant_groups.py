@@ -163,3 +163,37 @@ def test_label_pass_flags_nan_labels(label_path, dtype, contiguous):
         others = np.arange(6) != row  # the update refuses the batch; the other rows still count right
         np.testing.assert_array_equal(passed.num_relevant.numpy()[others], (grades > 0).sum(1)[others])
     assert bool(label_path[1]) == (label_path[0] == "whole" and not contiguous)
+
+
+@pytest.mark.parametrize("relevant_per_user, listed", [(20, True), (60, False)])
+def test_relevant_groups_listed_up_to_a_share_of_the_labels(monkeypatch, relevant_per_user, listed):
+    """At a small depth the groups of relevant maximum are still listed while their labels are few
+    beside the row (``RELEVANT_LABELS_SHARE``: 20 relevant labels per user, more groups than the
+    depth, 20 x 32 labels of 20,011), and not where they are many (60 x 32 labels); |R| and the
+    metrics equal numpy and the reference either way."""
+    from ignite_recsys._core import relevance as module
+
+    monkeypatch.setattr(tuning, "RELEVANT_LABELS_SHARE", 1 / 24)
+    monkeypatch.setattr(tuning, "IN_CACHE_SHARE", 0.0)  # through the groups' maxima, whatever the size
+    monkeypatch.setattr(tuning, "SMALL_BATCH_ENTRIES", 0)
+    found, original = [], module._relevant_groups
+    monkeypatch.setattr(module, "_relevant_groups", lambda *args: found.append(original(*args)) or found[-1])
+    rng = np.random.default_rng(11)
+    users, items, top_k = 6, 20_011, [1, 3]
+    grades = np.zeros((users, items))
+    for row in grades:
+        row[rng.choice(items, relevant_per_user, replace=False)] = rng.integers(1, 4, relevant_per_user)
+    labels = torch.from_numpy(grades).float()
+    groups = ValueGroups(32)  # strided groups of 32 labels, as on CPU from 24 labels per group
+    passed = relevance_pass(labels, Relevance.of(None, torch.float32), groups=groups, depth=3, select=True)
+    np.testing.assert_array_equal(passed.num_relevant.numpy(), (grades > 0).sum(1))
+    assert (found[-1] is not None) == listed, "listed among the groups of relevant maximum"
+    scores = rng.permutation(users * items).reshape(users, items).astype(np.float32)
+    expected = candidate_metric_means(
+        candidate_rankings(scores, [set()] * users), grades, top_k, threshold=np.nextafter(0.0, 1.0), gain_kind="exp_rank"
+    )
+    found.clear()
+    got = run_metric(R.RankingMetrics(top_k, metrics=list(CUTOFF_CLASSES)), [(torch.from_numpy(scores), labels)])
+    for name in CUTOFF_CLASSES:
+        np.testing.assert_allclose([got[f"{name}@{k}"] for k in top_k], expected[name], atol=1e-12, err_msg=name)
+    assert [result is not None for result in found] == [listed], "the update's label pass too"

@@ -257,7 +257,7 @@ def _relevant_groups(labels, relevance, groups: ValueGroups, maxima, depth: int,
     depth) descending, else None) from the labels of the groups whose maximum is relevant (a
     group holds a relevant label iff its maximum is relevant) and those after the last full
     group: a copy of those few labels instead of the ``depth`` best groups of every row. None
-    where more than ``tuning.RELEVANT_GROUPS_SHARE`` x ``depth`` groups per row are relevant.
+    where more relevant groups per row than ``relevant_groups_bound`` allows.
     The top labels are None too where more than ``depth`` labels per row are relevant on
     average (sorting them would cost more than selecting among the best groups), or where no
     label value is sure to be irrelevant to fill the positions past |R|."""
@@ -265,7 +265,7 @@ def _relevant_groups(labels, relevance, groups: ValueGroups, maxima, depth: int,
         return _host_relevant_groups(labels, relevance, groups, maxima, depth, select)
     num_rows, num_cols = labels.shape
     rows, columns = relevance.mask(maxima).nonzero(as_tuple=True)
-    if rows.numel() > tuning.RELEVANT_GROUPS_SHARE * num_rows * depth:
+    if rows.numel() > relevant_groups_bound(num_rows, num_cols, groups.size, depth):
         return None
     device, size, num_groups = labels.device, groups.size, maxima.shape[1]
     # group j: items j * size + 0 .. size - 1 (contiguous), else j + num_groups * (0 .. size - 1)
@@ -287,6 +287,14 @@ def _relevant_groups(labels, relevance, groups: ValueGroups, maxima, depth: int,
     if not select or fill is None or listed.numel() > num_rows * depth:
         return counts, None
     return counts, listed_top_values(values.index_select(0, listed), relevant_rows, counts, depth, fill)
+
+
+def relevant_groups_bound(num_rows: int, num_cols: int, size: int, depth: int) -> float:
+    """The most label groups of relevant maximum (all rows together) whose labels
+    ``_relevant_groups`` copies: ``tuning.RELEVANT_GROUPS_SHARE`` x ``depth`` per row, or as
+    many groups of ``size`` labels as hold ``tuning.RELEVANT_LABELS_SHARE`` of the labels."""
+    per_row = max(tuning.RELEVANT_GROUPS_SHARE * depth, tuning.RELEVANT_LABELS_SHARE * num_cols / size)
+    return per_row * num_rows
 
 
 # float32 and float64 labels on the host: numpy's comparisons of relevance, and their indices
@@ -340,7 +348,7 @@ def _host_relevant_groups(labels, relevance, groups: ValueGroups, maxima, depth:
     num_rows, num_cols = labels.shape
     size, num_groups = groups.size, maxima.shape[1]
     flat_groups = np.flatnonzero(compare(maxima.detach().numpy(), relevance.value))
-    if flat_groups.size > tuning.RELEVANT_GROUPS_SHARE * num_rows * depth:
+    if flat_groups.size > relevant_groups_bound(num_rows, num_cols, groups.size, depth):
         return None
     rows, columns = np.divmod(flat_groups, num_groups)
     # group j: items j * size + 0 .. size - 1 (contiguous), else j + num_groups * (0 .. size - 1)
