@@ -113,9 +113,11 @@ BOUNDED_PATTERNS = [
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_exclusions_in_the_group_stages_equal_reference(rng, monkeypatch, k, dtype):
     """Rows long enough for the groups of the listed items: the exclusions enter the stages of the group
-    pre-filter (taken: checked with a spy), with duplicate entries and padding."""
+    pre-filter (taken: checked with a spy, however few the exclusions), with duplicate entries and
+    padding."""
     from ignite_recsys._core.selection import excluding
 
+    monkeypatch.setattr(tuning, "EXCLUDED_IN_GROUPS_PER_K", 0)
     taken = []
     inner = excluding._listed_in_groups
     monkeypatch.setattr(excluding, "_listed_in_groups", lambda *a: taken.append(1) or inner(*a))
@@ -129,6 +131,35 @@ def test_exclusions_in_the_group_stages_equal_reference(rng, monkeypatch, k, dty
                 assert taken, f"{name}: the group stages were not taken"
                 np.testing.assert_array_equal(got.numpy(), reference(x, ex, k), err_msg=f"{name} {width}")
                 assert not has_nan.any()
+
+
+@pytest.mark.parametrize(
+    "k, budget, in_groups",
+    [
+        (30, 59, False),  # E = 60 (padded) <= 2 k: the plain selection of k + E
+        (30, 120, True),  # E = 121 > 2 k on rows shorter than 300 (k + E)
+        (7, 28, False),  # E = 29 > 2 k, but rows of 300 (k + E) items or more: strided, plain
+    ],
+)
+def test_few_listed_exclusions_take_the_plain_selection(rng, monkeypatch, k, budget, in_groups):
+    """Few listed items per row (``EXCLUDED_IN_GROUPS_PER_K``), or rows long enough for the
+    strided selection of k + E items (``STRIDED_ROWS_PER_K``): the plain selection of k + E items
+    (the group stages not taken); else the group stages. Both equal the reference."""
+    from ignite_recsys._core.selection import excluding
+
+    monkeypatch.setattr(tuning, "EXCLUDED_IN_GROUPS_PER_K", 2)
+    monkeypatch.setattr(tuning, "STRIDED_ROWS_PER_K", 300)
+    taken = []
+    inner = excluding._listed_in_groups
+    monkeypatch.setattr(excluding, "_listed_in_groups", lambda *a: taken.append(1) or inner(*a))
+    width = 64 * (k + 200)
+    for name in ("random", "excluded_best"):
+        x, ex = _bounded_case(rng, name, 4, width, budget)
+        taken.clear()
+        got, has_nan = _select(x, ex, k, rng)  # rows padded by one: E = budget + 1
+        assert bool(taken) == in_groups, name
+        np.testing.assert_array_equal(got.numpy(), reference(x, ex, k), err_msg=name)
+        assert not has_nan.any()
 
 
 @pytest.mark.parametrize("score", [float("-inf"), 0.0])

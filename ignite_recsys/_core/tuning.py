@@ -84,8 +84,11 @@ SHORT_STRIDED_GROUP = 8
 # cache take the maxima of LONG_ROW_GROUPS / SHORT_ROW_GROUPS, the best groups by one partition of
 # them and the chosen groups' items scoring at least the lowest chosen maximum (``host_order``):
 # there the strided groups' fixed cost per row (about k groups read again, 16 items each) outweighs
-# the faster maxima. Re-measure: bench_update.py at N = 50k..200k.
-STRIDED_ROWS_PER_K = 700
+# the faster maxima. At 256 x 50k (k = 101, 495 items per k) strided groups take 0.89x torch.topk
+# against 0.93x, at 65k 0.80x against 0.90x, at 40k 0.96x against 0.98x; the exclusions' selection
+# of k + E items (EXCLUDED_IN_GROUPS_PER_K) reaches such widths at 100k. Re-measure:
+# bench_update.py at N = 40k..200k, each run alternating with a run of the other setting.
+STRIDED_ROWS_PER_K = 300
 # Below this group size, group maxima on CPU are taken by max pooling (torch's max-reduction is
 # slow over few contiguous values; pooling handles small groups faster).
 FAST_REDUCTION = 64
@@ -100,6 +103,16 @@ MIN_VALUE_GROUP = 3
 # Re-measure: bench_update.py at N = 100k and 1M, with graded labels too.
 CONTIGUOUS_FROM = 24
 STRIDED_VALUE_GROUP = 32
+
+# Exclusions given as lists of at most this many items per k in each row (sparse, ``ItemIds``, or a
+# dense mask of few entries), or of any number where rows of STRIDED_ROWS_PER_K x (k + E) items
+# take strided groups, take the plain selection of k + E items on CPU, the excluded ones then
+# dropped; more enter the stages of the group pre-filter (selection/excluding.py
+# ``_listed_in_groups``), whose cost grows more slowly with E. A whole update at 256 x 100k, k =
+# 101: 26 ms against 34 ms at E = 100, 30 against 36 ms at E = 200, 50 against 38 ms at E = 300
+# (no exclusion: 18 ms); at 1M items 173 against 216 ms at E = 1,000, 276 against 294 ms at E =
+# 3,000. Re-measure: bench_forms.py --sections exclude, and whole updates at other E.
+EXCLUDED_IN_GROUPS_PER_K = 2
 
 # On CPU, |R| is counted among the labels of the groups whose maximum is relevant (and the ideal
 # ranking's labels sorted among them) when those groups are at most this share of ``depth`` per

@@ -275,10 +275,12 @@ def stable_topk_excluding_listed(scores: torch.Tensor, k: int, excluded_rows: to
     (``k + E`` then covers the whole row). With ``detect_nan``, also a (batch,) bool: a
     candidate scores NaN.
 
-    Where the group pre-filter applies to k items and the groups of the E listed items are
-    together no larger than the row (16/32-bit scores on CPU), the exclusions enter the
-    pre-filter's stages instead (``_listed_in_groups``): the same order, at the cost of a copy
-    of the groups whose maximum is excluded rather than of a selection of ``k + E`` items.
+    Where E is more than ``tuning.EXCLUDED_IN_GROUPS_PER_K`` x k and the rows too short for the
+    strided groups of k + E items (``tuning.STRIDED_ROWS_PER_K``), the group pre-filter applies
+    to k items and the groups of the E listed items are together no larger than the row
+    (16/32-bit scores on CPU), the exclusions enter the pre-filter's stages instead
+    (``_listed_in_groups``): the same order, at the cost of a copy of the groups whose maximum
+    is excluded rather than of a selection of ``k + E`` items.
 
     An excluded item may score NaN, which the plain selection does not rank by a rule: when a row
     holds a NaN, the selection is taken again over a copy with the excluded scores set to
@@ -322,10 +324,15 @@ def stable_topk_excluding_listed(scores: torch.Tensor, k: int, excluded_rows: to
 
 
 def _groups_hold_listed(x: torch.Tensor, k: int, bound: int) -> bool:
-    """Whether ``_listed_in_groups`` applies: 16/32-bit scores, rows long enough for groups, and
-    the groups of the listed items (``bound`` per row) no larger together than the scores."""
+    """Whether ``_listed_in_groups`` applies: 16/32-bit scores, rows long enough for groups, the
+    groups of the listed items (``bound`` per row) no larger together than the scores, and more
+    listed items than the plain selection of ``k + bound`` items takes faster
+    (``tuning.EXCLUDED_IN_GROUPS_PER_K``)."""
     sizes = group_sizes(x.shape[1], k)
-    return x.dtype != torch.float64 and sizes is not None and bound * sizes[0] <= x.shape[1]
+    if x.dtype == torch.float64 or sizes is None or bound * sizes[0] > x.shape[1]:
+        return False
+    plain_faster = bound <= tuning.EXCLUDED_IN_GROUPS_PER_K * k or x.shape[1] >= tuning.STRIDED_ROWS_PER_K * (k + bound)
+    return not plain_faster
 
 
 def _listed_in_groups(x: torch.Tensor, k: int, excluded_rows: torch.Tensor):
