@@ -404,3 +404,49 @@ def _returns(function, results):
         return out
 
     return recorded
+
+
+@pytest.mark.parametrize("score_dtype", [torch.float32, torch.float64, torch.bfloat16])
+@pytest.mark.parametrize("rows", [None, [0, 2, 3]])
+@pytest.mark.parametrize("cpu_tuned", [True, False])  # True: the tied candidates listed on the host
+def test_last_group_totals_against_numpy(monkeypatch, score_dtype, rows, cpu_tuned):
+    """The totals of the tied group at the cut (ties="average"): its size, relevant items and
+    gains under the built-in and a custom gain function, over chosen rows or all, with excluded
+    items among the tied ones, signed zeros, NaN and -inf scores and labels: against numpy."""
+    from ignite_recsys._core.relevance import Relevance
+    from ignite_recsys._core.ties import last_group_totals
+
+    monkeypatch.setattr(tuning, "cpu_tuned", lambda device: cpu_tuned)
+    monkeypatch.setattr(tuning, "TIE_PASS_BYTES_PER_ENTRY", 1 << 14)  # pieces of a row or two
+    rng = np.random.default_rng(12)
+    users, items = 5, 3_001
+    scores = np.round(rng.random((users, items)) * 8).astype(np.float32) / 8  # ties everywhere
+    scores[1, ::5] = -0.0
+    scores[1, 1::5] = 0.0
+    scores[2, ::7] = np.nan
+    scores[3, ::11] = -np.inf
+    labels = np.where(rng.random((users, items)) < 0.2, rng.integers(1, 4, size=(users, items)), 0).astype(np.float64)
+    labels[4, ::13] = -np.inf
+    excluded = rng.random((users, items)) < 0.1
+    boundary = np.array([[0.5], [0.0], [0.25], [-np.inf], [1.0]], dtype=np.float32)
+    relevance = Relevance.of(None, torch.float32)
+    chosen = None if rows is None else torch.tensor(rows)
+    custom = lambda values: values.abs().sqrt()  # noqa: E731
+    got = last_group_totals(
+        torch.from_numpy(scores).to(score_dtype),
+        torch.from_numpy(labels).float(),
+        torch.from_numpy(boundary).to(score_dtype),
+        relevance,
+        ["exp_rank", "linear_rank", custom],
+        None,
+        chosen,
+        torch.from_numpy(excluded),
+    )
+    tied = (scores.astype(np.float64) == boundary) & ~excluded  # bfloat16 keeps multiples of 1/8
+    relevant = tied & (labels > 0)
+    gains_of = [2.0**labels - 1, labels, np.sqrt(np.abs(labels))]
+    expected = [tied.sum(1), relevant.sum(1)] + [np.where(relevant, g, 0).sum(1) for g in gains_of]
+    read = np.arange(users) if rows is None else np.array(rows)
+    for name, value, want in zip(["count", "relevant", "exp", "linear", "custom"], [got[0], got[1], *got[2]], expected):
+        want = np.where(np.isin(np.arange(users), read), want, 0.0)
+        np.testing.assert_allclose(value.numpy(), want, rtol=1e-12, err_msg=name)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Optional
 
+import numpy as np
 import torch
 
 from . import tuning
@@ -121,7 +122,9 @@ def last_group_totals(scores, labels, boundary, relevance, gain_functions=(), th
     list; without ``labels`` (None) only the number); over ``rows`` only (1-D int64,
     ``rows_to_read``; None: every row), 0 in the others. ``excluded`` (batch, num_items) bool:
     items that are no candidates. A few pieces of rows at a time (``tuning.row_pieces``, float64
-    temporaries of ``tuning.TIE_PASS_BYTES_PER_ENTRY``); chosen rows are copied a piece at a time."""
+    temporaries of ``tuning.TIE_PASS_BYTES_PER_ENTRY``); chosen rows are copied a piece at a time.
+    On CPU the tied candidates of a piece are listed (one comparison of its scores on the host)
+    and only their labels read; elsewhere every label of the piece is weighed by a 0/1 flag."""
     num_rows, num_cols = scores.shape
     totals = torch.zeros(2 + len(gain_functions), num_rows, dtype=torch.float64, device=scores.device)
     rows = None if rows is not None and rows.numel() == num_rows else rows  # every row: no copies
@@ -130,26 +133,57 @@ def last_group_totals(scores, labels, boundary, relevance, gain_functions=(), th
         pieces = tuning.row_pieces(num_rows, row_bytes, scores.device)
     else:
         pieces = [rows[piece] for piece in tuning.row_pieces(rows.numel(), row_bytes, scores.device)]
+    piece_pass = _listed_piece_totals if tuning.cpu_tuned(scores.device) else _weighed_piece_totals
     for piece in pieces:
-        tied = _rows(scores, piece) == _rows(boundary, piece)
-        if excluded is not None:
-            tied &= ~_rows(excluded, piece)
-        tied = tied.to(torch.float64)
         piece_totals = (
             totals[:, piece]
             if isinstance(piece, slice)
             else torch.empty(totals.shape[0], len(piece), dtype=torch.float64, device=scores.device)
         )
-        torch.sum(tied, 1, out=piece_totals[0])
-        if labels is not None:
-            label_values = _rows(labels, piece).to(torch.float64)
-            relevant = relevance.indicator(label_values)
-            torch.sum(tied * relevant, 1, out=piece_totals[1])
-            for row, gain_function in enumerate(gain_functions, start=2):
-                torch.sum(tied * gains(label_values, relevant, gain_function, threshold), 1, out=piece_totals[row])
+        piece_pass(piece_totals, scores, labels, boundary, excluded, piece, relevance, gain_functions, threshold)
         if not isinstance(piece, slice):
             totals.index_copy_(1, piece, piece_totals)
     return totals[0], totals[1], list(totals[2:])
+
+
+def _weighed_piece_totals(out, scores, labels, boundary, excluded, piece, relevance, gain_functions, threshold):
+    """``last_group_totals`` of the rows ``piece`` into ``out`` (2 + len(gain_functions), rows):
+    every label weighed by the 0/1 flag of a tied candidate (no host read)."""
+    tied = _rows(scores, piece) == _rows(boundary, piece)
+    if excluded is not None:
+        tied &= ~_rows(excluded, piece)
+    tied = tied.to(torch.float64)
+    torch.sum(tied, 1, out=out[0])
+    if labels is not None:
+        label_values = _rows(labels, piece).to(torch.float64)
+        relevant = relevance.indicator(label_values)
+        torch.sum(tied * relevant, 1, out=out[1])
+        for row, gain_function in enumerate(gain_functions, start=2):
+            torch.sum(tied * gains(label_values, relevant, gain_function, threshold), 1, out=out[row])
+
+
+def _listed_piece_totals(out, scores, labels, boundary, excluded, piece, relevance, gain_functions, threshold):
+    """``last_group_totals`` of the rows ``piece`` into ``out`` on CPU: the tied candidates listed
+    (numpy's comparison into bool vectorises, torch's does not), then the labels of those alone,
+    their relevance and gains computed as the weighed pass computes them, summed per row in order."""
+    block, at = _rows(scores, piece), _rows(boundary, piece)
+    if block.dtype in (torch.float32, torch.float64):
+        tied = np.equal(block.detach().numpy(), at.detach().numpy())
+    else:
+        tied = (block == at).numpy()
+    if excluded is not None:
+        tied &= ~_rows(excluded, piece).numpy()
+    listed = torch.from_numpy(np.flatnonzero(tied))
+    num_cols = block.shape[1]
+    listed_rows = torch.div(listed, num_cols, rounding_mode="floor")
+    out.zero_()
+    out[0].index_add_(0, listed_rows, torch.ones(listed.shape, dtype=torch.float64))
+    if labels is not None:
+        label_values = _rows(labels, piece).reshape(-1).index_select(0, listed).to(torch.float64).unsqueeze(0)
+        relevant = relevance.indicator(label_values)
+        out[1].index_add_(0, listed_rows, relevant[0])
+        for row, gain_function in enumerate(gain_functions, start=2):
+            out[row].index_add_(0, listed_rows, gains(label_values, relevant, gain_function, threshold)[0])
 
 
 def _rows(tensor: torch.Tensor, piece) -> torch.Tensor:
