@@ -190,7 +190,11 @@ def test_relevant_groups_listed_up_to_a_share_of_the_labels(monkeypatch, relevan
     assert (found[-1] is not None) == listed, "listed among the groups of relevant maximum"
     scores = rng.permutation(users * items).reshape(users, items).astype(np.float32)
     expected = candidate_metric_means(
-        candidate_rankings(scores, [set()] * users), grades, top_k, threshold=np.nextafter(0.0, 1.0), gain_kind="exp_rank"
+        candidate_rankings(scores, [set()] * users),
+        grades,
+        top_k,
+        threshold=np.nextafter(0.0, 1.0),
+        gain_kind="exp_rank",
     )
     found.clear()
     got = run_metric(R.RankingMetrics(top_k, metrics=list(CUTOFF_CLASSES)), [(torch.from_numpy(scores), labels)])
