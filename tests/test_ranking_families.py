@@ -270,3 +270,40 @@ def test_recall_at_fixed_precision_is_its_own_metric():
     recall, k = whole.compute()
     assert engine.state.metrics["rafp"] == (recall, k)
     assert (engine.state.metrics["rafp/recall"], engine.state.metrics["rafp/k"]) == (recall, k)
+
+
+@pytest.mark.parametrize("form", ["mask", "ItemIds", "csr"])
+def test_fall_out_with_excluded_items_over_a_long_catalog(form):
+    """Scores over 3,000 items, dense graded labels, excluded items given as a dense mask (read
+    as a list on CPU), as ``ItemIds`` with repeated ids, or as a CSR tensor, relevant items among
+    them: the non-relevant candidates leave the excluded items out, per user against the formula."""
+    rng = np.random.default_rng(21)
+    users, items, k = 6, 3_000, [5, 50]
+    scores = rng.permutation(users * items).reshape(users, items).astype(np.float32)
+    labels = np.where(rng.random((users, items)) < 0.02, rng.integers(1, 4, size=(users, items)), 0)
+    excluded = [rng.choice(items, 40, replace=False) for _ in range(users)]
+    for u in range(users):  # some relevant items and some of the best-scored excluded
+        excluded[u] = np.concatenate([excluded[u], np.flatnonzero(labels[u])[:3], np.argsort(-scores[u])[:4]])
+    mask = np.zeros((users, items), dtype=bool)
+    for u, ids in enumerate(excluded):
+        mask[u, ids] = True
+    width = max(len(ids) for ids in excluded)
+    if form == "mask":
+        exclude = torch.from_numpy(mask)
+    elif form == "ItemIds":  # every id listed, two relevant ones twice, -1 padding
+        ids = np.full((users, width + 2), -1)
+        for u, chosen in enumerate(excluded):
+            ids[u, : len(chosen) + 2] = np.concatenate([chosen, chosen[40:42]])
+        exclude = R.ItemIds(torch.from_numpy(ids))
+    else:
+        exclude = torch.from_numpy(mask).float().to_sparse_csr()
+    metric = R.FallOut(k, ignore_zero_hits=False, per_user=True)
+    metric.update((torch.from_numpy(scores), torch.from_numpy(labels).float(), exclude))
+    values = metric.per_user()
+    for u in range(users):
+        candidates = np.flatnonzero(~mask[u])
+        ranked = candidates[np.argsort(-scores[u, candidates], kind="stable")]
+        judged = {int(i): float(labels[u, i]) for i in np.flatnonzero(labels[u])}
+        for j, cut in enumerate(k):
+            expected = F.fall_out(ranked.tolist(), judged, candidates.tolist(), cut)
+            assert values[u, j].item() == pytest.approx(expected, abs=1e-12), (form, u, cut)

@@ -636,6 +636,14 @@ def _relevant_candidates(ranking: Ranking, num_relevant: torch.Tensor) -> torch.
         return (relevance.indicator(stored.to(torch.float64)) * kept).sum(1)
     if not batch.has_exclusion:
         return num_relevant
+    if batch.labels is not None and batch.excluded_list is not None and tuning.cpu_tuned(batch.device):
+        # the labels of each user's distinct excluded items alone (a dense mask read as a list too)
+        rows, num_items = batch.excluded_rows, batch.labels.shape[1]
+        first = torch.ones(rows.shape, dtype=torch.bool, device=rows.device)
+        first[:, 1:] = rows[:, 1:] != rows[:, :-1]
+        excluded_labels = batch.labels.gather(1, rows.clamp(max=num_items - 1)).to(torch.float64)
+        kept = (first & (rows < num_items)).to(torch.float64)
+        return num_relevant - (relevance.indicator(excluded_labels) * kept).sum(1)
     mask = batch.exclusion_mask  # (batch, num_items) bool
     if batch.labels is not None:
         return num_relevant - count_true(relevance.mask(batch.labels) & mask).to(torch.float64)
