@@ -43,35 +43,37 @@ def hits_at_own_depth(
 
     |R| differs per user and is unbounded by any cut-off: the rows are ranked to the batch's
     largest |R| (``own_depth``; the top k by ``stable_topk``, or a full sort where every position
-    is needed), a chunk of rows at a time (the ranking's values and int64 indices stay within one
-    (batch, num_items) float32); no host synchronisation on accelerators."""
+    is needed, a chunk of rows at a time: the ranking's values and int64 indices stay within one
+    (batch, num_items) float32); no host synchronisation on accelerators. Under ``ties="average"``
+    the items scored above the |R|-th are the first positions of the order, and its tied group
+    is counted over the whole row (``last_group_totals``)."""
     num_rows, num_cols = y_pred.shape
     relevance = Relevance.of(relevance_threshold, y.dtype)
     num_relevant = relevant_counts(y, relevance)
     depth = own_depth(num_relevant, num_cols)
     hits = torch.empty_like(num_relevant)
-    # the top |R| of the whole batch at once (small); a full sort, or the tied group's pass over the
-    # whole row, a chunk of rows at a time
-    pieces = [slice(None)] if depth < num_cols and ties == "stable" else _sort_pieces(y_pred)
+    # the top |R| of the whole batch at once (small); a full sort a chunk of rows at a time
+    full_sort = depth >= num_cols
+    pieces = _sort_pieces(y_pred) if full_sort else [slice(None)]
     for rows in pieces:
         scores, labels, relevant_count = y_pred[rows].contiguous(), y[rows], num_relevant[rows]
-        if depth < num_cols:  # the same order as the stable sort: value descending, then item index
+        if full_sort:
+            sorted_scores, order = torch.sort(scores, dim=1, descending=True, stable=True)
+        else:  # the same order as the stable sort: value descending, then item index
             order = stable_topk(scores, depth)
             sorted_scores = scores.gather(1, order)
-        else:
-            sorted_scores, order = torch.sort(scores, dim=1, descending=True, stable=True)
         cut = (relevant_count.to(torch.int64) - 1).clamp(min=0).unsqueeze(1)
         relevant_in_order = relevance.indicator(labels.gather(1, order))
         del order
-        row_hits = relevant_in_order.cumsum_(1).gather(1, cut).squeeze(1)
-        if ties == "average":
+        if ties == "average":  # the items scored above the |R|-th one are the first positions of the order
             boundary = sorted_scores.gather(1, cut)
-            del sorted_scores
-            above = indicator(torch.gt, scores, boundary)
-            ahead = above.sum(1)
-            count, relevant, _ = last_group_totals(scores, labels, boundary, relevance)
-            relevant_ahead = above.mul_(relevance.mask(labels)).sum(1)
+            above = indicator(torch.gt, sorted_scores, boundary)
+            ahead, relevant_ahead = above.sum(1), above.mul_(relevant_in_order).sum(1)
+            del sorted_scores, above
+            count, relevant, _ = last_group_totals(scores, labels, boundary, relevance)  # over the whole row
             row_hits = relevant_ahead + (relevant_count - ahead) * relevant / count
+        else:
+            row_hits = relevant_in_order.cumsum_(1).gather(1, cut).squeeze(1)
         hits[rows] = row_hits
     return torch.where(num_relevant > 0, hits, torch.zeros_like(hits)), num_relevant
 
