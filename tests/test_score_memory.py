@@ -360,3 +360,25 @@ def test_peak_memory_of_one_update_within_one_float32_copy():
     assert len(peaks) == 5
     for name, multiple in peaks.items():
         assert multiple <= 1.0, (name, peaks)
+
+
+@pytest.mark.parametrize("ties", ["stable", "average"])
+@pytest.mark.parametrize("deepest, sorted_whole", [(60, False), (400, True)])
+def test_r_precision_ranks_to_the_largest_relevant_count_on_cpu(monkeypatch, ties, deepest, sorted_whole):
+    """On CPU a dense batch is ranked by the ranking step to its largest |R| where that is at most
+    1/16 of the items (2,000 here: 125), else its rows are sorted whole; against the reference
+    either way (scores with ties, a user without relevant items)."""
+    from ignite_recsys._core import ranking
+
+    monkeypatch.setattr(tuning, "OWN_DEPTH_SHARE", 1 / 16)
+    calls, original = [], ranking.hits_at_own_depth
+    monkeypatch.setattr(ranking, "hits_at_own_depth", lambda *args: calls.append(1) or original(*args))
+    rng = np.random.default_rng(13)
+    scores = rng.integers(0, 50, (9, 2_000)).astype(np.float32)
+    labels = (rng.random((9, 2_000)) < 0.01).astype(np.float32)
+    labels[2] = 0.0
+    labels[4, rng.choice(2_000, deepest, replace=False)] = 1.0
+    metric = R.RPrecision(ties=ties)
+    metric.update((torch.tensor(scores), torch.tensor(labels)))
+    assert metric.compute() == pytest.approx(_r_precision_reference(scores, labels, ties), abs=1e-12)
+    assert bool(calls) == sorted_whole

@@ -636,12 +636,13 @@ def _relevant_candidates(ranking: Ranking, num_relevant: torch.Tensor) -> torch.
         return (relevance.indicator(stored.to(torch.float64)) * kept).sum(1)
     if not batch.has_exclusion:
         return num_relevant
-    if batch.labels is not None and batch.excluded_list is not None and tuning.cpu_tuned(batch.device):
-        # the labels of each user's distinct excluded items alone (a dense mask read as a list too)
-        rows, num_items = batch.excluded_rows, batch.labels.shape[1]
+    # CPU: the labels of each user's distinct excluded items alone (a dense mask read as a list too)
+    dense_labels, rows = batch.labels, batch.excluded_rows if tuning.cpu_tuned(batch.device) else None
+    if dense_labels is not None and rows is not None:
+        num_items = dense_labels.shape[1]
         first = torch.ones(rows.shape, dtype=torch.bool, device=rows.device)
         first[:, 1:] = rows[:, 1:] != rows[:, :-1]
-        excluded_labels = batch.labels.gather(1, rows.clamp(max=num_items - 1)).to(torch.float64)
+        excluded_labels = dense_labels.gather(1, rows.clamp(max=num_items - 1)).to(torch.float64)
         kept = (first & (rows < num_items)).to(torch.float64)
         return num_relevant - (relevance.indicator(excluded_labels) * kept).sum(1)
     mask = batch.exclusion_mask  # (batch, num_items) bool
@@ -658,18 +659,23 @@ def hits_within_own_depth(
     batch: RankingInput, relevance_threshold: Optional[float], ties: str
 ) -> tuple[torch.Tensor, torch.Tensor, dict]:
     """For R-Precision: (hits among each user's first |R| candidates, |R|, value-check flags),
-    float64 (batch,). |R| is unbounded by any cut-off, so every candidate is ranked."""
+    float64 (batch,). |R| is unbounded by any cut-off: on CPU the batch is ranked to its largest
+    |R| (a host read) by the shared ranking step; dense rows whose largest |R| is more than
+    ``tuning.OWN_DEPTH_SHARE`` of the items on CPU, and every dense row elsewhere, are sorted
+    whole a few at a time (``hits_at_own_depth``); other forms elsewhere are ranked over every
+    candidate."""
     dense = batch.dense_pair()
-    if dense is not None:
+    num_items = batch.scores.shape[1] if batch.scores is not None else batch.id_rows.shape[1]
+    on_cpu = tuning.cpu_tuned(batch.device)
+    # on CPU ranked to the batch's largest |R| only (a host read)
+    width = own_depth(_relevant_count(batch, relevance_threshold), num_items) if on_cpu else num_items
+    if dense is not None and (not on_cpu or width > tuning.OWN_DEPTH_SHARE * num_items):
         scores, labels = dense
         with tuning.ranking_threads(), tuning.wide_pass(scores.numel()):  # full-row sorts
             hits, num_relevant = hits_at_own_depth(scores, labels, relevance_threshold, ties)
         invalid = full_row_checks(scores, labels)
         invalid.update(batch.invalid)
         return hits, num_relevant, invalid
-    width = batch.scores.shape[1] if batch.scores is not None else batch.id_rows.shape[1]
-    if tuning.cpu_tuned(batch.device):  # ranked to the batch's largest |R| only (a host read)
-        width = own_depth(_relevant_count(batch, relevance_threshold), width)
     ranked = rank_input(batch, RankingRequest(width, relevance_threshold, ties))
     num_relevant = ranked.num_relevant
     cut = (num_relevant.to(torch.int64) - 1).clamp(min=0, max=ranked.depth - 1).unsqueeze(1)
