@@ -17,7 +17,7 @@ import torch
 import ignite_recsys as R
 from conftest import CUTOFF_CLASSES, run_metric
 from ignite_recsys._core import gathering, tuning
-from ignite_recsys._core.relevance import Relevance, count_true, relevance_pass
+from ignite_recsys._core.relevance import Relevance, count_nonnegative, count_true, relevance_pass
 from ignite_recsys._core.selection import ValueGroups
 from references import candidate_metric_means, candidate_rankings
 
@@ -338,6 +338,19 @@ def test_count_true_against_numpy(width, layout):
     else:
         mask, expected = mask[:, :width].t().contiguous().t(), raw[:, :width]
     np.testing.assert_array_equal(count_true(mask).numpy(), expected.sum(1))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.int64])
+def test_count_nonnegative_against_numpy(monkeypatch, dtype):
+    """The judged labels of BPref (at least 0): -0.0 counts, NaN and negatives do not; in pieces of
+    a few rows on CPU (numpy), through a bool comparison for other dtypes."""
+    monkeypatch.setattr(tuning, "piece_rows", lambda num_rows, row_bytes, device: 3)
+    rng = np.random.default_rng(14)
+    values = rng.integers(-2, 3, size=(7, 1_001)).astype(np.float64)
+    if dtype.is_floating_point:
+        values[0, :5] = [-0.0, np.nan, -np.inf, np.inf, 0.0]
+    expected = (values >= 0).sum(1)
+    np.testing.assert_array_equal(count_nonnegative(torch.from_numpy(values).to(dtype)).numpy(), expected)
 
 
 @pytest.mark.parametrize("setting", PIECE_SETTINGS)

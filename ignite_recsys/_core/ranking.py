@@ -35,6 +35,7 @@ from .relevance import (
     TopLabels,
     any_nan,
     binary_ideal_gains,
+    count_nonnegative,
     count_true,
     full_row_checks,
     gain_flags,
@@ -610,7 +611,7 @@ def _judged_nonrelevant(ranking: Ranking, kind: str, num_relevant: torch.Tensor,
         if ranking.listed is not None:
             at_positions = at_positions * ranking.listed
         if nonnegative:  # relevant labels are >= the threshold > 0: the judged labels less |R|
-            return Judged(at_positions, count_true(batch.labels >= 0).to(torch.float64) - num_relevant)
+            return Judged(at_positions, count_nonnegative(batch.labels).to(torch.float64) - num_relevant)
         return Judged(at_positions, batch.labels.shape[1] - num_relevant)
     table = batch.target_table
     values = table.values.to(torch.float64)

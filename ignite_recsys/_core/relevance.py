@@ -446,6 +446,19 @@ def count_true(mask: torch.Tensor) -> torch.Tensor:
 _WORDS_PER_LANE_SUM = 255  # a byte lane of a sum of 255 words of 0/1 bytes holds at most 255
 
 
+def count_nonnegative(values: torch.Tensor) -> torch.Tensor:
+    """(batch,) int64: the entries of each row at least 0 (NaN is not). On CPU float32 and float64
+    rows are compared by numpy a piece of rows at a time (its comparison into bool vectorises,
+    torch's does not); elsewhere ``count_true`` of the comparison."""
+    if not (tuning.cpu_tuned(values.device) and values.dtype in (torch.float32, torch.float64)):
+        return count_true(values >= 0)
+    rows_of = values.detach().numpy()
+    counts = np.empty(values.shape[0], dtype=np.int64)
+    for rows in tuning.row_pieces(values.shape[0], values.shape[1] * (values.element_size() + 1), values.device):
+        counts[rows] = np.count_nonzero(rows_of[rows] >= 0, axis=1)
+    return torch.from_numpy(counts)
+
+
 @functools.lru_cache(maxsize=None)
 def _true_is_relevant(relevance: Relevance) -> bool:
     """Whether a True label (1) is relevant under ``relevance`` (no tensor operation per update)."""
