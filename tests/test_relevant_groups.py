@@ -201,3 +201,8 @@ def test_relevant_groups_listed_up_to_a_share_of_the_labels(monkeypatch, relevan
     for name in CUTOFF_CLASSES:
         np.testing.assert_allclose([got[f"{name}@{k}"] for k in top_k], expected[name], atol=1e-12, err_msg=name)
     assert [result is not None for result in found] == [listed], "the update's label pass too"
+    # NDCG alone counts no |R|: beyond half the depth in groups, the depth best groups are cheaper
+    found.clear()
+    got = run_metric(R.NDCG(top_k), [(torch.from_numpy(scores), labels)])
+    np.testing.assert_allclose(got, expected["ndcg"], atol=1e-12)
+    assert found == [None], "the ideal's labels among the depth best groups"

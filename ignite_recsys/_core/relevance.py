@@ -145,7 +145,7 @@ def relevance_pass(
     found = None
     if among_relevant and groups is not None and maxima is not None and depth:
         found = (
-            _relevant_groups(labels, relevance, groups, maxima, depth, bool(select))
+            _relevant_groups(labels, relevance, groups, maxima, depth, bool(select), from_candidates)
             if labels.is_floating_point()
             else None
         )
@@ -252,20 +252,21 @@ class RankingHints:
         self.many_relevant[key] = value
 
 
-def _relevant_groups(labels, relevance, groups: ValueGroups, maxima, depth: int, select: bool):
+def _relevant_groups(labels, relevance, groups: ValueGroups, maxima, depth: int, select: bool, counted: bool):
     """CPU (host reads): (|R| (batch,) int64, with ``select`` the top ``depth`` labels (batch,
     depth) descending, else None) from the labels of the groups whose maximum is relevant (a
     group holds a relevant label iff its maximum is relevant) and those after the last full
     group: a copy of those few labels instead of the ``depth`` best groups of every row. None
-    where more relevant groups per row than ``relevant_groups_bound`` allows.
+    where more relevant groups per row than ``relevant_groups_bound`` allows (``counted``: the
+    pass counts |R|).
     The top labels are None too where more than ``depth`` labels per row are relevant on
     average (sorting them would cost more than selecting among the best groups), or where no
     label value is sure to be irrelevant to fill the positions past |R|."""
     if labels.dtype in _HOST_COMPARE and relevance.compare in _HOST_COMPARE[labels.dtype]:
-        return _host_relevant_groups(labels, relevance, groups, maxima, depth, select)
+        return _host_relevant_groups(labels, relevance, groups, maxima, depth, select, counted)
     num_rows, num_cols = labels.shape
     rows, columns = relevance.mask(maxima).nonzero(as_tuple=True)
-    if rows.numel() > relevant_groups_bound(num_rows, num_cols, groups.size, depth):
+    if rows.numel() > relevant_groups_bound(num_rows, num_cols, groups.size, depth, counted):
         return None
     device, size, num_groups = labels.device, groups.size, maxima.shape[1]
     # group j: items j * size + 0 .. size - 1 (contiguous), else j + num_groups * (0 .. size - 1)
@@ -289,11 +290,15 @@ def _relevant_groups(labels, relevance, groups: ValueGroups, maxima, depth: int,
     return counts, listed_top_values(values.index_select(0, listed), relevant_rows, counts, depth, fill)
 
 
-def relevant_groups_bound(num_rows: int, num_cols: int, size: int, depth: int) -> float:
+def relevant_groups_bound(num_rows: int, num_cols: int, size: int, depth: int, counted: bool) -> float:
     """The most label groups of relevant maximum (all rows together) whose labels
-    ``_relevant_groups`` copies: ``tuning.RELEVANT_GROUPS_SHARE`` x ``depth`` per row, or as
-    many groups of ``size`` labels as hold ``tuning.RELEVANT_LABELS_SHARE`` of the labels."""
-    per_row = max(tuning.RELEVANT_GROUPS_SHARE * depth, tuning.RELEVANT_LABELS_SHARE * num_cols / size)
+    ``_relevant_groups`` copies: ``tuning.RELEVANT_GROUPS_SHARE`` x ``depth`` per row (beyond, the
+    ``depth`` best groups hold the ideal's labels for less), and where |R| is ``counted`` (else
+    a comparison of every label of the rows beyond), as many groups of ``size`` labels as hold
+    ``tuning.RELEVANT_LABELS_SHARE`` of the labels."""
+    per_row = tuning.RELEVANT_GROUPS_SHARE * depth
+    if counted:
+        per_row = max(per_row, tuning.RELEVANT_LABELS_SHARE * num_cols / size)
     return per_row * num_rows
 
 
@@ -341,14 +346,14 @@ def _host_relevant_labels(labels, relevance, depth: int, select: bool):
     return counts, top, torch.tensor(has_nan)
 
 
-def _host_relevant_groups(labels, relevance, groups: ValueGroups, maxima, depth: int, select: bool):
+def _host_relevant_groups(labels, relevance, groups: ValueGroups, maxima, depth: int, select: bool, counted: bool):
     """``_relevant_groups`` of float32 or float64 labels through numpy (the same steps, a few
     microseconds each where a torch operation takes tens)."""
     compare = _HOST_COMPARE[labels.dtype][relevance.compare]
     num_rows, num_cols = labels.shape
     size, num_groups = groups.size, maxima.shape[1]
     flat_groups = np.flatnonzero(compare(maxima.detach().numpy(), relevance.value))
-    if flat_groups.size > relevant_groups_bound(num_rows, num_cols, groups.size, depth):
+    if flat_groups.size > relevant_groups_bound(num_rows, num_cols, groups.size, depth, counted):
         return None
     rows, columns = np.divmod(flat_groups, num_groups)
     # group j: items j * size + 0 .. size - 1 (contiguous), else j + num_groups * (0 .. size - 1)
