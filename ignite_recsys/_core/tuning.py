@@ -116,13 +116,14 @@ EXCLUDED_IN_GROUPS_PER_K = 2
 
 # On CPU, |R| is counted among the labels of the groups whose maximum is relevant (and the ideal
 # ranking's labels sorted among them) when those groups are at most this share of ``depth`` per
-# row, or hold at most RELEVANT_LABELS_SHARE of the labels; else among the ``depth`` best groups
-# of every row, and by a comparison of every label for the users with more relevant groups. A
-# copy of a group's labels costs about as much as comparing 30 labels: a whole update with the copy
-# crosses over with the comparison at about 200 relevant labels per user at 100k items and 1,500
-# at 1M, about 1/16 of the labels in their groups; 1/24 keeps a margin (256 x 100k, top_k=[10], 20
-# relevant per user: 28 ms -> 15 ms; 1M: 280 -> 121 ms). Re-measure: bench_registry.py --top-k 10
-# --forms dense --ties stable, and whole updates with 20-3,000 relevant labels per user.
+# row or, where |R| is counted, hold at most RELEVANT_LABELS_SHARE of the labels; else among the
+# ``depth`` best groups of every row, and by a comparison of every label for the users with more
+# relevant groups. A copy of a group's labels costs about as much as comparing 30 labels: a
+# whole update with the copy crosses over with the comparison at about 200 relevant labels per
+# user at 100k items and 1,500 at 1M, about 1/16 of the labels in their groups; 1/24 keeps a
+# margin (256 x 100k, top_k=[10], 20 relevant per user: 28 ms -> 15 ms; 1M: 280 -> 121 ms).
+# Re-measure: bench_registry.py --top-k 10 --forms dense --ties stable, and whole updates with
+# 20-3,000 relevant labels per user.
 RELEVANT_GROUPS_SHARE = 0.5
 RELEVANT_LABELS_SHARE = 1 / 24
 
