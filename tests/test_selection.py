@@ -269,6 +269,28 @@ def test_a_running_helper_is_waited_for_not_raced(shared_passes, monkeypatch):
     assert sorted(on_main for _, on_main in computed) == [False, True]  # one by the helper
 
 
+def test_list_metrics_share_the_selection_passes(monkeypatch, shared_passes):
+    """A metric of the top-k ids alone (IntraListDiversity) selects them under the ranking step's
+    threads: its passes over the scores are shared with a helper thread; its values against the
+    formula (the mean cosine distance of the pairs of each top k)."""
+    import ignite_recsys as R
+    from references_families import intra_list_diversity
+
+    shared, original = [], tuning.shared_pass
+    monkeypatch.setattr(tuning, "shared_pass", lambda *args, **kw: shared.append(original(*args, **kw)) or shared[-1])
+    rng = np.random.default_rng(17)
+    users, items, top_k = 30, 6_007, [3, 10]
+    scores = rng.permutation(users * items).reshape(users, items).astype(np.float32)
+    features = rng.standard_normal((items, 8))
+    metric = R.IntraListDiversity(top_k, torch.from_numpy(features).float())
+    metric.update((torch.from_numpy(scores), torch.zeros(users, items)))
+    got = metric.compute()
+    for j, k in enumerate(top_k):
+        expected = np.mean([intra_list_diversity(np.argsort(-row, kind="stable"), k, features) for row in scores])
+        assert got[j] == pytest.approx(expected, abs=1e-5)
+    assert any(blocks is not None for blocks in shared), "a pass shared with a helper"
+
+
 @pytest.mark.parametrize("in_cache", [False, True])
 @pytest.mark.parametrize("form", ["ItemIds", "mask"])
 def test_label_pass_beside_the_selection_with_exclusions_against_the_reference(

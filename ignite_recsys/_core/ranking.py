@@ -350,8 +350,9 @@ def ranked_ids_depth(batch: RankingInput, depth: int, ideal: bool) -> int:
 def ranked_candidates(batch: RankingInput, depth: int) -> tuple[torch.Tensor, torch.Tensor, dict]:
     """(order (batch, D) int64 item ids in rank order, -1 past the user's candidates; the number
     of candidates (batch,) float64; value-check flags). D = min(depth, num_items) for scores,
-    min(depth, K) for ranked ids."""
-    return _candidates(batch, depth)[:3]
+    min(depth, K) for ranked ids. Threads as in ``rank_input`` (``tuning.ranking_threads``)."""
+    with tuning.ranking_threads():
+        return _candidates(batch, depth)[:3]
 
 
 def _candidates(batch: RankingInput, depth: int) -> tuple[torch.Tensor, torch.Tensor, dict, Optional[Compaction]]:
