@@ -269,6 +269,22 @@ def test_a_running_helper_is_waited_for_not_raced(shared_passes, monkeypatch):
     assert sorted(on_main for _, on_main in computed) == [False, True]  # one by the helper
 
 
+def _side_jobs(monkeypatch, in_cache: bool) -> list:
+    """The side jobs handed out (recorded), for labels that stay in cache (``in_cache``) or not."""
+    monkeypatch.setattr(tuning, "IN_CACHE_SHARE", 1.0 if in_cache else 0.0)
+    jobs, original = [], tuning.side_job
+    monkeypatch.setattr(tuning, "side_job", lambda *args: jobs.append(original(*args)) or jobs[-1])
+    return jobs
+
+
+def _side_job_case(rng, users: int = 40, items: int = 6_007):
+    """Distinct scores and graded labels (about 24 relevant per user), user 3 without any."""
+    scores = rng.permutation(users * items).reshape(users, items).astype(np.float32)
+    grades = np.where(rng.random((users, items)) < 0.004, rng.integers(1, 5, size=(users, items)), 0).astype(np.float64)
+    grades[3] = 0.0
+    return scores, grades
+
+
 def test_list_metrics_share_the_selection_passes(monkeypatch, shared_passes):
     """A metric of the top-k ids alone (IntraListDiversity) selects them under the ranking step's
     threads: its passes over the scores are shared with a helper thread; its values against the
@@ -303,14 +319,10 @@ def test_label_pass_beside_the_selection_with_exclusions_against_the_reference(
     from conftest import CUTOFF_CLASSES, run_metric
     from references import candidate_metric_means, candidate_rankings
 
-    monkeypatch.setattr(tuning, "IN_CACHE_SHARE", 1.0 if in_cache else 0.0)
-    jobs, original = [], tuning.side_job
-    monkeypatch.setattr(tuning, "side_job", lambda *args: jobs.append(original(*args)) or jobs[-1])
+    jobs = _side_jobs(monkeypatch, in_cache)
     rng = np.random.default_rng(6)
-    users, items, top_k = 40, 6_007, [1, 10, 50]
-    scores = rng.permutation(users * items).reshape(users, items).astype(np.float32)
-    grades = np.where(rng.random((users, items)) < 0.004, rng.integers(1, 5, size=(users, items)), 0).astype(np.float64)
-    grades[3] = 0.0
+    scores, grades = _side_job_case(rng)
+    users, items, top_k = *scores.shape, [1, 10, 50]
     excluded = [set(rng.choice(items, 30, replace=False).tolist()) for _ in range(users)]
     excluded[5] |= set(np.argsort(-scores[5])[:20].tolist()) | set(np.flatnonzero(grades[5])[:2].tolist())
     ids = np.full((users, max(map(len, excluded))), -1, dtype=np.int64)
@@ -350,14 +362,9 @@ def test_label_pass_beside_the_score_selection_against_the_reference(
     from conftest import CUTOFF_CLASSES, run_metric
     from references import candidate_metric_means, candidate_rankings
 
-    monkeypatch.setattr(tuning, "IN_CACHE_SHARE", 1.0 if in_cache else 0.0)
-    jobs, original = [], tuning.side_job
-    monkeypatch.setattr(tuning, "side_job", lambda *args: jobs.append(original(*args)) or jobs[-1])
-    rng = np.random.default_rng(4)
-    users, items, top_k = 40, 6_007, [1, 10, 50]
-    scores = rng.permutation(users * items).reshape(users, items).astype(np.float32)
-    grades = np.where(rng.random((users, items)) < 0.004, rng.integers(1, 5, size=(users, items)), 0).astype(np.float64)
-    grades[3] = 0.0
+    jobs = _side_jobs(monkeypatch, in_cache)
+    scores, grades = _side_job_case(np.random.default_rng(4))
+    top_k = [1, 10, 50]
     batches = [
         (torch.from_numpy(scores[rows]), torch.from_numpy(grades[rows]).float())
         for rows in (slice(0, 25), slice(25, None))
