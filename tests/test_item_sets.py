@@ -155,11 +155,19 @@ def test_sorted_rows_keep_duplicate_ids_and_drop_negative_ones_and_entries_summi
     assert rows[1, 0] == 0 and (rows[1, 1:] == ROW_PADDING).all()
 
 
-@pytest.mark.parametrize("shape", [(1, 8), (5, 64), (7, 808)])
+@pytest.mark.parametrize("shape", [(1, 8), (5, 64), (7, 808), (3, 2_056)])
 @pytest.mark.parametrize("share", [0.0, 0.01, 0.3, 1.0])
-def test_listed_of_mask_holds_the_true_entries(shape, share):
+@pytest.mark.parametrize("in_runs", [False, True])
+def test_listed_of_mask_holds_the_true_entries(monkeypatch, shape, share, in_runs):
     """A dense bool mask as a list: its True entries, user by user, items ascending, as a
-    coalesced COO tensor; None when the rows may hold more than asked, or are not whole words."""
+    coalesced COO tensor; None when the rows may hold more than asked, or are not whole words.
+    ``in_runs``: read as larger than the cache, through the maxima of runs of 3 words (with
+    words after the last whole run)."""
+    from ignite_recsys._core import tuning
+
+    if in_runs:
+        monkeypatch.setattr(tuning, "IN_CACHE_SHARE", 0.0)
+        monkeypatch.setattr(tuning, "MASK_WORD_RUN", 3)
     rng = np.random.default_rng(shape[1])
     mask = rng.random(shape) < share
     listed = listed_of_mask(torch.from_numpy(mask), shape[1])

@@ -25,6 +25,7 @@ order, and ``sorted_rows`` (CPU only) reads the width of its rows.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Optional
 
 import numpy as np
 import torch
@@ -269,14 +270,14 @@ def listed_of_mask(mask: torch.Tensor, most_per_row: int):
     """CPU: the True entries of a dense bool (users, items) mask as a coalesced sparse COO
     tensor, or None where some row may hold more than ``most_per_row`` of them (then the mask is
     better read as it is) or a row is not a whole number (> 0) of 8-byte words. The mask is
-    read as int64 words (eight items each): only the words that hold a True entry are looked into,
-    so a mask with few entries per row costs about one read of it."""
+    read as int64 words (eight items each): only the words that hold a True entry are looked into
+    (``_words_holding_entries``), so a mask with few entries per row costs about one read of it."""
     num_users, num_items = mask.shape
     if num_items == 0 or num_items % 8 or not mask.is_contiguous():
         return None
     words = mask.view(torch.int64)
-    hit = words.nonzero()  # (words holding an entry, 2): user, word; row-major, so in order
-    if hit.shape[0] > num_users * most_per_row:  # some user has more entries than that
+    hit = _words_holding_entries(words, num_users * most_per_row)  # (words holding an entry, 2): user, word
+    if hit is None or hit.shape[0] > num_users * most_per_row:  # some user has more entries than that
         return None
     eight = mask.view(num_users, num_items // 8, 8)[hit[:, 0], hit[:, 1]]
     entry = eight.nonzero()  # (entries, 2): the hit word, the byte in it
@@ -286,3 +287,33 @@ def listed_of_mask(mask: torch.Tensor, most_per_row: int):
     return torch.sparse_coo_tensor(
         torch.stack([users, items]), values, mask.shape, is_coalesced=True, check_invariants=False
     )
+
+
+def _words_holding_entries(words: torch.Tensor, most: int) -> Optional[torch.Tensor]:
+    """(n, 2) int64: (user, word) of each nonzero int64 word of a bool mask, row-major (None where
+    more than ``most`` runs hold one, so more than ``most`` words do). On CPU, for
+    a mask larger than the cache (``tuning.stays_in_cache``), the maxima of runs of
+    ``tuning.MASK_WORD_RUN`` words first (a word of 0/1 bytes is never negative), then the words
+    of the runs that hold an entry: one read of the mask from memory and a small ``nonzero``,
+    where ``nonzero`` reads every word twice."""
+    num_users, width = words.shape
+    run = tuning.MASK_WORD_RUN
+    full = width // run * run
+    if full == 0 or not tuning.cpu_tuned(words.device) or tuning.stays_in_cache(words):
+        return words.nonzero()  # in cache, its two reads cost less than the runs' steps
+    run_maxima = tuning.row_pass(lambda rows: words[rows, :full].unflatten(1, (-1, run)).amax(2), words)
+    runs = run_maxima.nonzero()  # (runs holding an entry, 2): user, run; row-major
+    if runs.shape[0] > most:  # (before a copy of their words, up to 8 bytes per word of the mask)
+        return None
+    starts = runs[:, 1] * run
+    first_words = torch.add(starts, runs[:, 0], alpha=width).unsqueeze(1)
+    positions = first_words + tuning.index_constant(0, run, 1, 0, words.device)
+    inside = words.reshape(-1).index_select(0, positions.view(-1)).view(-1, run).nonzero()  # (hits, 2): run, word
+    in_run = inside[:, 0]
+    hit = torch.stack([runs[:, 0].index_select(0, in_run), starts.index_select(0, in_run) + inside[:, 1]], 1)
+    if full < width:  # the words after the last whole run, merged in row-major order
+        tail = words[:, full:].nonzero()
+        tail[:, 1] += full
+        hit = torch.cat([hit, tail])
+        hit = hit.index_select(0, (hit[:, 0] * width + hit[:, 1]).argsort())
+    return hit

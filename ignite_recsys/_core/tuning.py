@@ -160,6 +160,15 @@ SIDE_JOB_BLOCK_ENTRIES = 1 << 22
 # is sorted whole, a few rows at a time. 256 x 100k, 20 relevant per user: 50 -> 34 ms.
 OWN_DEPTH_SHARE = 1 / 16
 
+# A dense bool exclusion mask larger than the cache is read as a list (item_sets.py
+# ``listed_of_mask``) through the maxima of runs of this many int64 words (128 items) first, then
+# the words of the runs that hold an entry: 256 x 1M with 100 entries per user, 50 ms against 87
+# ms for a nonzero of every word (one thread; runs of 8 words 69 ms, of 32 49 ms). A mask in
+# cache takes the plain nonzero (at 256 x 100k 4 ms against 9 ms). A whole update at 256 x 1M
+# with 100 excluded per user: 166 -> 147 ms. Re-measure: listed_of_mask alone on such masks, and
+# bench_forms.py --sections exclude --exclude-items 1000000.
+MASK_WORD_RUN = 16
+
 # --- Small batches (CPU) --------------------------------------------------------------------------
 # Batches of at most this many scores are ranked with the fewest operations (each label compared,
 # the ideal ranking's labels selected among all): their fixed cost per operation outweighs the
