@@ -249,9 +249,15 @@ def sorted_rows(exclusion) -> torch.Tensor:
 def distinct_in_rows(rows: torch.Tensor, num_items: int) -> torch.Tensor:
     """(num_users,) float64: the distinct items below ``num_items`` in each of the sorted
     ``rows`` (``sorted_rows``)."""
+    return first_in_rows(rows, num_items).sum(1, dtype=torch.float64)
+
+
+def first_in_rows(rows: torch.Tensor, num_items: int) -> torch.Tensor:
+    """(num_users, E) bool: the first entry of each distinct item below ``num_items`` in the
+    sorted ``rows`` (``sorted_rows``; padding and repeats False)."""
     first = torch.ones(rows.shape, dtype=torch.bool, device=rows.device)
     first[:, 1:] = rows[:, 1:] != rows[:, :-1]
-    return (first & (rows < num_items)).sum(1, dtype=torch.float64)
+    return first & (rows < num_items)
 
 
 def entries_bound(exclusion) -> int:

@@ -27,7 +27,7 @@ from .._validation import GainFunction
 from . import tuning
 from .adapters import RankingInput
 from .full_rows import hits_at_own_depth, own_depth
-from .item_sets import ITEM_BITS, ItemTable, distinct_in_rows, listed_of_mask, sort_id_rows
+from .item_sets import ITEM_BITS, ItemTable, distinct_in_rows, first_in_rows, listed_of_mask, sort_id_rows
 from .relevance import (
     LabelPass,
     RankingHints,
@@ -642,10 +642,8 @@ def _relevant_candidates(ranking: Ranking, num_relevant: torch.Tensor) -> torch.
     dense_labels, rows = batch.labels, batch.excluded_rows if tuning.cpu_tuned(batch.device) else None
     if dense_labels is not None and rows is not None:
         num_items = dense_labels.shape[1]
-        first = torch.ones(rows.shape, dtype=torch.bool, device=rows.device)
-        first[:, 1:] = rows[:, 1:] != rows[:, :-1]
         excluded_labels = dense_labels.gather(1, rows.clamp(max=num_items - 1)).to(torch.float64)
-        kept = (first & (rows < num_items)).to(torch.float64)
+        kept = first_in_rows(rows, num_items).to(torch.float64)
         return num_relevant - (relevance.indicator(excluded_labels) * kept).sum(1)
     mask = batch.exclusion_mask  # (batch, num_items) bool
     if batch.labels is not None:
