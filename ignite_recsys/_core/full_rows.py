@@ -37,7 +37,11 @@ def own_depth(num_relevant: torch.Tensor, width: int) -> int:
 
 
 def hits_at_own_depth(
-    y_pred: torch.Tensor, y: torch.Tensor, relevance_threshold: Optional[float], ties: str
+    y_pred: torch.Tensor,
+    y: torch.Tensor,
+    relevance_threshold: Optional[float],
+    ties: str,
+    num_relevant: Optional[torch.Tensor] = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """For R-Precision: (hits among the top |R| items, |R|) per user, both float64 (batch,).
 
@@ -46,10 +50,11 @@ def hits_at_own_depth(
     is needed, a chunk of rows at a time: the ranking's values and int64 indices stay within one
     (batch, num_items) float32); no host synchronisation on accelerators. Under ``ties="average"``
     the items scored above the |R|-th are the first positions of the order, and its tied group
-    is counted over the whole row (``last_group_totals``)."""
+    is counted over the whole row (``last_group_totals``). ``num_relevant``: |R| (batch,) float64,
+    if the caller has already counted it."""
     num_rows, num_cols = y_pred.shape
     relevance = Relevance.of(relevance_threshold, y.dtype)
-    num_relevant = relevant_counts(y, relevance)
+    num_relevant = relevant_counts(y, relevance) if num_relevant is None else num_relevant
     depth = own_depth(num_relevant, num_cols)
     hits = torch.empty_like(num_relevant)
     # the top |R| of the whole batch at once (small); a full sort a chunk of rows at a time

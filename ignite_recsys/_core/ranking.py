@@ -668,11 +668,12 @@ def hits_within_own_depth(
     num_items = batch.scores.shape[1] if batch.scores is not None else batch.id_rows.shape[1]
     on_cpu = tuning.cpu_tuned(batch.device)
     # on CPU ranked to the batch's largest |R| only (a host read)
-    width = own_depth(_relevant_count(batch, relevance_threshold), num_items) if on_cpu else num_items
+    counted = _relevant_count(batch, relevance_threshold) if on_cpu else None
+    width = num_items if counted is None else own_depth(counted, num_items)
     if dense is not None and (not on_cpu or width > tuning.OWN_DEPTH_SHARE * num_items):
         scores, labels = dense
         with tuning.ranking_threads(), tuning.wide_pass(scores.numel()):  # full-row sorts
-            hits, num_relevant = hits_at_own_depth(scores, labels, relevance_threshold, ties)
+            hits, num_relevant = hits_at_own_depth(scores, labels, relevance_threshold, ties, counted)
         invalid = full_row_checks(scores, labels)
         invalid.update(batch.invalid)
         return hits, num_relevant, invalid
