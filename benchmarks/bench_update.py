@@ -14,6 +14,8 @@ counter) and its growth over 20 updates. Writes a table to stdout, JSON and a PN
     python benchmarks/bench_update.py --under-load --runs 3 --markdown  # idle, num_threads=1, 1 and 4 busy
                                      # processes, and the small-batch stream, in one table (medians of 3 runs)
     python benchmarks/bench_update.py --under-load --sizes     # the small-batch stream alone
+    python benchmarks/bench_update.py --loop --runs 3 --markdown  # in an evaluation loop: each call right
+                                     # after the forward pass that makes its scores
 
 ``--load L`` starts L busy processes (each a pure-Python spin loop on one core, not pinned) before
 the timings and stops them after, so every candidate runs under the same load.
@@ -23,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import itertools
 import json
 import os
 import platform
@@ -235,6 +238,112 @@ def under_load(args):
             f"{ratio['default']:.1f}x (num_threads=1 {ratio['num_threads=1']:.1f}x)"
         )
     return report
+
+
+# The evaluation loop (``--loop``): each batch's scores come from a forward pass (user vectors
+# times the item vectors, on torch's threads) just before the call timed, and its labels from a
+# rotating set of batches, as a data loader hands them over: the caches hold what the forward pass
+# left, and torch's OpenMP workers keep spinning for a while after it (libgomp's default wait
+# policy) on the cores an update's helper thread would take. A second process repeats the
+# default update and torch.topk with OMP_WAIT_POLICY=PASSIVE (the workers sleep at once).
+LOOP_BATCHES, LOOP_DIM = 4, 64
+
+
+def loop_times(batch, items, repeats, names=("torch.topk(100)", "default", "num_threads=1"), seed=0):
+    """{name: [seconds per round]}: each call timed right after the forward pass that makes its
+    scores (``LOOP_BATCHES`` batches in turn); in each round every candidate runs once untimed
+    first, as in ``round_times``."""
+    import ignite_recsys as R
+
+    generator = torch.Generator().manual_seed(seed)
+    item_vectors = torch.randn(items, LOOP_DIM, generator=generator)
+    batches = [
+        (
+            torch.randn(batch, LOOP_DIM, generator=generator),
+            (torch.rand(batch, items, generator=generator) < min(1.0, 20 / items)).float(),
+        )
+        for _ in range(LOOP_BATCHES)
+    ]
+
+    def update(**options):
+        metric = R.RankingMetrics(TOP_K, metrics=SIX, **options)
+        return lambda scores, labels: metric.update((scores, labels))
+
+    calls = {
+        "torch.topk(100)": lambda scores, labels: torch.topk(scores, 100),
+        "default": update(),
+        "num_threads=1": update(num_threads=1),
+    }
+    step = itertools.count()
+
+    def after_forward(call) -> float:
+        users, labels = batches[next(step) % LOOP_BATCHES]
+        scores = users @ item_vectors.T
+        start = time.perf_counter()
+        call(scores, labels)
+        return time.perf_counter() - start
+
+    times: dict = {name: [] for name in names}
+    for _ in range(repeats):
+        for name in names:
+            after_forward(calls[name])
+            times[name].append(after_forward(calls[name]))
+    return times
+
+
+def evaluation_loop(args):
+    """The evaluation-loop table's rows, per size (``args.sizes``): the ratios of a default and a
+    ``num_threads=1`` update to torch.topk in the same loop, and of a default update with
+    OMP_WAIT_POLICY=PASSIVE, timed with its own torch.topk in a second process."""
+    report = {"load_average_at_start": os.getloadavg()[0], "sizes": {}}
+    for items in args.sizes:
+        times = loop_times(args.batch, items, args.repeats)
+        child = subprocess.run(
+            [sys.executable, os.path.abspath(__file__), "--loop-child", str(items)]
+            + ["--batch", str(args.batch), "--repeats", str(args.repeats)],
+            env={**os.environ, "OMP_WAIT_POLICY": "PASSIVE"},
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        passive = json.loads(child.stdout.strip().splitlines()[-1])
+        row = {
+            "ratio": per_round_ratios(times),
+            "seconds": {name: statistics.median(values) for name, values in times.items()},
+            "passive_ratio": per_round_ratios(passive),
+            "passive_seconds": {name: statistics.median(values) for name, values in passive.items()},
+        }
+        report["sizes"][items] = row
+        print(
+            f"N = {items:>9,}: after the forward pass, topk {row['seconds']['torch.topk(100)'] * 1e3:.2f} ms; "
+            f"default {row['ratio']['default']:.2f}x, num_threads=1 {row['ratio']['num_threads=1']:.2f}x; "
+            f"OMP_WAIT_POLICY=PASSIVE: topk {row['passive_seconds']['torch.topk(100)'] * 1e3:.2f} ms, "
+            f"default {row['passive_ratio']['default']:.2f}x"
+        )
+    return report
+
+
+def loop_markdown(reports, command):
+    """The evaluation-loop table of docs/benchmarks.md from ``evaluation_loop``'s reports."""
+    lines = [header_line(command, len(reports), "", [run["load_average_at_start"] for run in reports])]
+    lines += [
+        "",
+        "| items N | `torch.topk` after the forward pass | default | `num_threads=1` "
+        "| `OMP_WAIT_POLICY=PASSIVE`: `torch.topk` | `OMP_WAIT_POLICY=PASSIVE`: default |",
+        "|---|---|---|---|---|---|",
+    ]
+    for items in reports[0]["sizes"]:
+
+        def cell(field, name, items=items) -> str:
+            return _ratio([run["sizes"][items][field][name] for run in reports])
+
+        topk = [run["sizes"][items]["seconds"]["torch.topk(100)"] for run in reports]
+        passive_topk = [run["sizes"][items]["passive_seconds"]["torch.topk(100)"] for run in reports]
+        lines.append(
+            f"| {int(items):,} | {_ms(topk)} | {cell('ratio', 'default')} | {cell('ratio', 'num_threads=1')} "
+            f"| {_ms(passive_topk)} | {cell('passive_ratio', 'default')} |"
+        )
+    return "\n".join(lines)
 
 
 def under_load_markdown(reports, command):
@@ -674,6 +783,14 @@ def main(argv=None):
         "the small-batch stream (default sizes 10k, 100k, 1M)",
     )
     parser.add_argument(
+        "--loop",
+        action="store_true",
+        help="only the evaluation-loop table: each call timed right after the forward pass that makes its "
+        "scores, with the default wait policy of torch's OpenMP workers and with OMP_WAIT_POLICY=PASSIVE "
+        "(default sizes 10k, 100k, 1M)",
+    )
+    parser.add_argument("--loop-child", type=int, default=None, help=argparse.SUPPRESS)
+    parser.add_argument(
         "--operations",
         action="store_true",
         help="only count the top-level operations of one update at every batch size and N, and of "
@@ -686,8 +803,12 @@ def main(argv=None):
         "command in the line above them)",
     )
     args = parser.parse_args(argv)
+    if args.loop_child is not None:  # the second process of --loop: its timings as JSON
+        print(json.dumps(loop_times(args.batch, args.loop_child, args.repeats, ("torch.topk(100)", "default"))))
+        return None
     if args.sizes is None:
-        args.sizes = [10_000, 100_000, 1_000_000] if args.under_load else [1_000, 10_000, 100_000, 1_000_000]
+        wide = args.under_load or args.loop
+        args.sizes = [10_000, 100_000, 1_000_000] if wide else [1_000, 10_000, 100_000, 1_000_000]
     os.makedirs(args.out, exist_ok=True)
     command = command_line("benchmarks/bench_update.py", argv)
     if args.under_load:
@@ -698,6 +819,13 @@ def main(argv=None):
         with open(os.path.join(args.out, "bench_under_load.json"), "w") as handle:
             json.dump(report, handle, indent=2)
         return report
+    if args.loop:
+        reports = [evaluation_loop(args) for _ in range(args.runs)]
+        if args.markdown:
+            print("\n" + loop_markdown(reports, command))
+        with open(os.path.join(args.out, "bench_loop.json"), "w") as handle:
+            json.dump(reports[0] if len(reports) == 1 else {**reports[0], "runs": reports}, handle, indent=2)
+        return reports
     if args.operations:
         counts = operation_sweep(args.sizes)
         for label, operations in counts.items():
