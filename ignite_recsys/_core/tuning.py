@@ -148,7 +148,11 @@ SHARED_BLOCK_ENTRIES = 5 << 18
 BLOCK_ENTRIES = 1 << 18
 # The update's thread waits for a block a helper has claimed and not finished up to this many times
 # its own longest block, from the helper's claim (a helper that runs finishes within that); past
-# it, it computes the block itself (another process holds the helper's core).
+# it, it computes the block itself (another process holds the helper's core). It takes over a side
+# job started at once (``side_job``) that no helper has started as long after it was handed over:
+# right after a forward pass (OpenMP workers spinning) the helper started the labels of 256 x 100k
+# 10 ms late and of 1M 70 ms late; an update at 256 x 1M in such a loop 169 -> 161 ms. Re-measure:
+# bench_update.py --loop at 100k and 1M.
 HELPER_WAIT_SHARE = 1.5
 # A side job (:func:`side_job`) on a helper reads its inputs in blocks of up to this many entries:
 # every numpy call of a block ends in a wait for the interpreter lock, which the update's thread
