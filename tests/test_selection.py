@@ -4,6 +4,8 @@ Row widths straddle the thresholds where the selection switches between exact ke
 sub-blocks and two levels of blocks, with and without a last partial block; the value patterns
 put ties, infinities and the best items at block boundaries."""
 
+import contextlib
+
 import numpy as np
 import pytest
 import torch
@@ -418,6 +420,117 @@ def test_a_side_job_over_inputs_in_cache_starts_behind_the_next_shared_pass(monk
             time.sleep(0.01)
         assert ran[-1][0] == 4 and ran[-1][1] != threading.current_thread().name
         assert job.result() == 4
+
+
+@contextlib.contextmanager
+def _helpers_held():
+    """Every helper thread busy (waiting on a gate) until the block ends: a job handed to them
+    starts only then."""
+    import threading
+
+    jobs = tuning._helper_jobs(1)
+    count = len(tuning._Helpers.threads)
+    started, gate = threading.Semaphore(0), threading.Event()
+
+    def hold():
+        started.release()
+        gate.wait()
+
+    for _ in range(count):
+        jobs.put(hold)
+    for _ in range(count):
+        assert started.acquire(timeout=10)
+    try:
+        yield
+    finally:
+        gate.set()
+
+
+def test_a_side_job_no_helper_starts_is_taken_over_in_a_shared_pass(monkeypatch, shared_passes):
+    """A job started at once (inputs larger than the cache) that no helper has started once the
+    update's thread, in a shared pass, has waited 1.5 times its longest block and 20 ms is
+    computed there, between two of its blocks, and once only; the pass's values are unchanged."""
+    import threading
+    import time
+
+    monkeypatch.setattr(tuning, "IN_CACHE_SHARE", 0.0)
+    x = torch.rand(64, 1000)
+    events = []
+
+    def block(rows):
+        time.sleep(0.01)
+        events.append(("block", rows.start))
+        return x[rows].amax(1)
+
+    def job():
+        events.append(("job", threading.current_thread().name))
+        return 9
+
+    with _helpers_held(), tuning.ranking_threads():
+        side = tuning.side_job(job, x)
+        blocks = tuning.shared_pass(block, 64, 1000, x.device)
+        assert side.result() == 9
+    assert blocks is not None and len(blocks) >= 4
+    np.testing.assert_array_equal(torch.cat(blocks).numpy(), x.numpy().max(1))
+    names = [event[0] for event in events]
+    assert names.count("job") == 1 and events[names.index("job")][1] == threading.current_thread().name
+    assert 2 <= names.index("job") < len(names) - 1  # after 20 ms of 10 ms blocks, before the last
+    time.sleep(0.05)  # the helpers, released, find the job taken
+    assert [event[0] for event in events].count("job") == 1
+
+
+def test_a_side_job_a_helper_starts_is_not_taken_over(monkeypatch, shared_passes):
+    """With a helper free, the job started at once runs on it, however long the pass."""
+    import threading
+    import time
+
+    monkeypatch.setattr(tuning, "IN_CACHE_SHARE", 0.0)
+    x = torch.rand(64, 1000)
+    ran = []
+
+    def block(rows):
+        time.sleep(0.01)
+        return x[rows].amax(1)
+
+    with tuning.ranking_threads():
+        side = tuning.side_job(lambda: ran.append(threading.current_thread().name) or 3, x)
+        assert tuning.shared_pass(block, 64, 1000, x.device) is not None
+        assert side.result() == 3
+    assert len(ran) == 1 and ran[0] != threading.current_thread().name
+
+
+@pytest.mark.parametrize("gain_function", ["exp_rank", "binary"])
+def test_label_pass_taken_over_by_the_update_against_the_reference(monkeypatch, shared_passes, gain_function):
+    """Every helper busy through the update (as when another thread holds the second core): the
+    update's thread takes the label pass over during the score selection; every cut-off metric
+    against the numpy reference (graded labels, users without a relevant item)."""
+    import ignite_recsys as R
+    from conftest import CUTOFF_CLASSES, run_metric
+    from references import candidate_metric_means, candidate_rankings
+
+    monkeypatch.setattr(tuning, "IN_CACHE_SHARE", 0.0)
+    monkeypatch.setattr(tuning, "TAKE_OVER_AFTER", 0.0)  # the selection of these rows takes a few ms
+    taken_over, run = [], tuning.SideJob.run
+
+    def recorded(job, on_helper=True):
+        if not on_helper:
+            taken_over.append(job)
+        run(job, on_helper)
+
+    monkeypatch.setattr(tuning.SideJob, "run", recorded)
+    scores, grades = _side_job_case(np.random.default_rng(8))
+    top_k = [1, 10, 50]
+    batches = [
+        (torch.from_numpy(scores[rows]), torch.from_numpy(grades[rows]).float())
+        for rows in (slice(0, 25), slice(25, None))
+    ]
+    metric = R.RankingMetrics(top_k, metrics=list(CUTOFF_CLASSES), gain_function=gain_function)
+    with _helpers_held():
+        got = run_metric(metric, batches)
+    expected = candidate_metric_means(candidate_rankings(scores), grades, top_k, gain_kind=gain_function)
+    for name in CUTOFF_CLASSES:
+        np.testing.assert_allclose([got[f"{name}@{k}"] for k in top_k], expected[name], atol=1e-12, err_msg=name)
+    assert len(taken_over) == len(batches)
 
 
 def test_a_side_job_on_a_helper_reads_its_inputs_in_larger_blocks(monkeypatch):

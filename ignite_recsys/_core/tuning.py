@@ -148,8 +148,15 @@ SHARED_BLOCK_ENTRIES = 5 << 18
 BLOCK_ENTRIES = 1 << 18
 # The update's thread waits for a block a helper has claimed and not finished up to this many times
 # its own longest block, from the helper's claim (a helper that runs finishes within that); past
-# it, it computes the block itself (another process holds the helper's core).
+# it, it computes the block itself (another process holds the helper's core). It takes over a side
+# job started at once (``side_job``) that no helper has started as long, and at least
+# TAKE_OVER_AFTER seconds, after it was handed over: right after a forward pass (OpenMP workers
+# spinning) the helper started the labels of 256 x 1M about 70 ms late (of 100k, 10 ms); with four
+# busy processes a take-over after a few milliseconds costs more than it saves (the helper, off its
+# core again, claims score blocks the update's thread then waits for). bench_update.py --loop at
+# 1M: 0.75x torch.topk without the take-over, 0.63x with it. Re-measure: --loop and --under-load.
 HELPER_WAIT_SHARE = 1.5
+TAKE_OVER_AFTER = 0.02
 # A side job (:func:`side_job`) on a helper reads its inputs in blocks of up to this many entries:
 # every numpy call of a block ends in a wait for the interpreter lock, which the update's thread
 # holds between its own operations meanwhile. Re-measure: bench_update.py at 10k items.
@@ -362,7 +369,7 @@ def ranking_threads(num_threads: Optional[int] = None) -> Iterator[None]:
     try:
         yield
     finally:
-        _THREADS.wide = _THREADS.deferred = None
+        _THREADS.wide = _THREADS.deferred = _THREADS.queued = None
         if inner != outer:
             torch.set_num_threads(outer)
 
@@ -471,6 +478,8 @@ def shared_pass(
         for index in iter(claims.__next__, None):
             if index >= len(blocks):
                 return
+            if timed:
+                _take_over_queued_job(max(own, default=0.0))
             claimed_at[index] = start = time.perf_counter()
             results[index] = compute(blocks[index])
             done[index].set()
@@ -491,6 +500,21 @@ def shared_pass(
         if results[index] is None:  # not done by then: computed here as well
             results[index] = compute(blocks[index])
     return list(results)
+
+
+def _take_over_queued_job(longest: float) -> None:
+    """On the update's thread, before a block of a shared pass: compute the side job started at
+    once (:func:`side_job`) if no helper has started it ``HELPER_WAIT_SHARE`` times ``longest``
+    (the thread's longest block so far), and at least ``TAKE_OVER_AFTER`` seconds, after it was
+    handed over."""
+    job = getattr(_THREADS, "queued", None)
+    if job is None or not longest:
+        return
+    if not job.waiting():
+        _THREADS.queued = None
+    elif time.perf_counter() - job.queued_at > max(HELPER_WAIT_SHARE * longest, TAKE_OVER_AFTER):
+        _THREADS.queued = None
+        job.run(on_helper=False)
 
 
 def row_blocks(compute, num_rows: int, row_entries: int, device: torch.device) -> list:
@@ -529,22 +553,32 @@ class SideJob:
             started, self._started = self._started, True
         return not started
 
-    def run(self) -> None:
-        """On a helper: compute, unless the update's thread already took the job."""
+    queued_at: Optional[float] = None  # when it was handed to the helpers, if started at once
+
+    def run(self, on_helper: bool = True) -> None:
+        """Compute, unless another thread already took the job: on a helper, or (``on_helper``
+        False) on the update's thread, taking it over in a shared pass."""
         if not self._claim():
             return
-        _THREADS.side_job = True
+        # as on a helper: its passes in turn, not shared (the helper has the shared pass's blocks)
+        _THREADS.side_job, wide, _THREADS.wide = on_helper, getattr(_THREADS, "wide", None), None
         try:
             self._value = self._compute()
         except BaseException as error:  # raised again on the update's thread
             self._error = error
         finally:
-            _THREADS.side_job = False
+            _THREADS.side_job, _THREADS.wide = False, wide
         self._done.set()
+
+    def waiting(self) -> bool:
+        """Whether no thread has started the job yet (a hint: the start is claimed under a lock)."""
+        return not self._started
 
     def result(self):
         if getattr(_THREADS, "deferred", None) is self:  # no shared pass started it
             _THREADS.deferred = None
+        if getattr(_THREADS, "queued", None) is self:
+            _THREADS.queued = None
         if self._claim():
             return self._compute()
         self._done.wait()
@@ -562,7 +596,13 @@ def side_job(compute, inputs: torch.Tensor):
     at once: two passes over inputs larger than the cache then run side by side, each on its own
     core. Where they do, it waits for the next shared pass and starts on the first helper done
     with its blocks: the passes stay shared, and the job then runs beside the update's thread's
-    work that follows them (one pass over inputs in cache takes a fraction of the selection)."""
+    work that follows them (one pass over inputs in cache takes a fraction of the selection).
+    A job started at once that no helper has started by the time the update's thread, in a
+    shared pass, has waited ``HELPER_WAIT_SHARE`` times its longest block and ``TAKE_OVER_AFTER``
+    for it is computed by the update's thread there (its passes not shared), and the helper
+    takes the pass's blocks when it starts: a helper kept off its core for long (torch's OpenMP
+    workers spin for a while after each multi-threaded operation, e.g. a model's forward pass)
+    then holds up neither pass."""
     wide = getattr(_THREADS, "wide", None)
     if wide is None or wide < 2 or inputs.numel() < WIDE_PASS_ENTRIES or not cpu_tuned(inputs.device):
         return None
@@ -572,5 +612,7 @@ def side_job(compute, inputs: torch.Tensor):
     if stays_in_cache(inputs):
         _THREADS.deferred = job  # started behind the next shared pass's blocks
     else:
+        job.queued_at = time.perf_counter()
+        _THREADS.queued = job  # the update's thread takes it over if no helper starts it soon
         _helper_jobs(min(wide - 1, MAX_HELPERS)).put(job.run)
     return job
