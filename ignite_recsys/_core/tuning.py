@@ -154,7 +154,7 @@ BLOCK_ENTRIES = 1 << 18
 # spinning) the helper started the labels of 256 x 1M about 70 ms late (of 100k, 10 ms); with four
 # busy processes a take-over after a few milliseconds costs more than it saves (the helper, off its
 # core again, claims score blocks the update's thread then waits for). bench_update.py --loop at
-# 1M: 0.75x torch.topk without the take-over, 0.63x with it. Re-measure: --loop and --under-load.
+# 1M: 0.75x torch.topk without the take-over, 0.62x with it. Re-measure: --loop and --under-load.
 HELPER_WAIT_SHARE = 1.5
 TAKE_OVER_AFTER = 0.02
 # A side job (:func:`side_job`) on a helper reads its inputs in blocks of up to this many entries:
