@@ -475,11 +475,12 @@ def shared_pass(
     own: list = []  # the update's thread's block times (seconds)
 
     def work(timed: bool = False) -> None:
-        for index in iter(claims.__next__, None):
+        while True:
+            if timed:  # before claiming: a block is not held while the update's thread runs the job
+                _take_over_queued_job(max(own, default=0.0))
+            index = next(claims)
             if index >= len(blocks):
                 return
-            if timed:
-                _take_over_queued_job(max(own, default=0.0))
             claimed_at[index] = start = time.perf_counter()
             results[index] = compute(blocks[index])
             done[index].set()
