@@ -46,8 +46,12 @@ TOP_K = [1, 5, 10, 20, 50, 100]
 def make_data(batch, items, seed=0):
     generator = torch.Generator().manual_seed(seed)
     scores = torch.rand(batch, items, generator=generator)
-    labels = (torch.rand(batch, items, generator=generator) < min(1.0, 20 / items)).float()
-    return scores, labels
+    return scores, make_labels(batch, items, generator)
+
+
+def make_labels(batch, items, generator):
+    """Binary float32 labels (batch, items), about 20 relevant items per user."""
+    return (torch.rand(batch, items, generator=generator) < min(1.0, 20 / items)).float()
 
 
 def round_times(candidates, repeats):
@@ -157,8 +161,7 @@ def stream_candidates(seed=0):
     for start in range(0, STREAM_USERS, STREAM_BATCH):
         rows = min(STREAM_BATCH, STREAM_USERS - start)
         scores = torch.rand(rows, STREAM_ITEMS, generator=generator)
-        labels = (torch.rand(rows, STREAM_ITEMS, generator=generator) < 20 / STREAM_ITEMS).float()
-        batches.append((scores, labels))
+        batches.append((scores, make_labels(rows, STREAM_ITEMS, generator)))
 
     def topk():
         for scores, _ in batches:
@@ -258,10 +261,7 @@ def loop_times(batch, items, repeats, names=("torch.topk(100)", "default", "num_
     generator = torch.Generator().manual_seed(seed)
     item_vectors = torch.randn(items, LOOP_DIM, generator=generator)
     batches = [
-        (
-            torch.randn(batch, LOOP_DIM, generator=generator),
-            (torch.rand(batch, items, generator=generator) < min(1.0, 20 / items)).float(),
-        )
+        (torch.randn(batch, LOOP_DIM, generator=generator), make_labels(batch, items, generator))
         for _ in range(LOOP_BATCHES)
     ]
 
@@ -776,13 +776,14 @@ def main(argv=None):
     parser.add_argument("--load", type=int, default=0, help="busy processes competing for the cores during the timings")
     parser.add_argument("--only-ours", action="store_true", help="time torch.topk and RankingMetrics only")
     parser.add_argument("--no-memory", action="store_true", help="skip the peak-memory probe")
-    parser.add_argument(
+    only = parser.add_mutually_exclusive_group()
+    only.add_argument(
         "--under-load",
         action="store_true",
         help="only the speed-under-load table: idle (default and num_threads=1), 1 and 4 busy processes, and "
         "the small-batch stream (default sizes 10k, 100k, 1M)",
     )
-    parser.add_argument(
+    only.add_argument(
         "--loop",
         action="store_true",
         help="only the evaluation-loop table: each call timed right after the forward pass that makes its "
@@ -790,7 +791,7 @@ def main(argv=None):
         "(default sizes 10k, 100k, 1M)",
     )
     parser.add_argument("--loop-child", type=int, default=None, help=argparse.SUPPRESS)
-    parser.add_argument(
+    only.add_argument(
         "--operations",
         action="store_true",
         help="only count the top-level operations of one update at every batch size and N, and of "
@@ -803,6 +804,8 @@ def main(argv=None):
         "command in the line above them)",
     )
     args = parser.parse_args(argv)
+    if args.loop and args.sizes == []:
+        parser.error("--loop times updates at the sizes given: --sizes needs at least one N")
     if args.loop_child is not None:  # the second process of --loop: its timings as JSON
         print(json.dumps(loop_times(args.batch, args.loop_child, args.repeats, ("torch.topk(100)", "default"))))
         return None

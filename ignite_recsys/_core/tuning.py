@@ -548,13 +548,12 @@ class SideJob:
         self._done = threading.Event()
         self._value = None
         self._error: Optional[BaseException] = None
+        self.queued_at: Optional[float] = None  # when it was handed to the helpers, if started at once
 
     def _claim(self) -> bool:
         with self._lock:
             started, self._started = self._started, True
         return not started
-
-    queued_at: Optional[float] = None  # when it was handed to the helpers, if started at once
 
     def run(self, on_helper: bool = True) -> None:
         """Compute, unless another thread already took the job: on a helper, or (``on_helper``
