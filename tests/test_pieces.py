@@ -147,6 +147,32 @@ def test_operation_count_is_bounded_and_does_not_grow_with_the_batch(monkeypatch
         assert counts[256, 30_000, form.dtype, str(options)] == counts[512, 30_000, form.dtype, str(options)]
 
 
+def test_dense_table_columns_with_and_without_the_floor():
+    """The dense-update table of ``bench_update.py --markdown``: one cell per column in every row,
+    and the floor column (one read of the scores and labels) where the runs timed it, with the
+    median and range of the runs' ratios."""
+    bench = _bench_module()
+
+    def report(ratio_of_floor):
+        names = ["torch.topk(100)", "RankingMetrics (6 metrics x 6 k)", "RankingMetrics, bool labels"]
+        ratios = dict(zip(names, [1.0, 0.8, 0.6]))
+        if ratio_of_floor is not None:
+            ratios[bench.FLOOR] = ratio_of_floor
+        size = {"seconds": {"torch.topk(100)": 0.02}, "ratio_to_topk": ratios, "ranking_metrics_top_level_ops": 90}
+        return {"sizes": {100_000: {**size, "memory": None}}, "load_average_at_start": (0.5, 0.5, 0.5)}
+
+    for floor_ratios, cell in [((0.31, 0.35, 0.33), "0.33x (0.31–0.35)"), ((None,) * 3, None)]:
+        table = bench.markdown_tables([report(r) for r in floor_ratios], "command").splitlines()[2:]
+        header, separator, row = table[:3]
+        assert header.count("|") == separator.count("|") == row.count("|"), table
+        cells = [c.strip() for c in row.strip("|").split("|")]
+        titles = [t.strip() for t in header.strip("|").split("|")]
+        assert ("one read of the scores and labels" in titles) == (cell is not None), titles
+        if cell is not None:
+            assert cells[titles.index("one read of the scores and labels")] == cell
+        assert cells[titles.index("`RankingMetrics`")] == "0.80x"
+
+
 def _configurations(labels):
     """(options, labels) of the operation test: float labels, bool labels, the binary gain, and
     ties="average" (untied scores: no row's tie group is read over the whole row)."""
