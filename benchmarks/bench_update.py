@@ -783,7 +783,11 @@ def main(argv=None):
     )
     parser.add_argument("--out", default="benchmarks/results")
     parser.add_argument("--load", type=int, default=0, help="busy processes competing for the cores during the timings")
-    parser.add_argument("--only-ours", action="store_true", help="time torch.topk and RankingMetrics only")
+    parser.add_argument(
+        "--only-ours",
+        action="store_true",
+        help="time torch.topk, RankingMetrics and the floor (one read of the scores and labels) only",
+    )
     parser.add_argument("--no-memory", action="store_true", help="skip the peak-memory probe")
     only = parser.add_mutually_exclusive_group()
     only.add_argument(
