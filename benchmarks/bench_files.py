@@ -37,6 +37,11 @@ import subprocess
 import sys
 import time
 
+if os.path.dirname(os.path.abspath(__file__)) not in sys.path:  # loaded from a file path (the tests)
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from _arguments import whole_number  # noqa: E402  (this folder; argparse only: the timed children load it too)
+
 PER_USER, JUDGED = 100, 10
 METRICS = ["ndcg@10", "P@10", "recall@100", "map@100"]
 TREC_NAMES = {"ndcg@10": "ndcg_cut_10", "precision@10": "P_10", "recall@100": "recall_100", "map@100": "map_cut_100"}
@@ -46,6 +51,14 @@ CHILD_ENV = {**os.environ, "PYTHONPATH": os.path.dirname(os.path.dirname(os.path
 CONVENTIONS = dict(
     gain_function="linear_rank", map_normalization="relevant", ignore_zero_hits=False, score_precision="float32"
 )
+
+
+def run_rows(text: str) -> int:
+    """An argparse type: run rows, whole users of ``PER_USER`` rows each."""
+    rows = whole_number(PER_USER)(text)
+    if rows % PER_USER:
+        raise argparse.ArgumentTypeError(f"expected a multiple of {PER_USER} (users of {PER_USER} rows), got {text!r}")
+    return rows
 
 
 def generate(folder: str, rows: int) -> tuple:
@@ -211,8 +224,10 @@ def measure(tool: str, run: str, qrels: str, import_pandas: bool = False) -> dic
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--rows", type=int, action="append", help="run rows (repeatable; default 1000000)")
-    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument(
+        "--rows", type=run_rows, action="append", help="run rows, a multiple of 100 (repeatable; default 1000000)"
+    )
+    parser.add_argument("--repeats", type=whole_number(1), default=5)
     parser.add_argument("--folder", default="/tmp/ignite_recsys_bench_files")
     parser.add_argument(
         "--profile",
@@ -222,7 +237,9 @@ def main() -> None:
     parser.add_argument(
         "--import-pandas", action="store_true", help="import pandas before the clock (pyarrow imports it on first use)"
     )
-    parser.add_argument("--load", type=int, default=0, help="busy processes competing for the cores during the timings")
+    parser.add_argument(
+        "--load", type=whole_number(0), default=0, help="busy processes competing for the cores during the timings"
+    )
     parser.add_argument("--work", help=argparse.SUPPRESS)
     parser.add_argument("--run", help=argparse.SUPPRESS)
     parser.add_argument("--qrels", help=argparse.SUPPRESS)

@@ -40,6 +40,10 @@ import torch
 
 # the library of this checkout, not an installed copy (the script's own folder comes first on sys.path)
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+if os.path.dirname(os.path.abspath(__file__)) not in sys.path:  # loaded from a file path (the tests)
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from _arguments import whole_number  # noqa: E402  (this folder)
 
 TOP_K = [1, 5, 10, 20, 50, 100]
 FLOOR = "one read (row maxima of scores, labels)"
@@ -751,47 +755,31 @@ def measure(args, with_memory=True):
     return report
 
 
-def _whole_number(minimum: int):
-    """An argparse type: a whole number of at least ``minimum`` (a clear refusal of 0 sizes,
-    batches, rounds or runs, which would otherwise fail deep in a run)."""
-
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            value = None
-        if value is None or value < minimum:
-            raise argparse.ArgumentTypeError(f"expected a whole number of at least {minimum}, got {text!r}")
-        return value
-
-    return parse
-
-
 def main(argv=None):
     parser = argparse.ArgumentParser(description="Benchmark metric updates against peers.")
     parser.add_argument(
         "--sizes",
-        type=_whole_number(1),
+        type=whole_number(1),
         nargs="*",
         default=None,
         help="items N (default 1k, 10k, 100k, 1M); with --under-load and no N, only the small-batch stream",
     )
-    parser.add_argument("--batch", type=_whole_number(1), default=256)
+    parser.add_argument("--batch", type=whole_number(1), default=256)
     parser.add_argument(
         "--repeats",
-        type=_whole_number(1),
+        type=whole_number(1),
         default=11,
         help="rounds; the medians of 11 move less between runs on a shared machine than those of 7",
     )
     parser.add_argument(
         "--runs",
-        type=_whole_number(1),
+        type=whole_number(1),
         default=1,
         help="whole runs, one after the other; the tables give the median of the runs' medians and their range",
     )
     parser.add_argument("--out", default="benchmarks/results")
     parser.add_argument(
-        "--load", type=_whole_number(0), default=0, help="busy processes competing for the cores during the timings"
+        "--load", type=whole_number(0), default=0, help="busy processes competing for the cores during the timings"
     )
     parser.add_argument(
         "--only-ours",

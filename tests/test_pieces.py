@@ -7,8 +7,10 @@ waits at a barrier for a thread whose core may be busy elsewhere. Operations are
 ``benchmarks/bench_update.py`` counts them (``top_level_ops``: torch.profiler events without an
 enclosing operation)."""
 
+import argparse
 import importlib.util
 import pathlib
+import sys
 
 import numpy as np
 import pytest
@@ -29,9 +31,9 @@ TOP_K = [1, 5, 10, 20, 50, 100]
 PIECE_SETTINGS = [(1, 1 << 40, None), (1000, 1, None), (32, 1 << 40, 4), (32, 1 << 20, None)]
 
 
-def _bench_module():
-    path = pathlib.Path(__file__).resolve().parents[1] / "benchmarks" / "bench_update.py"
-    spec = importlib.util.spec_from_file_location("bench_update", path)
+def _bench_module(name="bench_update"):
+    path = pathlib.Path(__file__).resolve().parents[1] / "benchmarks" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -489,3 +491,38 @@ def test_last_group_totals_against_numpy(monkeypatch, score_dtype, rows, cpu_tun
     for name, value, want in zip(["count", "relevant", "exp", "linear", "custom"], [got[0], got[1], *got[2]], expected):
         want = np.where(np.isin(np.arange(users), read), want, 0.0)
         np.testing.assert_allclose(value.numpy(), want, rtol=1e-12, err_msg=name)
+
+
+@pytest.mark.parametrize(
+    "script, option, bad, good",
+    [
+        ("bench_update", "--sizes", ["0", "-5", "x", "1.5"], [("10", [10])]),
+        ("bench_update", "--load", ["-1", "one"], [("0", 0), ("3", 3)]),
+        ("bench_files", "--rows", ["0", "99", "150", "1e6"], [("100", [100]), ("1000000", [1_000_000])]),
+        ("bench_files", "--repeats", ["0", "-2"], [("1", 1)]),
+        ("bench_files", "--load", ["-1"], [("0", 0)]),
+    ],
+)
+def test_benchmark_counts_are_refused_at_parsing(script, option, bad, good, monkeypatch, capsys):
+    """A size, row count, round count or load out of range stops the benchmark at parsing with
+    an error naming the argument, instead of failing (or timing nothing) deep in a run."""
+    module = _bench_module(script)
+    parsed = {}
+
+    def stop_after_parsing(self, *args, **kwargs):
+        parsed["args"] = original(self, *args, **kwargs)
+        raise SystemExit(0)
+
+    original = argparse.ArgumentParser.parse_args
+    monkeypatch.setattr(argparse.ArgumentParser, "parse_args", stop_after_parsing)
+    for text in bad:
+        monkeypatch.setattr(sys, "argv", [script, option, text])
+        with pytest.raises(SystemExit) as stopped:
+            module.main()
+        assert stopped.value.code == 2
+        assert f"argument {option}:" in capsys.readouterr().err
+    for text, value in good:
+        monkeypatch.setattr(sys, "argv", [script, option, text])
+        with pytest.raises(SystemExit):
+            module.main()
+        assert getattr(parsed["args"], option.lstrip("-")) == value
