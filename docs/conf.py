@@ -56,7 +56,7 @@ GROUPS = {
         "BoundaryTieWarning",
         "InputWarning",
     ],
-    "Statistics": ["PairedTestResult", "Report", "Paired", "GroupGap"],
+    "Statistics": ["PairedTestResult", "PerUserValues", "Report", "Paired", "GroupGap"],
     "Files and data frames": ["Interactions", "IdMap", "EvaluationResult"],
 }
 

@@ -14,7 +14,7 @@ from .inputs import ItemIds, RankedItems, UserGroups, UserIds
 from .metrics import *  # noqa: F401,F403
 from .metrics import __all__ as _metric_names
 from .report import Report
-from .stats import PairedTestResult, correct_p_values, paired_test
+from .stats import PairedTestResult, PerUserValues, correct_p_values, paired_test
 from .data import IdMap, Interactions
 from .evaluation import EvaluationResult, evaluate
 
@@ -27,6 +27,7 @@ __all__ = list(_metric_names) + [
     "paired_test",
     "correct_p_values",
     "PairedTestResult",
+    "PerUserValues",
     "Report",
     "functional",
     "Interactions",

@@ -28,7 +28,7 @@ from .data.interactions import Interactions
 from .data.runs import SCORE_PRECISIONS, RunStream, SplitUserError, grouped_chunks, run_chunks, user_pieces
 from .inputs import RankedItems, UserIds
 from .metrics import RankingMetrics
-from .stats import paired_test
+from .stats import PerUserValues, paired_test, same_users
 
 # RankingMetrics' arguments that evaluate() passes on: the relevance rule, ties, the users counted,
 # and every convention of the registry (gain_function, map_normalization, discount, ...)
@@ -245,10 +245,11 @@ class EvaluationResult:
         return self._per_user
 
     def to_report(self) -> dict:
-        """``{"ndcg@10": cell}`` for :class:`~ignite_recsys.Report`: the per-user values when kept
-        (so that the report can test models against a baseline), else ``(mean, (low, high))``."""
+        """``{"ndcg@10": cell}`` for :class:`~ignite_recsys.Report`: the per-user values with their
+        users (:class:`~ignite_recsys.PerUserValues`, so that the report tests models against a
+        baseline on the same users) when kept, else ``(mean, (low, high))``."""
         if self._per_user is not None:
-            return dict(self._per_user)
+            return {key: PerUserValues(values, self.user_ids) for key, values in self._per_user.items()}
         return {key: (self.means[key], self.intervals[key]) for key in self.means}
 
     def to_pandas(self, per_user: bool = False) -> Any:
@@ -276,7 +277,7 @@ class EvaluationResult:
         one per metric both results hold. Both need ``per_user=True``."""
 
         mine, theirs = self.per_user(), other.per_user()
-        if not _same_users(self.user_ids, other.user_ids):
+        if not same_users(self.user_ids, other.user_ids):
             raise ValueError("the two results hold different users: evaluate both on the same test table")
         if k is not None:
             key = self._key(k)
@@ -284,12 +285,6 @@ class EvaluationResult:
                 raise KeyError(f"{k!r} is not in the other result ({list(theirs)})")
             return paired_test(mine[key], theirs[key], method, **options)
         return {key: paired_test(mine[key], theirs[key], method, **options) for key in mine if key in theirs}
-
-
-def _same_users(a: Any, b: Any) -> bool:
-    a = a.cpu().numpy() if isinstance(a, torch.Tensor) else np.asarray(a)
-    b = b.cpu().numpy() if isinstance(b, torch.Tensor) else np.asarray(b)
-    return a.shape == b.shape and bool((a == b).all())
 
 
 def _interactions(value: Any, name: str, **options: Any) -> Interactions:

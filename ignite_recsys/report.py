@@ -12,7 +12,15 @@ import numpy as np
 from . import _validation as V
 from ._tdist import mean_interval
 from .metrics._engine import snake_case
-from .stats import CORRECTION_METHODS, PAIRED_TEST_METHODS, _values_of, correct_p_values, paired_test
+from .stats import (
+    CORRECTION_METHODS,
+    PAIRED_TEST_METHODS,
+    PerUserValues,
+    _user_ids_of,
+    _values_of,
+    correct_p_values,
+    paired_test,
+)
 
 __all__ = ["Report"]
 
@@ -55,12 +63,16 @@ class Report:
 
     - a summary ``(mean, (low, high))``, shown as is (no test is possible), or
     - per-user values: a metric built with ``per_user=True`` (the column's ``@k`` picks the
-      cut-off; a :class:`RankingMetrics` is read under the column name), or a 1-D tensor, array
-      or sequence. The mean is over the users without NaN and the interval is the Student-t
-      interval at ``level``, as :meth:`confidence_interval`.
+      cut-off; a :class:`RankingMetrics` is read under the column name), values with their users
+      (:class:`~ignite_recsys.PerUserValues`), or a 1-D tensor, array or sequence. The mean is
+      over the users without NaN and the interval is the Student-t interval at ``level``, as
+      :meth:`confidence_interval`.
 
     With ``baseline`` set, every other model's per-user column is compared with the baseline's by
-    :func:`paired_test` (``method``, ``a`` the model, ``b`` the baseline); the p-values of all these
+    :func:`paired_test` (``method``, ``a`` the model, ``b`` the baseline), which pairs users by id
+    where both cells have ids (metrics updated with :class:`~ignite_recsys.UserIds`, results of
+    :func:`~ignite_recsys.evaluate`, :class:`~ignite_recsys.PerUserValues`), by position where
+    neither has, and raises a ValueError naming the cell otherwise; the p-values of all these
     comparisons are adjusted together by :func:`correct_p_values` (``correction``). A cell whose
     adjusted p-value is below ``alpha`` gets ``†`` when its mean difference is positive
     (significantly higher than the baseline) and ``‡`` when negative. Higher is better unless the
@@ -141,7 +153,8 @@ class Report:
                     self._summary[model, column] = self._read_summary(model, column, cell)
                 else:
                     values = _values_of(f"results[{model!r}][{column!r}]", cell, _column_k(cell, column))
-                    per_user[model, column] = values
+                    ids = _user_ids_of(cell)  # the tests pair users by id where the cell has them
+                    per_user[model, column] = values if ids is None else PerUserValues(values, ids)
                     self._summary[model, column] = self._interval(model, column, values)
         for column in self.lower_is_better - set(self.columns):
             raise ValueError(f"lower_is_better names {column!r}, which is not a column ({self.columns})")
@@ -151,13 +164,19 @@ class Report:
             for model in self.models:
                 for column in self.columns:
                     if model != baseline and (model, column) in per_user and (baseline, column) in per_user:
-                        self.tests[model, column] = paired_test(
-                            per_user[model, column],
-                            per_user[baseline, column],
-                            self.method,
-                            level=self.level,
-                            **test_options,
-                        )
+                        try:
+                            self.tests[model, column] = paired_test(
+                                per_user[model, column],
+                                per_user[baseline, column],
+                                self.method,
+                                level=self.level,
+                                **test_options,
+                            )
+                        except ValueError as error:
+                            raise ValueError(
+                                f"results[{model!r}][{column!r}] (a) cannot be tested against the baseline "
+                                f"results[{baseline!r}][{column!r}] (b): {error}"
+                            ) from None
         adjusted = correct_p_values([test.p_value for test in self.tests.values()], self.correction)
         self.adjusted_p_values = dict(zip(self.tests, adjusted))
 
@@ -263,10 +282,15 @@ def _row_of(value: Any, level: float) -> Any:
         return value.to_report()
     if callable(getattr(type(value), "confidence_interval", None)):  # a metric that averages over users
         means, intervals = value.compute(), value.confidence_interval(level=level)
+        ids = _user_ids_of(value)  # with UserIds: each column carries them, so the tests pair by id
+
+        def cell(values):
+            return values if ids is None else PerUserValues(values, ids)
+
         if getattr(value, "keeps_per_user", False):
             per_user = value.per_user()
             if isinstance(per_user, Mapping):
-                return dict(per_user)
+                return {key: cell(values) for key, values in per_user.items()}
         if isinstance(means, Mapping):
             keys = list(means)
             means, intervals = list(means.values()), list(intervals.values())
@@ -281,6 +305,6 @@ def _row_of(value: Any, level: float) -> Any:
         if getattr(value, "keeps_per_user", False):
             rows = value.per_user()
             columns = rows.unbind(1) if rows.ndim == 2 else [rows]
-            return dict(zip(keys, columns))
+            return {key: cell(values) for key, values in zip(keys, columns)}
         return {key: (mean, tuple(interval)) for key, mean, interval in zip(keys, means, intervals)}
     return value

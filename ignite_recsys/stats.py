@@ -20,7 +20,7 @@ import torch
 from . import _validation as V
 from ._tdist import paired_t_p_value, t_quantile
 
-__all__ = ["PairedTestResult", "paired_test", "correct_p_values"]
+__all__ = ["PairedTestResult", "PerUserValues", "paired_test", "correct_p_values"]
 
 PAIRED_TEST_METHODS = ("t", "randomization")
 CORRECTION_METHODS = ("holm", "bonferroni")
@@ -48,9 +48,48 @@ class PairedTestResult:
     mean_b: float = math.nan
 
 
+@dataclass(frozen=True)
+class PerUserValues:
+    """Per-user values with the users they belong to: ``values`` (1-D, a tensor, array or
+    sequence) and ``user_ids`` (1-D, as many, any ids that compare equal for the same user), so
+    that :func:`paired_test` and :class:`~ignite_recsys.Report` pair them with another model's by
+    user rather than by position. :meth:`EvaluationResult.to_report` gives them.
+
+    >>> from ignite_recsys import PerUserValues, paired_test
+    >>> a = PerUserValues([0.5, 0.7, 0.9], user_ids=["u1", "u2", "u3"])
+    >>> b = PerUserValues([0.4, 0.5, 0.8], user_ids=["u1", "u2", "u4"])
+    >>> paired_test(a, b)
+    Traceback (most recent call last):
+    ...
+    ValueError: a and b hold different users (the user ids of their per-user values differ): ...
+    """
+
+    values: Any
+    user_ids: Any
+
+    def __post_init__(self):
+        if _length(self.values) != _length(self.user_ids):
+            raise ValueError(
+                f"PerUserValues needs one user id per value, got {_length(self.values)} values and "
+                f"{_length(self.user_ids)} user ids"
+            )
+
+
+def _length(values: Any) -> int:
+    shape = np.shape(values.cpu() if isinstance(values, torch.Tensor) else values)
+    if len(shape) != 1:
+        raise ValueError(f"PerUserValues holds 1-D values and user ids (one per user), got shape {shape}")
+    return shape[0]
+
+
 def _values_of(name: str, values: Any, k: Any) -> np.ndarray:
-    """A 1-D float64 numpy array from a tensor/array/sequence or a metric built with per_user=True."""
-    if callable(getattr(values, "per_user", None)) and not isinstance(values, (torch.Tensor, np.ndarray)):
+    """A 1-D float64 numpy array from a tensor/array/sequence, :class:`PerUserValues` or a metric
+    built with per_user=True."""
+    if isinstance(values, PerUserValues):
+        values = values.values
+    elif callable(getattr(values, "per_user", None)) and not isinstance(values, (torch.Tensor, np.ndarray)):
+        if not getattr(values, "keeps_per_user", True):
+            raise ValueError(f"{name} ({type(values).__name__}) keeps no per-user values: build it with per_user=True")
         metric = values
         values = metric.per_user()
         if isinstance(values, dict):
@@ -86,8 +125,13 @@ def _values_of(name: str, values: Any, k: Any) -> np.ndarray:
     return array
 
 
-def _user_ids_of(value: Any) -> Optional[torch.Tensor]:
-    """The user ids of a metric's per-user values, when its updates came with UserIds."""
+def _user_ids_of(value: Any) -> Any:
+    """The user ids of per-user values: those of :class:`PerUserValues`, or of a metric's
+    per-user values when its updates came with UserIds; else None."""
+    if isinstance(value, PerUserValues):
+        return value.user_ids
+    if callable(getattr(type(value), "to_report", None)):  # an EvaluationResult: its original user ids
+        return getattr(value, "user_ids", None)
     if getattr(value, "keeps_per_user", False) and callable(getattr(value, "per_user_ids", None)):
         try:
             return value.per_user_ids()
@@ -99,6 +143,32 @@ def _user_ids_of(value: Any) -> Optional[torch.Tensor]:
 def _is_metric(value: Any) -> bool:
     """Whether ``value`` is a metric that keeps per-user values."""
     return bool(getattr(value, "keeps_per_user", False)) and callable(getattr(value, "per_user_ids", None))
+
+
+def same_users(a: Any, b: Any) -> bool:
+    """Whether two 1-D sequences of user ids (tensors, arrays, lists) hold the same ids in the
+    same order."""
+    a = a.cpu().numpy() if isinstance(a, torch.Tensor) else np.asarray(a)
+    b = b.cpu().numpy() if isinstance(b, torch.Tensor) else np.asarray(b)
+    return a.shape == b.shape and bool((a == b).all())
+
+
+def _check_pairing(a: Any, b: Any) -> None:
+    """A ValueError unless the per-user values of ``a`` and ``b`` can be paired: both with user
+    ids (then the same, in the same order) or neither (then paired by position)."""
+    ids_a, ids_b = _user_ids_of(a), _user_ids_of(b)
+    if (ids_a is None) != (ids_b is None):
+        named, other = ("a", "b") if ids_a is not None else ("b", "a")
+        raise ValueError(
+            f"{named}'s per-user values come with user ids and {other}'s do not, so the users cannot be paired: "
+            "give both with their users (metrics updated with UserIds, results of evaluate(), PerUserValues), "
+            "or neither (then in the same user order)"
+        )
+    if ids_a is not None and not same_users(ids_a, ids_b):
+        raise ValueError(
+            "a and b hold different users (the user ids of their per-user values differ): evaluate both models "
+            "on the same users, in the same order"
+        )
 
 
 def paired_test(
@@ -114,13 +184,16 @@ def paired_test(
     r"""Two-sided paired test of two models' per-user values on the same users.
 
     ``a`` and ``b``: 1-D tensors, arrays or sequences of the same length, user i of one being
-    user i of the other, or two metrics built with ``per_user=True`` (their :meth:`per_user`;
-    ``k`` picks the cut-off of a metric with several, or the ``"name@k"`` key of a
-    :class:`RankingMetrics`). A user whose value is NaN in either (a user a metric does not
-    count) is dropped from both. Two metrics whose updates came with
-    :class:`~ignite_recsys.UserIds` list their users in user-id order, so they line up however
-    the users were batched or spread over processes; if their ids differ, or only one of the two
-    metrics had them, a ValueError.
+    user i of the other; per-user values with their users (:class:`PerUserValues`); or two
+    metrics built with ``per_user=True`` or results of :func:`~ignite_recsys.evaluate` with
+    ``per_user=True`` (their :meth:`per_user`; ``k`` picks the cut-off of a metric with several,
+    or the ``"name@k"`` key of a :class:`RankingMetrics` or a result). A user whose value is NaN
+    in either (a user a metric does not count) is dropped from both. Metrics whose updates came
+    with :class:`~ignite_recsys.UserIds` list their users in user-id order, so they line up
+    however the users were batched or spread over processes. Where both sides have user ids,
+    they must be the same in the same order; where only one side has them (the other a metric
+    updated without UserIds, or plain values), the users cannot be paired: a ValueError either
+    way.
 
     - ``method="t"``: the paired Student t-test on :math:`d = a - b`, as
       ``scipy.stats.ttest_rel(a, b)``: :math:`t = \bar d / (s_d / \sqrt n)` with n - 1 degrees of
@@ -145,22 +218,7 @@ def paired_test(
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, numbers.Integral)):
         raise TypeError(f"seed must be an int or None, got {seed!r} of type {type(seed).__name__}")
     first, second = _values_of("a", a, k), _values_of("b", b, k)
-    ids_a, ids_b = _user_ids_of(a), _user_ids_of(b)
-    with_ids = [
-        name for name, value, ids in (("a", a, ids_a), ("b", b, ids_b)) if _is_metric(value) and ids is not None
-    ]
-    if len(with_ids) == 1 and _is_metric(a) and _is_metric(b):
-        other = "b" if with_ids[0] == "a" else "a"
-        raise ValueError(
-            f"{with_ids[0]}'s per-user values are in user-id order (its updates came with UserIds) and {other}'s "
-            f"in update order (its updates did not), so the users cannot be paired: update both metrics with "
-            "UserIds, or neither (then in the same order)"
-        )
-    if ids_a is not None and ids_b is not None and not torch.equal(ids_a.cpu(), ids_b.cpu()):
-        raise ValueError(
-            "a and b hold different users (the user ids of their per-user values differ): evaluate both models "
-            "on the same users"
-        )
+    _check_pairing(a, b)
     if first.shape != second.shape:
         raise ValueError(f"a and b must hold the same users: got {first.shape[0]} and {second.shape[0]} values")
     kept = ~(np.isnan(first) | np.isnan(second))

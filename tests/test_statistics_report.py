@@ -194,3 +194,111 @@ def test_a_whole_row_from_a_metric_or_an_evaluation_result():
     assert [row._summary["C", c][0] for c in row.columns] == pytest.approx(plain.compute())
     intervals = [bound for c in row.columns for bound in row._summary["C", c][1:]]
     assert intervals == pytest.approx([bound for pair in plain.confidence_interval() for bound in pair])
+
+
+# --- pairing users -------------------------------------------------------------------------------
+def _ndcg_with_ids(scores, labels, ids, batch=16, **options):
+    """NDCG@5 per user, the users given in ``ids`` order, in batches of ``batch``."""
+    metric = R.NDCG([5], per_user=True, **options)
+    for start in range(0, len(ids), batch):
+        rows = slice(start, start + batch)
+        metric.update((scores[rows], labels[rows], R.UserIds(ids[rows])))
+    return metric
+
+
+def _models(users=30, seed=0):
+    rng = np.random.default_rng(seed)
+    labels = torch.tensor(rng.random((users, 12)) < 0.3).float()
+    a = torch.tensor(rng.random((users, 12))) + labels  # a model better than b
+    b = torch.tensor(rng.random((users, 12)))
+    return a, b, labels
+
+
+def _scipy_ndcg_pvalue(a, b, labels, k=5):
+    """scipy's paired t-test on per-user NDCG@k from numpy (stable descending order, linear gain)."""
+
+    def ndcg(scores):
+        order = np.argsort(-scores.numpy(), axis=1, kind="stable")[:, :k]
+        gains = np.take_along_axis(labels.numpy(), order, 1)
+        discounts = 1 / np.log2(np.arange(2, k + 2))
+        ideal = -np.sort(-labels.numpy(), axis=1)[:, :k] @ discounts
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.where(ideal > 0, gains @ discounts / ideal, np.nan)
+
+    return sps.ttest_rel(ndcg(a), ndcg(b), nan_policy="omit").pvalue
+
+
+def test_report_pairs_users_by_id_whatever_the_update_order():
+    a, b, labels = _models()
+    users = len(labels)
+    shuffled = torch.from_numpy(np.random.default_rng(1).permutation(users))
+    model = _ndcg_with_ids(a[shuffled], labels[shuffled], shuffled, batch=7)
+    baseline = _ndcg_with_ids(b, labels, torch.arange(users), batch=16)
+    expected = _scipy_ndcg_pvalue(a, b, labels)
+    for results in ({"A": {"ndcg@5": model}, "B": {"ndcg@5": baseline}}, {"A": model, "B": baseline}):
+        assert R.Report(results, baseline="B").tests["A", "ndcg@5"].p_value == pytest.approx(expected, rel=1e-9)
+
+
+def test_report_refuses_cells_whose_users_cannot_be_paired():
+    """Each of these pairs the wrong users if paired by position: the Report raises, naming the
+    cells, as paired_test does on the two metrics (which the Report did not consult)."""
+    a, b, labels = _models()
+    users = len(labels)
+    model = _ndcg_with_ids(a, labels, torch.arange(users))
+    others = _ndcg_with_ids(b, labels, torch.arange(users, 2 * users))  # as many users, other ids
+    reversed_ids = torch.arange(users).flip(0)
+    no_ids = R.NDCG([5], per_user=True)
+    no_ids.update((b[reversed_ids], labels[reversed_ids]))  # the baseline's users in reverse order
+    plain = no_ids.per_user()[:, 0]
+    for baseline, message in (
+        (others, "hold different users"),
+        (no_ids, "come with user ids and b's do not"),
+        (plain, "come with user ids and b's do not"),
+    ):
+        for results in ({"A": {"ndcg@5": model}, "B": {"ndcg@5": baseline}}, {"A": model, "B": baseline}):
+            if not isinstance(results["B"], (R.NDCG, dict)):
+                continue  # a whole row is a metric or a result
+            with pytest.raises(ValueError, match=rf"results\['A'\]\['ndcg@5'\] \(a\) .*{message}"):
+                R.Report(results, baseline="B")
+        with pytest.raises(ValueError, match=message):
+            R.paired_test(model, baseline)
+    # without the baseline no test is made: the table itself is still given
+    assert R.Report({"A": model, "B": others}).tests == {}
+
+
+def test_report_of_evaluation_results_on_different_users_is_refused():
+    table = R.Interactions(torch.arange(40).repeat_interleave(2), torch.arange(80) % 10)
+    other = R.Interactions(torch.arange(40, 80).repeat_interleave(2), torch.arange(80) % 10)
+    scores = torch.from_numpy(np.random.default_rng(2).random((80, 10)))
+    options = dict(per_user=True, progress=False)
+    a = R.evaluate(lambda users: scores[users], table, ["ndcg@5"], **options)
+    b = R.evaluate(lambda users: scores[users].flip(1), table, ["ndcg@5"], **options)
+    c = R.evaluate(lambda users: scores[users].flip(1), other, ["ndcg@5"], **options)
+    assert R.Report({"A": a, "B": b}, baseline="B").tests["A", "ndcg@5"] == a.compare(b, "ndcg@5")
+    for results in ({"A": a, "C": c}, {"A": a.to_report(), "C": c.to_report()}):
+        with pytest.raises(ValueError, match=r"results\['A'\]\['ndcg@5'\] \(a\) .*hold different users"):
+            R.Report(results, baseline="C")
+    with pytest.raises(ValueError, match="hold different users"):
+        R.paired_test(a, c, k="ndcg@5")
+    with pytest.raises(ValueError, match="come with user ids"):
+        R.paired_test(a, c.per_user()["ndcg@5"], k="ndcg@5")
+
+
+def test_per_user_values_pair_by_their_ids():
+    values = np.array([0.5, 0.7, 0.9, 0.2])
+    other = np.array([0.4, 0.5, 0.8, 0.3])
+    ids = ["u1", "u2", "u3", "u4"]
+    expected = sps.ttest_rel(values, other).pvalue
+    assert R.paired_test(R.PerUserValues(values, ids), R.PerUserValues(other, ids)).p_value == pytest.approx(expected)
+    with pytest.raises(ValueError, match="different users"):  # the same users in another order
+        R.paired_test(R.PerUserValues(values, ids), R.PerUserValues(other[::-1], ids[::-1]))
+    with pytest.raises(ValueError, match="one user id per value"):
+        R.PerUserValues(values, ids[:3])
+    with pytest.raises(ValueError, match="1-D"):
+        R.PerUserValues(values.reshape(2, 2), [[1, 2], [3, 4]])
+
+
+def test_paired_test_of_a_metric_without_per_user_values_names_it():
+    metric = R.NDCG([5])
+    with pytest.raises(ValueError, match=r"a \(NDCG\) keeps no per-user values: build it with per_user=True"):
+        R.paired_test(metric, [0.1, 0.2])

@@ -159,7 +159,7 @@ def test_paired_test_refuses_metrics_with_user_ids_on_one_side_only():
     with_ids = _ranked_metric(scores[shuffled], y[shuffled], shuffled)
     without = _ranked_metric(scores, y)
     for a, b, first in ((with_ids, without, "a"), (without, with_ids, "b")):
-        with pytest.raises(ValueError, match=rf"{first}'s per-user values are in user-id order .* UserIds, or neither"):
+        with pytest.raises(ValueError, match=rf"{first}'s per-user values come with user ids and .* or neither"):
             R.paired_test(a, b)
     # both with user ids: paired by id, the same scores on both sides differ by exactly 0
     result = R.paired_test(with_ids, _ranked_metric(scores, y, torch.arange(48)))
