@@ -338,3 +338,41 @@ def test_split_users_with_a_bad_score_in_another_chunk_name_its_line(tmp_path, m
     result = _evaluate(tmp_path / "r", tmp_path / "q")
     _assert_means(result, _trec_eval_means(qrels, run))
     assert result.info["run_grouped_in_memory"] is True
+
+
+# --- item: a table's ids read as numbers only if every chunk's are ---------------------------------
+@pytest.mark.parametrize("form", ["csv", "parquet"])
+def test_a_tables_id_kind_comes_from_every_chunk_and_equals_trec_eval(tmp_path, monkeypatch, form):
+    """The first chunks of the test table hold integer ids written the one way; a later one holds
+    007 and 0042, which are other ids than 7 and 42 (text ids, as trec_eval reads them). Read in
+    many chunks, the table gives pytrec_eval's values on the same rows, and the run's 7 does not
+    hit the test's 007."""
+    from ignite_recsys.data import files
+
+    monkeypatch.setattr(files, "CHUNK_BYTES", 200)  # a few lines per chunk
+    monkeypatch.setattr(files, "CHUNK_ROWS", 16)  # a few rows per batch
+    rng = np.random.default_rng(8)
+    rows = [
+        (str(user), str(item), int(rng.integers(1, 3))) for user in range(1, 40) for item in rng.choice(60, 4, False)
+    ]
+    rows += [("5", "007", 2), ("0042", "9", 1), ("42", "7", 1)]  # after the integer-looking chunks
+    users, items, grades = (list(column) for column in zip(*rows))
+    if form == "csv":
+        (tmp_path / "test.csv").write_text("user,item,rel\n" + "".join(f"{u},{i},{g}\n" for u, i, g in rows))
+        test = tmp_path / "test.csv"
+    else:
+        pq.write_table(pa.table({"user": users, "item": items, "rel": grades}), tmp_path / "test.parquet")
+        test = tmp_path / "test.parquet"
+    run_lines = ["5 Q0 7 1 9.0 t", "5 Q0 007 2 8.0 t", "0042 Q0 9 1 1.0 t", "42 Q0 9 1 2.0 t", "42 Q0 7 2 1.0 t"]
+    run_lines += [f"{u} Q0 {rng.integers(60)} 0 {rng.random():.6f} t" for u in range(1, 40)]
+    (tmp_path / "r").write_text("\n".join(dict.fromkeys(run_lines)) + "\n")
+    qrels: dict = {}
+    for user, item, grade in rows:
+        qrels.setdefault(user, {})[item] = grade
+    with open(tmp_path / "r") as handle:
+        run = pytrec_eval.parse_run(handle)
+    read = files.read_interactions(test)  # the table's own ids, as written
+    assert read.item_map.kind == "str" and read.user_map.kind == "str"
+    assert {"007", "7", "9"} <= set(read.item_map.ids.tolist())
+    assert {"0042", "42", "5"} <= set(read.user_map.ids.tolist())
+    _assert_means(_evaluate(tmp_path / "r", test), _trec_eval_means(qrels, run))

@@ -484,16 +484,19 @@ def read_interactions(
         if given is not None and given.kind is not None:
             kinds[role] = given.kind
     ids = [chosen["user"], chosen["item"]]
+    read: dict = {"user": [], "item": []}  # (first line, id column) of each chunk, as read
     for first, columns in table_chunks(path, kind, [chosen[role] for role in roles], ids=ids):
-        for role in roles:
-            array = columns[chosen[role]]
-            if role == "value":
-                array = numbers_of(path, array, first, chosen[role], "value", unit=unit)
-            else:
-                array = ids_of(path, array, first, chosen[role], kinds.setdefault(role, id_kind_of(array)), unit)
-            parts[role].append(array)
-    if not parts["user"]:
+        for role in read:
+            read[role].append((first, columns[chosen[role]]))
+        if "value" in chosen:
+            grades = columns[chosen["value"]]
+            parts["value"].append(numbers_of(path, grades, first, chosen["value"], "value", unit=unit))
+    if not read["user"]:
         raise FileFormatError(path, None, None, "holds no rows")
+    for role, chunks in read.items():  # the ids' kind from every chunk: 7 and 007 in two chunks are two ids
+        if role not in kinds:
+            kinds[role] = "int" if all(id_kind_of(array) == "int" for _, array in chunks) else "str"
+        parts[role] = [ids_of(path, array, first, chosen[role], kinds[role], unit) for first, array in chunks]
     users = pa.concat_arrays(parts["user"])
     items = pa.concat_arrays(parts["item"])
     values = np.concatenate(parts["value"]) if "value" in parts else None
