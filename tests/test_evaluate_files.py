@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 import sys
+import warnings
 
 import numpy as np
 import pytest
@@ -753,3 +754,26 @@ def test_text_run_ids_that_are_not_integers_match_nothing_in_an_integer_table(tm
         for user in qrels:
             assert ours[user] == pytest.approx(reference[user][measure], abs=1e-12), (key, user)
     assert result.info["run_rows_not_in_test"] == 1
+
+
+def test_a_grade_column_of_another_name_is_named_in_a_warning(tmp_path):
+    """BEIR's qrels name their grades "score": without value= the rows are all relevant (grade 1),
+    which an InputWarning says, naming the column; with value="score", pytrec_eval's values."""
+    pytrec_eval = pytest.importorskip("pytrec_eval")
+    (tmp_path / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\tdA\t2\nq1\tdB\t0\nq1\tdC\t1\nq2\tdA\t1\n")
+    (tmp_path / "run").write_text("q1 Q0 dB 1 3.0 t\nq1 Q0 dC 2 2.0 t\nq1 Q0 dA 3 1.0 t\nq2 Q0 dA 1 1.0 t\n")
+    columns = dict(user="query-id", item="corpus-id")
+    with pytest.warns(R.InputWarning, match=r"the columns \['score'\] are not read.*value='score'"):
+        read_interactions(tmp_path / "test.tsv", **columns)
+    table = read_interactions(tmp_path / "test.tsv", value="score", **columns)
+    result = R.evaluate(tmp_path / "run", table, ["ndcg@10", "P@1"], progress=False, **TREC_EVAL)
+    qrels = {"q1": {"dA": 2, "dB": 0, "dC": 1}, "q2": {"dA": 1}}
+    run = {"q1": {"dB": 3.0, "dC": 2.0, "dA": 1.0}, "q2": {"dA": 1.0}}
+    expected = pytrec_eval.RelevanceEvaluator(qrels, {"ndcg_cut.10", "P.1"}).evaluate(run)
+    assert result["ndcg@10"] == pytest.approx(np.mean([expected[q]["ndcg_cut_10"] for q in qrels]), abs=1e-12)
+    assert result["P@1"] == pytest.approx(np.mean([expected[q]["P_1"] for q in qrels]), abs=1e-12)
+    # a grade column read and others beside it (a timestamp): nothing to say
+    (tmp_path / "ratings.csv").write_text("user,item,rating,timestamp\n1,2,4,100\n1,3,5,200\n")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert read_interactions(tmp_path / "ratings.csv").has_values

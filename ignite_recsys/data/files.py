@@ -17,10 +17,12 @@ from __future__ import annotations
 
 import os
 import re
+import warnings
 from typing import Any, Iterator, Optional, Sequence
 
 import numpy as np
 
+from .._core.input_checks import InputWarning
 from ._arrow import arrow_of, numpy_of
 from ._optional import require
 from .interactions import DuplicateInteractionError, IdMap, Interactions, column
@@ -463,7 +465,10 @@ def read_interactions(
     :func:`read_trec_qrels`), or a parquet or CSV/TSV table (header line) whose ``user`` and
     ``item`` columns hold the ids and ``value`` (optional) the grades. Without names, the usual
     ones are looked for: ``user``/``user_id``/``qid``..., ``item``/``item_id``/``docid``...,
-    and (values, when present) ``value``/``rating``/``relevance``/``rel``/``grade``/``label``."""
+    and (values, when present) ``value``/``rating``/``relevance``/``rel``/``grade``/``label``.
+    Without a grade column every row is a relevant interaction of grade 1; where the table has
+    other columns, none of them read, an :class:`~ignite_recsys.InputWarning` names them (a
+    grade column of another name, such as BEIR's ``score``, needs ``value=``)."""
     kind = file_format(path, format)
     if kind == "trec":
         return read_trec_qrels(path, user_map=user_map, item_map=item_map, duplicates=duplicates, num_items=num_items)
@@ -475,6 +480,15 @@ def read_interactions(
         path, kind, {"user": (user, USER_COLUMNS), "item": (item, ITEM_COLUMNS), "value": (value, ())}, "the table"
     )
     roles = ["user", "item"] + (["value"] if "value" in chosen else [])
+    unread = [name for name in names if name not in chosen.values()]
+    if "value" not in chosen and unread:  # a grade column of another name would be read as grade 1 for every row
+        warnings.warn(
+            f"{os.fspath(path)}: the columns {unread} are not read, and no grade column: every row counts as a "
+            f"relevant interaction of grade 1 (value={unread[0]!r} reads grades from a column; the usual names of "
+            f"one are {list(VALUE_COLUMNS)})",
+            InputWarning,
+            stacklevel=2,
+        )
     parts: dict = {role: [] for role in roles}
     unit = "row" if kind == "parquet" else "line"
     kinds: dict = {}
