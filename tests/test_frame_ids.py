@@ -97,3 +97,30 @@ def test_unsigned_ids_past_int64_are_refused_naming_the_column():
     frame = {"user": np.array([1, 2], dtype=np.uint64), "item": np.array([2**63 + 1, 5], dtype=np.uint64)}
     with pytest.raises(ValueError, match="items: id 9223372036854775809 at row 0 does not fit in int64"):
         Interactions.from_frame(frame)
+
+
+@pytest.mark.parametrize("form", ["frame", "parquet"])
+@pytest.mark.parametrize("role", ["user", "item"])
+def test_float_run_ids_are_refused_against_any_test_table(tmp_path, form, role):
+    """A float id column (pandas after a merge with missing values): as text 123456789012.0 reads
+    1.23456789012e+11, which matches no qrels id, so the run would score 0 without a word. It is
+    refused, naming the column and row, against text-id qrels as against an integer-id table;
+    the same run with integer ids gives pytrec_eval's value."""
+    pytrec_eval = pytest.importorskip("pytrec_eval")
+    pytest.importorskip("pyarrow.parquet")  # to_parquet
+    (tmp_path / "qrels").write_text("1 0 123456789012 1\n2 0 7 1\n")
+    ids = {"user": [1, 1, 2], "item": [123456789012, 5, 7]}
+    run = pd.DataFrame({**ids, "score": [2.0, 1.0, 1.0]})
+    floats = run.astype({role: float})
+    if form == "parquet":
+        floats.to_parquet(tmp_path / "run.parquet")
+        floats = tmp_path / "run.parquet"
+    tables = (tmp_path / "qrels", Interactions.from_frame(pd.DataFrame({"user": [1, 2], "item": [123456789012, 7]})))
+    for test in tables:
+        with pytest.raises(ValueError, match=rf"column {role}: ids must be integers or strings, got double"):
+            R.evaluate(floats, test, ["recall@10"], progress=False)
+    run_dict = {"1": {"123456789012": 2.0, "5": 1.0}, "2": {"7": 1.0}}
+    qrels = {"1": {"123456789012": 1}, "2": {"7": 1}}
+    expected = pytrec_eval.RelevanceEvaluator(qrels, {"recall_10"}).evaluate(run_dict)
+    result = R.evaluate(run, tmp_path / "qrels", ["recall@10"], progress=False)
+    assert result["recall@10"] == pytest.approx(np.mean([v["recall_10"] for v in expected.values()]))

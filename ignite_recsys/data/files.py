@@ -555,16 +555,16 @@ def ids_of(path: Any, array: Any, first: int, name: Any, kind: str, unit: str = 
     """An id column as int64 ids (each >= 0) for ``kind="int"``, as text for ``"str"``; a
     FileFormatError naming the line and column of a bad id."""
     pa = require("pyarrow", "reading files")
-    if kind == "str":
-        return array if _is_text(array) else array.cast(pa.string())
     base = array.type.value_type if pa.types.is_dictionary(array.type) else array.type
-    if pa.types.is_floating(base):
-        values = numpy_of(array)
+    if pa.types.is_floating(base):  # refused as text ids too: 123456789012.0 would read 1.23456789012e+11
+        values = numpy_of(array.dictionary_decode() if pa.types.is_dictionary(array.type) else array)
         bad = np.flatnonzero(values != np.round(values))
         row = int(bad[0]) if len(bad) else 0
-        raise FileFormatError(
-            path, first + row, name, f"ids must be integers or strings, got {array.type} (e.g. {values[row]!r})", unit
-        )
+        example = float(values[row]) if len(values) else None
+        message = f"ids must be integers or strings, got {array.type} (e.g. {example!r})"
+        raise FileFormatError(path, first + row, name, message, unit)
+    if kind == "str":
+        return array if _is_text(array) else array.cast(pa.string())
     if _is_text(array):
         values = parse_numbers(path, array, first, name, "id", integer=True, unit=unit)
     elif pa.types.is_integer(base):

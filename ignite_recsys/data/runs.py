@@ -317,10 +317,14 @@ class RunStream:
         """Each distinct user's position in test.users, -1 when the test table does not hold it;
         ``entries``: each run of one user's entry in ``dictionary``, ``lines``: its first line."""
         test = self.test
-        if test.user_map is not None and (test.user_map.kind != "int" or _is_text(dictionary)):
+        if (
+            test.user_map is not None
+            and (test.user_map.kind != "int" or _is_text(dictionary))
+            and not _is_float(dictionary)
+        ):
             # a text id that does not read as an integer is a user the integer map does not hold
             codes = _codes_in(test.user_map, dictionary, "run users")
-        else:  # integer ids without a map: a text id that does not read as one is an error naming its line
+        else:  # integer ids without a map (or float ids, refused): a bad id is an error naming its line
             codes = self._int_ids(dictionary, entries, lines, "user")
             if test.user_map is not None:
                 codes = test.user_map.encode(codes, name="run users")
@@ -352,7 +356,8 @@ class RunStream:
         pa = require("pyarrow", "reading a run")
         pc = require("pyarrow.compute", "reading a run")
         test = self.test
-        if test.item_map is None or (test.item_map.kind == "int" and not _is_text(items)):
+        # float ids are refused there, naming the line, whatever the map (as text 123456789012.0 is 1.23456789012e+11)
+        if test.item_map is None or (test.item_map.kind == "int" and not _is_text(items)) or _is_float(items):
             try:
                 ids = numpy_of(
                     ids_of(self.chunks.source, items, 0, self.chunks.labels["item"], "int", self.chunks.unit)
@@ -385,6 +390,12 @@ class RunStream:
         unknown = codes < 0
         codes[unknown] = self.unknown_base + np.arange(int(unknown.sum()), dtype=np.int64)
         return codes[numpy_of(encoded.indices)], None
+
+
+def _is_float(ids: Any) -> bool:
+    """Whether a run's id column holds floats (refused: their text is not the id a user wrote)."""
+    pa = require("pyarrow", "reading a run")
+    return pa.types.is_floating(ids.type.value_type if pa.types.is_dictionary(ids.type) else ids.type)
 
 
 def _codes_in(id_map: Any, ids: Any, name: str, among: Optional[np.ndarray] = None) -> np.ndarray:
