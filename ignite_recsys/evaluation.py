@@ -338,8 +338,10 @@ def evaluate(
             - a run: a TREC run file or a parquet/CSV run table (a path), or an in-memory table
               (pandas or polars DataFrame, pyarrow Table, dict of columns) of (user, item, score)
               rows: each user's rows ranked by score, descending, equal scores by ``run_ties``;
-            - ``(users, ranked)``: a 1-D tensor of user ids and a ``(users, K)`` tensor of their
-              ranked item ids, best first, ``-1`` padded.
+            - ``(users, ranked)``: a 1-D tensor of user ids (the test table's ids) and a
+              ``(users, K)`` tensor of their ranked items as dense item ids (the test table's
+              numbering), best first, ``-1`` padded; a test table that numbered integer item ids
+              of its own is refused (ValueError: ``map_ids=False`` keeps them, or pass a run).
         test: the test interactions, an :class:`~ignite_recsys.Interactions` or a file path (a
             TREC qrels file, a parquet/CSV table: see :func:`~ignite_recsys.data.read_interactions`).
             Its users are the users evaluated; its values are the grades.
@@ -534,18 +536,29 @@ def _reads_whole_list(name: str) -> bool:
     return needs.full_ranking or needs.relevant_candidates
 
 
-def _check_model_ids(test: Interactions) -> None:
-    """A model callable is called with dense user ids and its score columns are dense item ids:
-    refuse a table that numbered integer ids of its own (a model indexes the originals)."""
+_MODEL_IDS = (
+    "a model callable is called with dense user ids and its score columns are read as dense item ids: build the "
+    "test table with map_ids=False to keep the ids the model knows, or give it the user_map= / item_map= IdMaps "
+    "the model numbers its users and items by"
+)
+_RANKED_IDS = (
+    "the items of ranked lists are read as dense item ids: build the test table with map_ids=False to keep the "
+    "ids of the lists, give it the item_map= IdMap they are numbered by, or pass the lists as a run table of "
+    "(user, item, score) rows, whose ids are mapped"
+)
+
+
+def _check_model_ids(test: Interactions, roles: tuple = ("user", "item"), why: str = _MODEL_IDS) -> None:
+    """Refuse a table that numbered integer ids of its own for ``roles`` where they are read as
+    dense ids: a model callable's users and score columns, the items of ranked lists (``why``
+    says so)."""
     for role, id_map in (("user", test.user_map), ("item", test.item_map)):
-        if id_map is None or not id_map.derived or id_map.kind != "int":
+        if role not in roles or id_map is None or not id_map.derived or id_map.kind != "int":
             continue
         if not np.array_equal(id_map.ids, np.arange(len(id_map))):
             raise ValueError(
                 f"test maps its integer {role} ids to dense ids 0..{len(id_map) - 1} (ids {id_map.ids[0]} .. "
-                f"{id_map.ids[-1]}), but a model callable is called with dense user ids and its score columns are "
-                f"read as dense item ids: build the test table with map_ids=False to keep the ids the model "
-                f"knows, or give it the user_map= / item_map= IdMaps the model numbers its users and items by"
+                f"{id_map.ids[-1]}), but {why}"
             )
 
 
@@ -628,6 +641,7 @@ def _from_ranked(given: tuple, feed: _Feed, catalog: Optional[int] = None) -> No
             f"items (ids 0 to {catalog - 1}): pass the catalog's size as num_items, or drop the ids past it"
         )
     test = feed.test
+    _check_model_ids(test, ("item",), _RANKED_IDS)  # their users are original ids, their items dense ids
     dense = test.user_ids(users) if test.user_map is not None else torch.as_tensor(np.asarray(users), dtype=torch.int64)
     if dense.ndim != 1 or len(dense) != len(ranked):
         raise ValueError(

@@ -124,3 +124,23 @@ def test_float_run_ids_are_refused_against_any_test_table(tmp_path, form, role):
     expected = pytrec_eval.RelevanceEvaluator(qrels, {"recall_10"}).evaluate(run_dict)
     result = R.evaluate(run, tmp_path / "qrels", ["recall@10"], progress=False)
     assert result["recall@10"] == pytest.approx(np.mean([v["recall_10"] for v in expected.values()]))
+
+
+def test_ranked_lists_against_a_table_that_mapped_its_item_ids_are_refused():
+    """Ranked lists' items are dense ids: against a table that numbered its integer items
+    5000, 5007, 7093 as 0, 1, 2, a list of the original ids would be read as other items (a
+    perfect list scored 0). Refused, naming the ids; with map_ids=False the original ids are the
+    dense ids, and the lists give pytrec_eval's values."""
+    pytrec_eval = pytest.importorskip("pytrec_eval")
+    logs = pd.DataFrame({"user": [31, 31, 78], "item": [5000, 5007, 7093]})
+    ranked = torch.tensor([[5007, 4, 5000], [7093, -1, -1]])
+    users = torch.tensor([31, 78])
+    with pytest.raises(ValueError, match=r"integer item ids to dense ids 0..2 \(ids 5000 .. 7093\).*ranked lists"):
+        R.evaluate((users, ranked), Interactions.from_frame(logs), ["recall@2"], progress=False)
+    kept = Interactions.from_frame(logs, map_ids=False)
+    result = R.evaluate((users, ranked), kept, ["recall@2", "mrr@3"], progress=False)
+    run = {"31": {"5007": 3.0, "4": 2.0, "5000": 1.0}, "78": {"7093": 3.0}}
+    qrels = {"31": {"5000": 1, "5007": 1}, "78": {"7093": 1}}
+    expected = pytrec_eval.RelevanceEvaluator(qrels, {"recall_2", "recip_rank"}).evaluate(run)
+    assert result["recall@2"] == pytest.approx(np.mean([v["recall_2"] for v in expected.values()]))
+    assert result["mrr@3"] == pytest.approx(np.mean([v["recip_rank"] for v in expected.values()]))
