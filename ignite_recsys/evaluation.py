@@ -421,7 +421,8 @@ def evaluate(
             from .sampled import evaluate_sampled
 
             arguments = (scores, test, requested, sampled, exclude, catalog, batch_size, device, per_user, level)
-            return EvaluationResult(*evaluate_sampled(*arguments, (run_ties, run_columns, run_format), conventions))
+            run_options = (run_ties, run_columns, run_format, score_precision)
+            return EvaluationResult(*evaluate_sampled(*arguments, run_options, conventions))
         names = [metric.name for metric in requested]
         cutoffs = sorted({metric.k for metric in requested if metric.k is not None}) or [1]
         # the metrics learn the catalog, except for a run of named items, whose items the test

@@ -32,14 +32,22 @@ def sampled_options(sampled: Any) -> dict:
     return options
 
 
-def run_scores(run: Any, test: Any, catalog: int, ties: str, columns: Any, format: Any) -> Callable:
+def run_scores(
+    run: Any, test: Any, catalog: int, ties: str, columns: Any, format: Any, score_precision: str = "float64"
+) -> Callable:
     """A run (a file or a table) as a model's scores: ``users -> (batch, catalog)`` float64, each
-    listed item scored minus its position in the user's list (``ties`` orders equal scores), every
-    item the run does not list for the user ``-inf`` (below the listed ones, tied together)."""
-    from .data.runs import RunStream, run_chunks
+    listed item scored minus its position in the user's list (``ties`` orders equal scores, at
+    ``score_precision``), every item the run does not list for the user ``-inf`` (below the listed
+    ones, tied together). The run is read whole: a user's rows need not be contiguous."""
+    from .data.runs import RunStream, SplitUserError, grouped_chunks, run_chunks
 
-    chunks = run_chunks(run, columns, format)
-    parts = list(RunStream(chunks, test, ties=ties, unknown_base=catalog))
+    def lists(chunks):
+        return list(RunStream(chunks, test, ties=ties, unknown_base=catalog, score_precision=score_precision))
+
+    try:
+        parts = lists(run_chunks(run, columns, format))
+    except SplitUserError:  # a user's rows apart: each user's rows grouped, as evaluate() does
+        parts = lists(grouped_chunks(run_chunks(run, columns, format)))
     if parts:
         positions, items, lengths = (np.concatenate([part[j] for part in parts]) for j in range(3))
     else:
@@ -78,7 +86,7 @@ def evaluate_sampled(
     """The sampled path of :func:`~ignite_recsys.evaluate` (its arguments, already checked): the
     arguments of its EvaluationResult (means, intervals, level, per-item values, their user ids,
     info). A run is read whole and scored by :func:`run_scores` (``run_options``: ties, columns,
-    format)."""
+    format, score precision)."""
     import ignite.distributed as idist
     from ignite.exceptions import NotComputableError
 

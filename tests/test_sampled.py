@@ -452,6 +452,33 @@ def test_evaluate_sampled_reads_a_run_as_scores(tmp_path):
     assert set(printed["means"]) == {f"ndcg@10/{e}" for e in E.ESTIMATORS}
 
 
+def test_a_sampled_run_groups_split_users_and_reads_scores_at_the_precision_asked(tmp_path):
+    """The sampled path reads a run as evaluate() does: a user's rows apart are grouped (the same
+    values as the grouped file), and score_precision="float32" ties the scores equal in float32
+    (the same values as the file with its scores written in float32)."""
+    from ignite_recsys import evaluate
+
+    num_users, num_items = 20, 60
+    scores, test, _ = _dense_run(num_users, num_items, seed=6, step=7)
+    scores[:, 0::2] = scores[:, 1::2] + 1e-12  # pairs equal in float32 (then the higher docid first), not in float64
+    qrels = tmp_path / "qrels"
+    qrels.write_text("".join(f"{u} 0 {i} 1\n" for u, i in zip(test.users.tolist(), _first_items(test))))
+    rows = [(u, i, scores[u, i].item()) for u in range(num_users) for i in range(num_items)]
+
+    def written(name, rows, float32=False):
+        text = "".join(f"{u} Q0 {i} 0 {float(np.float32(s)) if float32 else s!r} m\n" for u, i, s in rows)
+        (tmp_path / name).write_text(text)
+        return str(tmp_path / name)
+
+    options = dict(sampled={"num_negatives": 59, "seed": 3}, progress=False, per_user=True)  # each pair meets
+    grouped = evaluate(written("grouped", rows), str(qrels), ["ndcg@10"], **options)
+    split = evaluate(written("split", rows[0::2] + rows[1::2]), str(qrels), ["ndcg@10"], **options)
+    assert split.means == grouped.means
+    rounded = evaluate(written("rounded", rows, float32=True), str(qrels), ["ndcg@10"], **options)
+    float32 = evaluate(written("full", rows), str(qrels), ["ndcg@10"], score_precision="float32", **options)
+    assert float32.means == rounded.means != grouped.means
+
+
 def _dense_run(num_users, num_items, seed, step):
     """(scores, test, run): random float64 scores of every item, one test item per user (user *
     step modulo the catalog), and the scores as a run's columns."""
