@@ -608,3 +608,19 @@ def test_a_sampled_run_draws_its_negatives_in_batches_of_2048_users():
     default = ndcg()
     assert default == ndcg(batch_size=2048)
     assert default != ndcg(batch_size=1024)  # (other batches, other draws)
+
+
+def test_an_estimate_without_solution_is_refused_naming_it(tmp_path):
+    """Two items in the catalog and more negatives than candidates: Krichene and Rendle's system
+    is singular. The error names the estimator and what to do (torch's solver error said
+    neither); the naive estimate is still the hit rate of a one-item ranking (1.0 here: each
+    user's test item scores above the only other item)."""
+    from ignite_recsys import evaluate
+
+    (tmp_path / "q").write_text("q1 0 d1 1\nq2 0 d2 1\n")
+    (tmp_path / "r").write_text("q1 Q0 d1 1 3 t\nq1 Q0 d2 2 2 t\nq2 Q0 d2 1 3 t\nq2 Q0 d1 2 2 t\n")
+    with pytest.raises(ValueError, match=r"'kr_bv' estimate has no solution for num_negatives=5 drawn among 2"):
+        evaluate(str(tmp_path / "r"), str(tmp_path / "q"), ["hit_rate@1"], sampled={"num_negatives": 5}, progress=False)
+    options = {"num_negatives": 5, "estimators": ["naive"]}
+    result = evaluate(str(tmp_path / "r"), str(tmp_path / "q"), ["hit_rate@1"], sampled=options, progress=False)
+    assert result.means == {"hit_rate@1/naive": 1.0}

@@ -428,9 +428,17 @@ class SampledMetrics(StatefulMetric):
             elif estimator == "rescaled":
                 table = E.rescaled_tables(pairs, num_candidates, n)
             else:
-                table = E.krichene_rendle_tables(
-                    pairs, num_candidates, n, 0.0 if estimator == "kr_bias" else self.gamma
-                )
+                try:
+                    table = E.krichene_rendle_tables(
+                        pairs, num_candidates, n, 0.0 if estimator == "kr_bias" else self.gamma
+                    )
+                except torch.linalg.LinAlgError:
+                    raise ValueError(
+                        f"the {estimator!r} estimate has no solution for num_negatives={n} drawn among "
+                        f"{num_candidates} candidates per test item (its linear system is singular): draw fewer "
+                        "negatives than the candidates, or ask for other estimators (e.g. estimators=['naive', "
+                        "'rescaled'])"
+                    ) from None
             self._tables[key] = table
         return self._tables[key]
 
