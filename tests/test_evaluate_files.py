@@ -489,6 +489,10 @@ def test_users_split_across_chunks_are_grouped(tmp_path, monkeypatch):
         ("q1 0 d1 1\nq1 0 d2\n", 2, None, "expected 4 fields"),
         ("q1 0 d1 1\nq1 0 d2 high\n", 2, 4, "rel must be an integer, got 'high'"),
         ("q1 0 d1 1\nq1 0 d2 1.5\n", 2, 4, "rel must be an integer, got '1.5'"),
+        # values Python's int() reads (the row is found where Arrow stops reading, not where int() does)
+        ("q1 0 d1 1\nq1 0 d2 1\nq1 0 d3 1\nq1 0 d4 +1\n", 4, 4, r"rel must be an integer, got '\+1'"),
+        ("q1 0 d1 1\nq1 0 d2 1_0\n", 2, 4, "rel must be an integer, got '1_0'"),
+        ("q1 0 d1 1\nq1 0 d2 2\nq1 0 d3 99999999999999999999\n", 3, 4, "rel must be an integer within int64"),
         ("q1 0 d1 1\nq2 0 d2 1\nq1 0 d1 2\n", 3, 3, r"judged more than once, at lines \[1, 3\]"),
     ],
 )

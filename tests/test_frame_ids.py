@@ -144,3 +144,17 @@ def test_ranked_lists_against_a_table_that_mapped_its_item_ids_are_refused():
     expected = pytrec_eval.RelevanceEvaluator(qrels, {"recall_2", "recip_rank"}).evaluate(run)
     assert result["recall@2"] == pytest.approx(np.mean([v["recall_2"] for v in expected.values()]))
     assert result["mrr@3"] == pytest.approx(np.mean([v["recip_rank"] for v in expected.values()]))
+
+
+def test_a_run_id_past_int64_is_an_item_an_integer_test_table_does_not_hold(tmp_path):
+    """A 20-digit docid against a table of integer ids: no id of that table, so an irrelevant item
+    (as trec_eval compares the text), where Arrow's cast to int64 failed with its own error."""
+    pytrec_eval = pytest.importorskip("pytrec_eval")
+    (tmp_path / "test.csv").write_text("user,item,rel\n7,1,1\n7,3,1\n8,3,1\n")
+    (tmp_path / "run").write_text("7 Q0 99999999999999999999 1 3 t\n7 Q0 1 2 2 t\n8 Q0 9223372036854775807 1 1 t\n")
+    result = R.evaluate(tmp_path / "run", tmp_path / "test.csv", ["mrr@10", "recall@10"], progress=False)
+    qrels = {"7": {"1": 1, "3": 1}, "8": {"3": 1}}
+    run = {"7": {"99999999999999999999": 3.0, "1": 2.0}, "8": {"9223372036854775807": 1.0}}
+    expected = pytrec_eval.RelevanceEvaluator(qrels, {"recip_rank", "recall_10"}).evaluate(run)
+    assert result["mrr@10"] == pytest.approx(np.mean([v["recip_rank"] for v in expected.values()]))
+    assert result["recall@10"] == pytest.approx(np.mean([v["recall_10"] for v in expected.values()]))

@@ -295,16 +295,21 @@ def parse_numbers(
         values = numpy_of(array.cast(pa.int64() if integer else pa.float64()))
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
         values = None
-    if values is None:  # find the first value that is not a number (only on this error path)
-        for row, text in enumerate(array.to_pylist()):
+    if values is None:  # the first value Arrow does not read (only on this error path): a binary search
+        low, high = 0, len(array) - 1  # the prefix up to ``high`` fails, the one before ``low`` reads
+        while low < high:
+            middle = (low + high) // 2
             try:
-                int(text) if integer else float(text)
-            except (TypeError, ValueError):
-                kind = "an integer" if integer else "a number"
-                raise FileFormatError(
-                    path, first_line + row, column, f"{what} must be {kind}, got {text!r}", unit
-                ) from None
-        raise FileFormatError(path, first_line, column, f"{what} cannot be read as numbers", unit)
+                array.slice(0, middle + 1).cast(pa.int64() if integer else pa.float64())
+                low = middle + 1
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+                high = middle
+        text = array[low].as_py()
+        kind = "a number"
+        if integer:  # digits past int64's range, or another form (a '+', spaces, a point)
+            digits = isinstance(text, str) and re.fullmatch("-?[0-9]+", text) is not None
+            kind = "an integer within int64" if digits else "an integer"
+        raise FileFormatError(path, first_line + low, column, f"{what} must be {kind}, got {text!r}", unit)
     if not integer and np.isnan(values).any():
         row = int(np.argmax(np.isnan(values)))
         raise FileFormatError(path, first_line + row, column, f"{what} must not be NaN", unit)

@@ -420,6 +420,9 @@ def _as_kind(dictionary: Any, kind: Optional[str]) -> tuple:
         return dictionary.cast(pa.string()), None
     if kind == "int" and is_text:
         integer = numpy_of(pc.match_substring_regex(dictionary, CANONICAL_INTEGER))
+        long = np.flatnonzero(integer & (numpy_of(pc.utf8_length(dictionary)) > 18))
+        for entry in long:  # past int64 (20 digits): an id no integer map holds
+            integer[entry] = -(2**63) <= int(dictionary[int(entry)].as_py()) < 2**63
         ids = np.zeros(len(dictionary), dtype=np.int64)
         ids[integer] = numpy_of(kept(dictionary, integer).cast(pa.int64()))
         return arrow_of(ids), integer
