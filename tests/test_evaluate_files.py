@@ -781,3 +781,19 @@ def test_a_grade_column_of_another_name_is_named_in_a_warning(tmp_path):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert read_interactions(tmp_path / "ratings.csv").has_values
+
+
+def test_a_trec_exclusion_file_against_integer_ids_is_refused_naming_the_file(tmp_path):
+    """A TREC file's ids are text; a CSV test table of integer ids numbers integers. The exclusion
+    file is refused with its path and the way out (a table), where an IdMap TypeError named no
+    file; as a CSV table the same exclusion gives the values of the run without its rows."""
+    (tmp_path / "test.csv").write_text("user,item,rel\n7,1,1\n8,3,1\n")
+    (tmp_path / "run").write_text("7 Q0 2 1 3 t\n7 Q0 1 2 2 t\n8 Q0 3 1 1 t\n")
+    (tmp_path / "exclude.qrels").write_text("7 0 2 1\n")
+    quiet = dict(progress=False)
+    with pytest.raises(FileFormatError, match=r"exclude.qrels: a TREC file's ids are text.*CSV or parquet table"):
+        R.evaluate(tmp_path / "run", tmp_path / "test.csv", ["mrr@10"], exclude=tmp_path / "exclude.qrels", **quiet)
+    (tmp_path / "exclude.csv").write_text("user,item\n7,2\n")
+    run, test = tmp_path / "run", tmp_path / "test.csv"
+    excluded = R.evaluate(run, test, ["mrr@10"], exclude=tmp_path / "exclude.csv", **quiet)
+    assert excluded["mrr@10"] == 1.0  # user 7's relevant item first once item 2 is out; user 8's first

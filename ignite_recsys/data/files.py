@@ -343,6 +343,15 @@ def read_trec_qrels(
         )
     users_column, items_column = pa.concat_arrays(users), pa.concat_arrays(items)
     values = np.concatenate(grades)
+    for role, given in (("user", user_map), ("item", item_map)):
+        if given is not None and given.kind == "int":
+            raise FileFormatError(
+                path,
+                None,
+                None,
+                f"a TREC file's ids are text, and the {role} map given holds integer ids (a table of integer ids "
+                "numbered them): write these rows as a CSV or parquet table, whose integer ids the map reads",
+            )
     try:
         return Interactions(
             users_column, items_column, values, num_items, user_map=user_map, item_map=item_map, duplicates=duplicates
