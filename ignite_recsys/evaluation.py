@@ -384,7 +384,8 @@ def evaluate(
             :doc:`sampled`.
         conventions: passed to :class:`~ignite_recsys.RankingMetrics`: ``gain_function``,
             ``relevance_threshold``, ``ties``, ``map_normalization``, ``recall_normalization``,
-            ``precision_normalization``, ``ignore_zero_hits``.
+            ``precision_normalization``, ``ignore_zero_hits``. ``ties`` other than ``"stable"``
+            needs a model callable (a run and ranked lists are lists without scores: ValueError).
 
     Test users that a run does not rank get an empty list: each counts 0 when it has a relevant
     item (as trec_eval ``-c`` and ranx after ``make_comparable``). A run's users that the test
@@ -409,6 +410,13 @@ def evaluate(
         and not hasattr(scores, "column_names")
     )
     is_run = not is_model and not isinstance(scores, tuple)
+    ties = conventions.get("ties", "stable")
+    if not is_model and sampled is None and ties != "stable":
+        raise ValueError(
+            f"ties={ties!r} shares tied scores' gains, but a run or ranked lists are evaluated as lists, without "
+            "their scores (a run's equal scores are ordered by run_ties): leave ties at 'stable', or pass the scores "
+            "as a model callable"
+        )
     if batch_size is None:
         run_batch = RUN_BATCH_SIZE if sampled is None else SAMPLED_RUN_BATCH_SIZE
         batch_size = 1024 if is_model else run_batch if is_run else 16384

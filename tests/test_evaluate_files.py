@@ -797,3 +797,19 @@ def test_a_trec_exclusion_file_against_integer_ids_is_refused_naming_the_file(tm
     run, test = tmp_path / "run", tmp_path / "test.csv"
     excluded = R.evaluate(run, test, ["mrr@10"], exclude=tmp_path / "exclude.csv", **quiet)
     assert excluded["mrr@10"] == 1.0  # user 7's relevant item first once item 2 is out; user 8's first
+
+
+def test_ties_other_than_stable_need_scores_not_a_run():
+    """ties='average' shares a tied group's gains; a run is evaluated as ranked lists, so it was
+    silently ranked by run_ties instead (NDCG@1 0.0 where the model callable gives 0.25). Refused
+    for a run and for ranked lists; a model callable gets the tie-averaged value: one relevant item
+    among 4 tied, 1/4 of its gain at position 1."""
+    pd = pytest.importorskip("pandas")
+    scores = torch.ones(1, 4)
+    test = Interactions(torch.tensor([0]), torch.tensor([0]), num_items=4)
+    run = pd.DataFrame({"user": [0, 0, 0, 0], "item": [0, 1, 2, 3], "score": [1.0, 1.0, 1.0, 1.0]})
+    for given in (run, (torch.tensor([0]), torch.tensor([[3, 2, 1, 0]]))):
+        with pytest.raises(ValueError, match="ties='average' .* a run or ranked lists .* model callable"):
+            R.evaluate(given, test, ["ndcg@1"], ties="average", progress=False)
+    result = R.evaluate(lambda users: scores[users], test, ["ndcg@1"], ties="average", progress=False)
+    assert result["ndcg@1"] == pytest.approx(0.25, abs=1e-12)
