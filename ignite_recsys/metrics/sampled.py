@@ -116,9 +116,12 @@ class SampledMetrics(StatefulMetric):
 
     Sampling is reproducible: ``seed`` (an int: a generator on the inputs' device, seeded with
     ``seed`` plus the process rank at each ``reset``) or a ``torch.Generator`` on the inputs'
-    device, used as it is. It runs on the inputs' device, without synchronisation; it reads a
-    (batch, num_items) mask and sorts it (uniform sampling; int64 indices) or takes its cumulative
-    weights (popularity, float64).
+    device, used as it is: the same updates in the same order draw the same negatives. Negatives
+    are drawn update by update, so the same users split into other batches draw other negatives:
+    the values then move within the sampling noise (``evaluate(..., sampled=...)`` fixes the
+    batches of a run for this reason). It runs on the inputs' device, without synchronisation;
+    it reads a (batch, num_items) mask and sorts it (uniform sampling; int64 indices) or takes its
+    cumulative weights (popularity, float64).
     Value checks (ids outside the catalog, a user with no candidate negative, NaN scores) raise
     in ``update`` for CPU inputs and in ``compute`` otherwise.
 
