@@ -410,13 +410,8 @@ def evaluate(
         and not hasattr(scores, "column_names")
     )
     is_run = not is_model and not isinstance(scores, tuple)
-    ties = conventions.get("ties", "stable")
-    if not is_model and sampled is None and ties != "stable":
-        raise ValueError(
-            f"ties={ties!r} shares tied scores' gains, but a run or ranked lists are evaluated as lists, without "
-            "their scores (a run's equal scores are ordered by run_ties): leave ties at 'stable', or pass the scores "
-            "as a model callable"
-        )
+    if not is_model and sampled is None:
+        _check_list_ties(conventions.get("ties", "stable"))
     if batch_size is None:
         run_batch = RUN_BATCH_SIZE if sampled is None else SAMPLED_RUN_BATCH_SIZE
         batch_size = 1024 if is_model else run_batch if is_run else 16384
@@ -463,6 +458,17 @@ def evaluate(
     finally:  # a run reader that started early stops with the call
         if started is not None:
             started.pieces.close()
+
+
+def _check_list_ties(ties: Any) -> None:
+    """A run and ranked lists reach the metrics as lists without scores: no tie rule but the
+    stable one applies (an unknown rule is left to RankingMetrics' own check)."""
+    if ties != "stable" and ties in V.TIE_RULES:
+        raise ValueError(
+            f"ties={ties!r} shares tied scores' gains, but a run or ranked lists are evaluated as lists, without "
+            "their scores (a run's equal scores are ordered by run_ties): leave ties at 'stable', or pass the scores "
+            "as a model callable"
+        )
 
 
 def _checked_arguments(metrics: Any, conventions: dict, score_precision: str, level: Any) -> List[MetricName]:
