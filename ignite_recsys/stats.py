@@ -140,11 +140,6 @@ def _user_ids_of(value: Any) -> Any:
     return None
 
 
-def _is_metric(value: Any) -> bool:
-    """Whether ``value`` is a metric that keeps per-user values."""
-    return bool(getattr(value, "keeps_per_user", False)) and callable(getattr(value, "per_user_ids", None))
-
-
 def same_users(a: Any, b: Any) -> bool:
     """Whether two 1-D sequences of user ids (tensors, arrays, lists) hold the same ids in the
     same order."""
