@@ -82,12 +82,19 @@ def _length(values: Any) -> int:
     return shape[0]
 
 
+def _holds_cut_offs(values: Any) -> bool:
+    """Whether ``values`` is a metric or result whose per-user values ``k`` picks from (not plain
+    values or :class:`PerUserValues`)."""
+    plain = isinstance(values, (PerUserValues, torch.Tensor, np.ndarray))
+    return not plain and callable(getattr(values, "per_user", None))
+
+
 def _values_of(name: str, values: Any, k: Any) -> np.ndarray:
     """A 1-D float64 numpy array from a tensor/array/sequence, :class:`PerUserValues` or a metric
     built with per_user=True."""
     if isinstance(values, PerUserValues):
         values = values.values
-    elif callable(getattr(values, "per_user", None)) and not isinstance(values, (torch.Tensor, np.ndarray)):
+    elif _holds_cut_offs(values):
         if not getattr(values, "keeps_per_user", True):
             raise ValueError(f"{name} ({type(values).__name__}) keeps no per-user values: build it with per_user=True")
         metric = values
@@ -182,7 +189,8 @@ def paired_test(
     user i of the other; per-user values with their users (:class:`PerUserValues`); or two
     metrics built with ``per_user=True`` or results of :func:`~ignite_recsys.evaluate` with
     ``per_user=True`` (their :meth:`per_user`; ``k`` picks the cut-off of a metric with several,
-    or the ``"name@k"`` key of a :class:`RankingMetrics` or a result). A user whose value is NaN
+    or the ``"name@k"`` key of a :class:`RankingMetrics` or a result; a ``k`` with no metric or
+    result on either side is a ValueError). A user whose value is NaN
     in either (a user a metric does not count) is dropped from both. Metrics whose updates came
     with :class:`~ignite_recsys.UserIds` list their users in user-id order, so they line up
     however the users were batched or spread over processes. Where both sides have user ids,
@@ -212,6 +220,11 @@ def paired_test(
         num_permutations = V.check_positive_int("num_permutations", num_permutations)
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, numbers.Integral)):
         raise TypeError(f"seed must be an int or None, got {seed!r} of type {type(seed).__name__}")
+    if k is not None and not (_holds_cut_offs(a) or _holds_cut_offs(b)):
+        raise ValueError(
+            f"k={k!r} picks the cut-off of a metric or result, and neither a nor b is one (both are "
+            "per-user values already): leave k out"
+        )
     first, second = _values_of("a", a, k), _values_of("b", b, k)
     _check_pairing(a, b)
     if first.shape != second.shape:

@@ -10,6 +10,7 @@ import os
 import ignite.distributed as idist
 import numpy as np
 import pytest
+import scipy.stats
 import torch
 
 import ignite_recsys as R
@@ -164,3 +165,22 @@ def test_paired_test_refuses_metrics_with_user_ids_on_one_side_only():
     # both with user ids: paired by id, the same scores on both sides differ by exactly 0
     result = R.paired_test(with_ids, _ranked_metric(scores, y, torch.arange(48)))
     assert result.mean_difference == 0.0 and result.confidence_interval == (0.0, 0.0)
+
+
+def test_paired_test_refuses_a_cut_off_that_neither_side_has():
+    """``k`` picks a metric's cut-off; two arrays of per-user values have none to pick, so a ``k``
+    given with them would be ignored: refused instead of testing values it did not pick."""
+    a, b = [0.5, 0.7, 0.9, 0.4], [0.4, 0.5, 0.8, 0.4]
+    with_ids = (R.PerUserValues(a, list("wxyz")), R.PerUserValues(b, list("wxyz")))
+    for first, second in ((a, b), (np.array(a), torch.tensor(b)), with_ids):
+        with pytest.raises(ValueError, match=r"k=10 picks the cut-off of a metric or result, and neither a nor b"):
+            R.paired_test(first, second, k=10)
+    # with a metric on either side, k picks its cut-off and the plain values are taken as they are
+    rng = np.random.default_rng(6)
+    scores, y = torch.tensor(rng.random((48, 10))), torch.tensor(rng.random((48, 10)) < 0.3).float()
+    metric = R.NDCG(top_k=[3, 5], per_user=True)
+    metric.update((scores, y))
+    plain = rng.random(48)
+    result = R.paired_test(metric, plain, k=5)
+    expected = scipy.stats.ttest_rel(metric.per_user()[:, 1].numpy(), plain)
+    assert result.p_value == pytest.approx(expected.pvalue, rel=1e-12)
