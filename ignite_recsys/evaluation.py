@@ -390,7 +390,8 @@ def evaluate(
     Test users that a run does not rank get an empty list: each counts 0 when it has a relevant
     item (as trec_eval ``-c`` and ranx after ``make_comparable``). A run's users that the test
     table does not hold are not evaluated (``result.info`` counts their rows). A run without rows,
-    or without a row of a test user, warns (:class:`~ignite_recsys.InputWarning`) and says so in
+    without a row of a test user, or none of whose items for test users the test table holds
+    (item ids of another spelling), warns (:class:`~ignite_recsys.InputWarning`) and says so in
     ``result.info["warnings"]``. A run whose users' rows are not contiguous is read whole and
     grouped in memory (``result.info["run_grouped_in_memory"]``).
 
@@ -740,6 +741,11 @@ def _from_run(run: Any, feed: _Feed, options: _RunOptions, known: Optional[int] 
         notes.append(
             f"none of the {stream.rows} rows of the run {source} is of a test user: every test user is "
             "evaluated with an empty list (do the run's user ids match the test set's?)"
+        )
+    elif stream.held_items == 0:
+        notes.append(
+            f"none of the {stream.items_of_test_users} items the run {source} ranks for test users is an item of "
+            "the test table: no ranked item can be relevant (do the run's item ids match the test set's?)"
         )
     for note in notes:
         warnings.warn(note, InputWarning, stacklevel=3)

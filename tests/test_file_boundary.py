@@ -118,6 +118,32 @@ def test_an_empty_run_and_a_run_without_test_users_warn_and_say_so(tmp_path):
         assert _evaluate(tmp_path / "good", tmp_path / "q").info["warnings"] == []
 
 
+def test_a_run_none_of_whose_items_the_test_table_holds_warns_and_says_so(tmp_path):
+    """Item ids of another spelling ("D1" for "d1"): every metric is 0, as pytrec_eval gives it,
+    with a warning that says why; in one process or spread over several (each reads the whole run)."""
+    (tmp_path / "q").write_text(QRELS)
+    (tmp_path / "r").write_text("q1 Q0 D1 1 0.9 t\nq1 Q0 D2 2 0.5 t\nq2 Q0 D3 1 0.7 t\n")
+    with open(tmp_path / "r") as run_file, open(tmp_path / "q") as qrels_file:
+        expected = _trec_eval_means(pytrec_eval.parse_qrel(qrels_file), pytrec_eval.parse_run(run_file))
+    assert set(expected.values()) == {0.0}
+    for run in (
+        tmp_path / "r",
+        pd.DataFrame({"user": ["q1", "q1", "q2"], "item": ["D1", "D2", "D3"], "score": [0.9, 0.5, 0.7]}),
+    ):
+        with pytest.warns(
+            R.InputWarning,
+            match=r"none of the 3 items the run .* ranks for test users is an item of the test table.*item ids match",
+        ):
+            result = _evaluate(run, tmp_path / "q")
+        _assert_means(result, expected)
+        assert len(result.info["warnings"]) == 1 and "item ids match" in result.info["warnings"][0]
+    # one item of the test table among them (a judged, not relevant one): no warning
+    (tmp_path / "r").write_text("q1 Q0 D1 1 0.9 t\nq1 Q0 d2 2 0.5 t\nq2 Q0 D3 1 0.7 t\n")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert _evaluate(tmp_path / "r", tmp_path / "q").info["warnings"] == []
+
+
 def test_a_csv_table_whose_every_row_is_malformed_is_an_error_naming_the_line(tmp_path):
     (tmp_path / "q").write_text(QRELS)
     (tmp_path / "r.csv").write_text("user,item,score\nq1,d1,0.5,9\nq2,d1,0.5,9\n")

@@ -193,7 +193,9 @@ class RunStream:
     ``test.users``, their ranked items concatenated (dense ids, best first; unknown items get ids
     from ``unknown_base`` up) and each list's length. Afterwards ``seen`` marks the test users the
     run ranked, ``rows`` counts the rows read and ``rows_outside`` those of users not in the test
-    table (not evaluated).
+    table (not evaluated); ``items_of_test_users`` the rows of test users and ``held_items`` those
+    among them whose item the test table (or a ``match_only`` table) holds: where none does, no
+    ranked item can match a test item (item ids of another spelling?).
 
     ``match_only``: tables (the test table, an exclusion table, numbered by the test table's item
     map) whose items alone need their dense ids. A chunk's items are then looked up only among the
@@ -223,6 +225,7 @@ class RunStream:
         self.seen = np.zeros(len(test.users), dtype=bool)
         self.unknown_base = test.num_items if unknown_base is None else unknown_base
         self.rows = self.rows_outside = 0
+        self.items_of_test_users = self.held_items = 0
         self.match_only = tuple(match_only)
         self._test_users = test.users.numpy()
 
@@ -263,6 +266,9 @@ class RunStream:
         item_codes, identity = self._items(items, lines, self._test_users[segment_positions[known]], piece.hashes)
         row_positions = np.repeat(segment_positions, segment_lengths)
         self.rows_outside += int((row_positions < 0).sum())
+        of_test_users = row_positions >= 0  # every process counts them all, as it reads them all
+        self.items_of_test_users += int(np.count_nonzero(of_test_users))
+        self.held_items += int(np.count_nonzero(item_codes[of_test_users] < self.unknown_base))
         kept = row_positions >= 0
         if self.keep is not None:
             kept &= self.keep[np.where(kept, row_positions, 0)]
