@@ -8,6 +8,7 @@ are grouped. Expected values come from pytrec_eval."""
 
 from __future__ import annotations
 
+import re
 import warnings
 
 import numpy as np
@@ -142,6 +143,36 @@ def test_a_run_none_of_whose_items_the_test_table_holds_warns_and_says_so(tmp_pa
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert _evaluate(tmp_path / "r", tmp_path / "q").info["warnings"] == []
+
+
+@pytest.mark.parametrize("suffix, codec", [(".gz", "gzip"), (".bz2", "bz2"), (".zst", "zstd"), (".lz4", "lz4")])
+def test_a_file_named_compressed_that_is_not_is_an_error_naming_it(tmp_path, suffix, codec):
+    """Plain text under a compressed name (a run saved as run.gz without gzip): the codec's own
+    error, without the file's name, became a FileFormatError that names the file and the codec."""
+    (tmp_path / "q").write_text(QRELS)
+    run = "q1 Q0 d1 1 0.9 t\n"
+    (tmp_path / f"r{suffix}").write_text(run)
+    (tmp_path / f"q{suffix}").write_text(QRELS)
+    (tmp_path / f"q.csv{suffix}").write_text("user,item\nq1,d1\n")
+    (tmp_path / f"r.csv{suffix}").write_text("user,item,score\nq1,d1,0.9\n")
+    cases = [
+        (f"r{suffix}", lambda: R.evaluate(tmp_path / f"r{suffix}", tmp_path / "q", ["P@1"], progress=False)),
+        (f"q{suffix}", lambda: R.evaluate(tmp_path / "r.csv", tmp_path / f"q{suffix}", ["P@1"], progress=False)),
+        (f"q.csv{suffix}", lambda: R.data.read_interactions(tmp_path / f"q.csv{suffix}")),
+        (f"r.csv{suffix}", lambda: R.evaluate(tmp_path / f"r.csv{suffix}", tmp_path / "q", ["P@1"], progress=False)),
+    ]
+    (tmp_path / "r.csv").write_text("user,item,score\nq1,d1,0.9\n")
+    for name, call in cases:
+        with pytest.raises(FileFormatError, match=rf"{re.escape(name)}: cannot be read as {codec} data"):
+            call()
+    if suffix == ".gz":  # a gzip file cut short (a download that stopped) is named as well
+        import gzip
+
+        (tmp_path / "cut.gz").write_bytes(gzip.compress(run.encode() * 50000)[:2000])
+        with pytest.raises(EOFError):  # Python's own gzip reader refuses it too
+            gzip.open(tmp_path / "cut.gz").read()
+        with pytest.raises(FileFormatError, match=r"cut.gz: cannot be read as gzip data"):
+            R.evaluate(tmp_path / "cut.gz", tmp_path / "q", ["P@1"], progress=False)
 
 
 def test_a_csv_table_whose_every_row_is_malformed_is_an_error_naming_the_line(tmp_path):

@@ -15,6 +15,7 @@ and the column. These readers need ``pip install "ignite_recsys[files]"`` (pyarr
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import warnings
@@ -52,6 +53,10 @@ class FileFormatError(ValueError):
         super().__init__(f"{', '.join(where)}: {message}")
 
 
+# the compressions Arrow's input streams detect from a file name, by suffix
+CODECS = {".gz": "gzip", ".bz2": "bz2", ".zst": "zstd", ".lz4": "lz4"}
+
+
 def file_format(path: Any, format: Optional[str] = None) -> str:
     """ "trec", "parquet", "csv" or "tsv": ``format`` if given, else from the file name."""
     if format is not None:
@@ -59,7 +64,7 @@ def file_format(path: Any, format: Optional[str] = None) -> str:
             raise ValueError(f"format must be one of 'trec', 'parquet', 'csv', 'tsv' or None, got {format!r}")
         return format
     name = os.fspath(path).lower()
-    for suffix in (".gz", ".bz2", ".zst", ".lz4"):
+    for suffix in CODECS:
         name = name[: -len(suffix)] if name.endswith(suffix) else name
     if name.endswith((".parquet", ".pq")):
         return "parquet"
@@ -68,6 +73,21 @@ def file_format(path: Any, format: Optional[str] = None) -> str:
     if name.endswith(".tsv"):
         return "tsv"
     return "trec"
+
+
+@contextlib.contextmanager
+def decompressing(path: Any) -> Iterator[None]:
+    """Around the reads of a text file: where its name says it is compressed (``CODECS``) and its
+    bytes do not decompress (plain text named ``.gz``, a download cut short), a FileFormatError
+    naming the file and the codec in place of the codec's bare OSError."""
+    try:
+        yield
+    except OSError as error:
+        codec = next((name for suffix, name in CODECS.items() if os.fspath(path).lower().endswith(suffix)), None)
+        if codec is None or isinstance(error, (FileNotFoundError, PermissionError, IsADirectoryError)):
+            raise
+        message = f"cannot be read as {codec} data, as its name says ({error}): is it compressed, and whole?"
+        raise FileFormatError(path, None, None, message) from None
 
 
 def _check_exists(path: Any) -> None:
@@ -81,7 +101,7 @@ def _text_blocks(path: Any, block_size: int) -> Iterator[bytes]:
     byte-order mark at the start is dropped)."""
     pa = require("pyarrow", "reading TREC files")
     rest, first = b"", True
-    with pa.input_stream(os.fspath(path), compression="detect") as stream:
+    with decompressing(path), pa.input_stream(os.fspath(path), compression="detect") as stream:
         while True:
             data = stream.read(block_size)
             if first:
@@ -252,7 +272,7 @@ def _line_of(path: Any, text: str) -> Optional[int]:
     malformed rows it reports; this scan runs only on that error path)."""
     pa = require("pyarrow", "reading files")
     wanted = text.encode()
-    with pa.input_stream(os.fspath(path), compression="detect") as stream:
+    with decompressing(path), pa.input_stream(os.fspath(path), compression="detect") as stream:
         for number, line in enumerate(_lines(stream), 1):
             if line.rstrip(b"\r") == wanted:
                 return number
@@ -399,7 +419,7 @@ def table_schema_names(path: Any, format: str) -> list:
         except Exception as error:  # pyarrow raises ArrowInvalid / OSError for a file that is not parquet
             raise FileFormatError(path, None, None, f"is not a readable parquet file: {error}") from None
     pa = require("pyarrow", "reading CSV files")
-    with pa.input_stream(os.fspath(path), compression="detect") as stream:
+    with decompressing(path), pa.input_stream(os.fspath(path), compression="detect") as stream:
         head = stream.read(1 << 16)
     head = head[3:] if head.startswith(b"\xef\xbb\xbf") else head  # a UTF-8 byte-order mark (Excel's "CSV UTF-8")
     header = head.split(b"\n", 1)[0].decode("utf-8", "replace").rstrip("\r")
@@ -412,7 +432,7 @@ def table_chunks(path: Any, format: str, names: Sequence[str], ids: Sequence[str
     """(first line or row number, {name: pyarrow array}) of each chunk of a parquet or CSV table;
     a missing value (a null, or an empty field of a CSV id column ``ids``) raises a FileFormatError
     naming its line (row) and column."""
-    pa = require("pyarrow", "reading tables")
+    require("pyarrow", "reading tables")
     _check_exists(path)
     if format == "parquet":
         parquet = require("pyarrow.parquet", "reading parquet files")
@@ -422,6 +442,13 @@ def table_chunks(path: Any, format: str, names: Sequence[str], ids: Sequence[str
                 yield row, {name: _no_nulls(path, batch.column(name), row, name, "row") for name in names}
             row += batch.num_rows
         return
+    with decompressing(path):
+        yield from _csv_chunks(path, format, names, ids)
+
+
+def _csv_chunks(path: Any, format: str, names: Sequence[str], ids: Sequence[str]) -> Iterator[tuple]:
+    """``table_chunks`` of a CSV (or TSV) table."""
+    pa = require("pyarrow", "reading tables")
     csv = require("pyarrow.csv", "reading CSV files")
     pc = require("pyarrow.compute", "reading CSV files")
     malformed: list = []
