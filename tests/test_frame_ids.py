@@ -158,3 +158,38 @@ def test_a_run_id_past_int64_is_an_item_an_integer_test_table_does_not_hold(tmp_
     expected = pytrec_eval.RelevanceEvaluator(qrels, {"recip_rank", "recall_10"}).evaluate(run)
     assert result["mrr@10"] == pytest.approx(np.mean([v["recip_rank"] for v in expected.values()]))
     assert result["recall@10"] == pytest.approx(np.mean([v["recall_10"] for v in expected.values()]))
+
+
+@pytest.mark.parametrize("form", ["table", "dictionary", "parquet"])
+def test_string_view_ids_equal_pytrec_eval(tmp_path, form):
+    """Arrow's string_view text (what polars and DuckDB hand over) as the run's and the test
+    table's ids, in an Arrow table, dictionary-encoded, or written to parquet: read as the same
+    text, with pytrec_eval's values (Arrow has no take kernel for string_view: it crashed)."""
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    pytrec_eval = pytest.importorskip("pytrec_eval")
+    run = {"q1": {"d1": 0.9, "d2": 0.8, "d3": 0.1}, "q2": {"d3": 0.7, "d1": 0.6}, "q3": {"d2": 0.5}}
+    qrels = {"q1": {"d2": 1, "d3": 2}, "q2": {"d1": 1}, "q4": {"d1": 1}}
+
+    def text(values):
+        array = pa.array(values, pa.string_view())
+        return array.dictionary_encode() if form == "dictionary" else array
+
+    rows = [(user, item, score) for user, items in run.items() for item, score in items.items()]
+    run_table = pa.table({"user": text([r[0] for r in rows]), "item": text([r[1] for r in rows]),
+                          "score": pa.array([r[2] for r in rows])})  # fmt: skip
+    judged = [(user, item, grade) for user, items in qrels.items() for item, grade in items.items()]
+    test_table = pa.table({"user": text([j[0] for j in judged]), "item": text([j[1] for j in judged]),
+                           "value": pa.array([j[2] for j in judged])})  # fmt: skip
+    if form == "parquet":
+        pq.write_table(run_table, tmp_path / "run.parquet")
+        pq.write_table(test_table, tmp_path / "test.parquet")
+        run_table, test = tmp_path / "run.parquet", tmp_path / "test.parquet"
+        assert pq.read_schema(run_table).field("item").type == pa.string_view()
+    else:
+        test = Interactions.from_frame(test_table, value="value")
+    result = R.evaluate(run_table, test, ["ndcg@3", "recall@2"], gain_function="linear", per_user=True, progress=False)
+    reference = pytrec_eval.RelevanceEvaluator(qrels, {"ndcg_cut_3", "recall_2"}).evaluate(run)
+    for key, measure in (("ndcg@3", "ndcg_cut_3"), ("recall@2", "recall_2")):
+        expected = np.mean([reference[q][measure] if q in reference else 0.0 for q in qrels])
+        assert result[key] == pytest.approx(expected, abs=1e-12), key

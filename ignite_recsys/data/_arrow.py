@@ -48,6 +48,19 @@ def numpy_of(array: Any, null: Any = None) -> np.ndarray:
     return values
 
 
+def plain_text(array: Any) -> Any:
+    """``array`` with Arrow's ``string_view`` text (polars' and DuckDB's, also as a dictionary's
+    values) as ``string`` (``large_string`` past 2 GiB of text): the readers' compute kernels
+    (``take`` among them) have none for views. Other arrays as they are."""
+    pa = require("pyarrow", "reading files")
+    kind = array.type
+    dictionary = pa.types.is_dictionary(kind)
+    if not pa.types.is_string_view(kind.value_type if dictionary else kind):
+        return array
+    text = pa.string() if array.nbytes < 1 << 31 else pa.large_string()  # string: int32 offsets
+    return array.cast(pa.dictionary(kind.index_type, text) if dictionary else text)
+
+
 def arrow_of(values: np.ndarray) -> Any:
     """A pyarrow array over a numpy array of integers or floats (bools as int8 indices are not
     needed: masks are passed as the positions they keep)."""

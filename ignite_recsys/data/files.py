@@ -24,7 +24,7 @@ from typing import Any, Iterator, Optional, Sequence
 import numpy as np
 
 from .._core.input_checks import InputWarning
-from ._arrow import arrow_of, numpy_of
+from ._arrow import arrow_of, numpy_of, plain_text
 from ._optional import require
 from .interactions import DuplicateInteractionError, IdMap, Interactions, column
 
@@ -439,7 +439,7 @@ def table_chunks(path: Any, format: str, names: Sequence[str], ids: Sequence[str
         row = 1
         for batch in parquet.ParquetFile(os.fspath(path)).iter_batches(batch_size=CHUNK_ROWS, columns=list(names)):
             if batch.num_rows:
-                yield row, {name: _no_nulls(path, batch.column(name), row, name, "row") for name in names}
+                yield row, {name: plain_text(_no_nulls(path, batch.column(name), row, name, "row")) for name in names}
             row += batch.num_rows
         return
     with decompressing(path):

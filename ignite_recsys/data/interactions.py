@@ -19,7 +19,7 @@ import numpy as np
 import torch
 
 from ..inputs import ItemIds
-from ._arrow import TextIndex, arrow_of, kept, numpy_of
+from ._arrow import TextIndex, arrow_of, kept, numpy_of, plain_text
 
 DUPLICATE_RULES = ("error", "max", "sum")
 
@@ -41,7 +41,7 @@ def column(name: str, values: Any) -> Any:
             values = values.combine_chunks()
         if values.null_count:
             raise ValueError(f"{name} must not hold missing values (null), got {values.null_count}")
-        return values
+        return plain_text(values)
     elif type(values).__module__.startswith("polars"):
         values = values.to_numpy()
     elif hasattr(values, "to_numpy") and not isinstance(values, np.ndarray):  # pandas

@@ -20,7 +20,7 @@ from typing import Any, Iterator, NamedTuple, Optional, Sequence
 
 import numpy as np
 
-from ._arrow import arrow_of, kept, numpy_of, text_hashes
+from ._arrow import arrow_of, kept, numpy_of, plain_text, text_hashes
 from ._optional import require
 from .files import (
     CANONICAL_INTEGER,
@@ -183,7 +183,7 @@ def _arrow(values: Any, name: str) -> Any:
         raise FileFormatError(
             "run", row, name, "a missing value (null): every row needs a user, an item and a score", "row"
         )
-    return array
+    return plain_text(array)
 
 
 class RunStream:
