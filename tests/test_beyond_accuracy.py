@@ -415,6 +415,17 @@ def test_not_computable_messages():
 
     with pytest.raises(NotComputableError, match="at least one user"):
         R.ItemCoverage(2).compute()
+    # users whose lists are all empty: no item was recommended, which the message says
+    empty = R.RankedItems(torch.full((3, 5), -1))
+    popularity = torch.arange(1.0, 11.0)
+    listed = (R.AveragePopularity(3, popularity), R.Novelty(3, popularity), R.IntraListDiversity(3, torch.rand(10, 4)))
+    for metric in (R.ItemCoverage(3, num_items=10), R.GiniIndex(3, num_items=10)) + listed:
+        metric.update((empty, torch.zeros(3, 10)))
+        with pytest.raises(
+            NotComputableError,
+            match=r"at least one user with an item in its top-k list .* every list it was given was empty",
+        ):
+            metric.compute()
     with pytest.raises(NotComputableError, match="both a positive and a negative"):
         run_metric(R.GAUC(), [(torch.rand(2, 3), torch.ones(2, 3))])
     with pytest.raises(NotComputableError, match="one positive and one negative"):

@@ -434,6 +434,12 @@ class ListMean(CutoffResults, UserMean):
     def _num_values(self) -> int:
         return len(self.top_k)
 
+    def _empty_message(self) -> str:
+        return (
+            f"{type(self).__name__} must have at least one user with an item in its top-k list before compute(): "
+            "it had no update, or every list it was given was empty"
+        )
+
     def _parse(self, output: Any) -> RankingInput:
         return parse_catalog_lists(output, self._catalog_size(), type(self).__name__, self._catalog_argument)
 

@@ -131,7 +131,10 @@ class CatalogCounts(CutoffResults, StatefulMetric):
         counts, num_invalid = self._synced_state()
         raise_for_invalid_updates(self, num_invalid)
         if counts.shape[1] == 0 or counts.sum() == 0:
-            raise NotComputableError(f"{type(self).__name__} must have at least one user before compute().")
+            raise NotComputableError(
+                f"{type(self).__name__} must have at least one user with an item in its top-k list before compute(): "
+                "it had no update, or every list it was given was empty"
+            )
         return self._from_counts(counts.cumsum(0)).tolist()
 
     def _synced_state(self) -> tuple:
