@@ -175,6 +175,18 @@ def test_a_file_named_compressed_that_is_not_is_an_error_naming_it(tmp_path, suf
             R.evaluate(tmp_path / "cut.gz", tmp_path / "q", ["P@1"], progress=False)
 
 
+def test_a_csv_header_of_quoted_names_is_read_as_the_names(tmp_path):
+    """R's write.csv and pandas' QUOTE_ALL quote the header's names ("user","item"), with R's
+    row-name column first: the names are the unquoted text, as in the rows; pytrec_eval's values."""
+    (tmp_path / "q.csv").write_text('"","user","item","rel"\n"1","q1","d1",1\n"2","q1","d2",0\n"3","q2","d3",2\n')
+    (tmp_path / "r.csv").write_text('"user","item","score"\n"q1","d2",0.9\n"q1","d1",0.5\n"q2","d3",0.7\n')
+    qrels = {"q1": {"d1": 1, "d2": 0}, "q2": {"d3": 2}}
+    run = {"q1": {"d2": 0.9, "d1": 0.5}, "q2": {"d3": 0.7}}
+    test = R.data.read_interactions(tmp_path / "q.csv", value="rel")
+    result = _evaluate(tmp_path / "r.csv", test)
+    _assert_means(result, _trec_eval_means(qrels, run))
+
+
 def test_a_csv_table_whose_every_row_is_malformed_is_an_error_naming_the_line(tmp_path):
     (tmp_path / "q").write_text(QRELS)
     (tmp_path / "r.csv").write_text("user,item,score\nq1,d1,0.5,9\nq2,d1,0.5,9\n")

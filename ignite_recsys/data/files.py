@@ -16,6 +16,7 @@ and the column. These readers need ``pip install "ignite_recsys[files]"`` (pyarr
 from __future__ import annotations
 
 import contextlib
+import csv as csv_module
 import os
 import re
 import warnings
@@ -425,7 +426,8 @@ def table_schema_names(path: Any, format: str) -> list:
     header = head.split(b"\n", 1)[0].decode("utf-8", "replace").rstrip("\r")
     if not header:
         raise FileFormatError(path, 1, None, "is empty: a CSV table needs a header line naming its columns")
-    return header.split("\t" if format == "tsv" else ",")
+    # names in double quotes ("user", as R's write.csv writes them) are their text, as Arrow reads them
+    return next(csv_module.reader([header], delimiter="\t" if format == "tsv" else ",", quotechar='"'))
 
 
 def table_chunks(path: Any, format: str, names: Sequence[str], ids: Sequence[str] = ()) -> Iterator[tuple]:
