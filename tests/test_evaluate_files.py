@@ -799,6 +799,30 @@ def test_a_trec_exclusion_file_against_integer_ids_is_refused_naming_the_file(tm
     assert excluded["mrr@10"] == 1.0  # user 7's relevant item first once item 2 is out; user 8's first
 
 
+@pytest.mark.parametrize("role", ["user", "item"])
+def test_an_exclusion_id_of_another_spelling_than_integer_test_ids_is_refused(tmp_path, role):
+    """A test table of integer ids and an exclusion table with "01": the run's "01" is another item
+    than 1 (two spellings, two ids), but the exclusion read it as 1 and excluded the relevant item
+    1 (P@1 0.0 where it is 1.0 without the padded row). Refused, naming the file, line and column;
+    the same exclusion written as the test table writes ids gives the run's value without it."""
+    (tmp_path / "test.csv").write_text("user,item\n1,1\n1,2\n")
+    (tmp_path / "run.csv").write_text("user,item,score\n1,01,0.9\n1,1,0.8\n1,3,0.7\n")
+    padded = "user,item\n1,3\n01,5\n" if role == "user" else "user,item\n1,3\n1,01\n"
+    (tmp_path / "exclude.csv").write_text(padded)
+    quiet = dict(progress=False)
+    with pytest.raises(
+        FileFormatError,
+        match=rf"exclude.csv, line 3, column {role}: {role} id '01' is not written as an integer id .* are integers",
+    ):
+        R.evaluate(tmp_path / "run.csv", tmp_path / "test.csv", ["P@1"], exclude=tmp_path / "exclude.csv", **quiet)
+    # without the padded row: the list 01, 1 (3 excluded) ranks the relevant 1 second
+    (tmp_path / "exclude.csv").write_text("user,item\n1,3\n")
+    result = R.evaluate(
+        tmp_path / "run.csv", tmp_path / "test.csv", ["P@1", "P@2"], exclude=tmp_path / "exclude.csv", **quiet
+    )
+    assert result.means == {"precision@1": 0.0, "precision@2": 0.5}
+
+
 def test_ties_other_than_stable_need_scores_not_a_run():
     """ties='average' shares a tied group's gains; a run is evaluated as ranked lists, so it was
     silently ranked by run_ties instead (NDCG@1 0.0 where the model callable gives 0.25). Refused

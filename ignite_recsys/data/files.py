@@ -511,7 +511,9 @@ def read_interactions(
     and (values, when present) ``value``/``rating``/``relevance``/``rel``/``grade``/``label``.
     Without a grade column every row is a relevant interaction of grade 1; where the table has
     other columns, none of them read, an :class:`~ignite_recsys.InputWarning` names them (a
-    grade column of another name, such as BEIR's ``score``, needs ``value=``)."""
+    grade column of another name, such as BEIR's ``score``, needs ``value=``). Against a given
+    ``user_map`` or ``item_map`` of integer ids, a text id not written as an integer (``07``,
+    ``+7``, ``Z``) raises a FileFormatError naming its line: read as 7, ``07`` would be another id."""
     kind = file_format(path, format)
     if kind == "trec":
         return read_trec_qrels(path, user_map=user_map, item_map=item_map, duplicates=duplicates, num_items=num_items)
@@ -553,6 +555,9 @@ def read_interactions(
     for role, chunks in read.items():  # the ids' kind from every chunk: 7 and 007 in two chunks are two ids
         if role not in kinds:
             kinds[role] = "int" if all(id_kind_of(array) == "int" for _, array in chunks) else "str"
+        elif kinds[role] == "int":  # a map of integer ids given: 07 would be read as 7, which it is not
+            for first, array in chunks:
+                _check_integer_text(path, array, first, chosen[role], role, unit)
         parts[role] = [ids_of(path, array, first, chosen[role], kinds[role], unit) for first, array in chunks]
     users = pa.concat_arrays(parts["user"])
     items = pa.concat_arrays(parts["item"])
@@ -592,6 +597,23 @@ def id_kind_of(array: Any) -> str:
     if not _is_text(array):
         return "int"
     return "int" if pc.all(pc.match_substring_regex(array, CANONICAL_INTEGER)).as_py() is not False else "str"
+
+
+def _check_integer_text(path: Any, array: Any, first: int, name: Any, role: str, unit: str) -> None:
+    """A FileFormatError naming the first text id of ``array`` that is not an integer written the
+    one way (``07``, ``+7``, ``Z``), read against a given map of integer ids: as an integer it would
+    be another id's (7's), and the map cannot hold it as text."""
+    if id_kind_of(array) == "int":
+        return
+    pa = require("pyarrow", "reading files")
+    pc = require("pyarrow.compute", "reading files")
+    array = array.dictionary_decode() if pa.types.is_dictionary(array.type) else array
+    row = int(np.argmin(numpy_of(pc.match_substring_regex(array, CANONICAL_INTEGER))))
+    message = (
+        f"{role} id {array[row].as_py()!r} is not written as an integer id (7, not 07 or +7), and the {role} ids "
+        "it is matched with (the test table's) are integers: write the ids as that table does"
+    )
+    raise FileFormatError(path, first + row, name, message, unit)
 
 
 def ids_of(path: Any, array: Any, first: int, name: Any, kind: str, unit: str = "line") -> Any:
