@@ -266,10 +266,9 @@ class RunStream:
         item_codes, identity = self._items(items, lines, self._test_users[segment_positions[known]], piece.hashes)
         row_positions = np.repeat(segment_positions, segment_lengths)
         self.rows_outside += int((row_positions < 0).sum())
-        of_test_users = row_positions >= 0  # every process counts them all, as it reads them all
-        self.items_of_test_users += int(np.count_nonzero(of_test_users))
-        self.held_items += int(np.count_nonzero(item_codes[of_test_users] < self.unknown_base))
-        kept = row_positions >= 0
+        kept = row_positions >= 0  # the rows of test users: every process counts them all, as it reads them all
+        self.items_of_test_users += int(np.count_nonzero(kept))
+        self.held_items += int(np.count_nonzero(item_codes[kept] < self.unknown_base))
         if self.keep is not None:
             kept &= self.keep[np.where(kept, row_positions, 0)]
         if not kept.any():
