@@ -121,7 +121,7 @@ def test_an_empty_run_and_a_run_without_test_users_warn_and_say_so(tmp_path):
 
 def test_a_run_none_of_whose_items_the_test_table_holds_warns_and_says_so(tmp_path):
     """Item ids of another spelling ("D1" for "d1"): every metric is 0, as pytrec_eval gives it,
-    with a warning that says why; in one process or spread over several (each reads the whole run)."""
+    with a warning that says why."""
     (tmp_path / "q").write_text(QRELS)
     (tmp_path / "r").write_text("q1 Q0 D1 1 0.9 t\nq1 Q0 D2 2 0.5 t\nq2 Q0 D3 1 0.7 t\n")
     with open(tmp_path / "r") as run_file, open(tmp_path / "q") as qrels_file:
