@@ -376,7 +376,8 @@ def evaluate(
             (:class:`~ignite_recsys.SampledMetrics`): the number of negatives, or a dict of its
             arguments (``num_negatives``, ``sampling``, ``item_weights``, ``estimators``,
             ``gamma``, ``ties``, ``seed``). ``scores``: a model's callable or a run (an item
-            the run does not list ranks below the listed ones, ties at random); the metrics
+            the run does not list ranks below the listed ones, ties at random; the negatives are
+            drawn among the test table's items and every item the run ranks); the metrics
             ``ndcg``, ``recall``, ``hit_rate``, ``precision``, ``map``, ``mrr`` at cut-offs; the
             result's keys ``"ndcg@10/naive"``, ``"ndcg@10/kr_bv"``, ...; the test items are the
             interactions graded 1 or more; per-user values are per test item (``user_ids``
@@ -424,7 +425,7 @@ def evaluate(
         if sampled is not None:  # each test item among sampled negatives (sampled.py)
             from .sampled import evaluate_sampled
 
-            arguments = (scores, test, requested, sampled, exclude, catalog, batch_size, device, per_user, level)
+            arguments = (scores, test, requested, sampled, exclude, catalog, known, batch_size, device, per_user, level)
             run_options = (run_ties, run_columns, run_format, score_precision)
             return EvaluationResult(*evaluate_sampled(*arguments, run_options, conventions))
         names = [metric.name for metric in requested]

@@ -32,6 +32,49 @@ def sampled_options(sampled: Any) -> dict:
     return options
 
 
+def with_run_items(run: Any, test: Any, catalog: int, given: Any, columns: Any, format: Any) -> tuple:
+    """(test, catalog) for a sampled run: negatives are drawn from the catalog, which holds every
+    item the run ranks. Where the test table maps its items (``item_map``) and the run ranks items
+    the map does not hold, a copy of the table whose map also holds them (appended: the test
+    items keep their ids; the caller's table is left as it was) and the catalog grown to them; a
+    catalog ``given`` (``num_items``) smaller than that is a ValueError. Ids of the wrong kind are
+    left to the run's reader, which refuses them naming their row."""
+    import copy
+
+    from .data._optional import require
+    from .data.files import CANONICAL_INTEGER
+    from .data.runs import _is_float, run_chunks
+
+    if test.item_map is None or test.item_map.kind is None:
+        return test, catalog
+    pa = require("pyarrow", "reading a run")
+    pc = require("pyarrow.compute", "reading a run")
+    items = copy.copy(test.item_map)  # _add replaces its arrays: the test table's map is not touched
+    for chunk in run_chunks(run, columns, format).chunks:
+        ranked = chunk[2].dictionary_decode() if pa.types.is_dictionary(chunk[2].type) else chunk[2]
+        if _is_float(ranked):
+            continue
+        text = pa.types.is_string(ranked.type) or pa.types.is_large_string(ranked.type)
+        if items.kind == "int" and text:  # an integer map holds the text ids written as integers only
+            ranked = ranked.filter(pc.match_substring_regex(ranked, CANONICAL_INTEGER)).cast(pa.int64())
+        elif items.kind == "str" and not text:
+            ranked = ranked.cast(pa.string())
+        if items.kind == "int" and len(ranked) and pc.min(ranked).as_py() < 0:
+            continue  # refused by the run's reader
+        items.encode(pc.unique(ranked), add=True, name="run items")
+    if len(items) == len(test.item_map):
+        return test, catalog
+    if given is not None and len(items) > given:
+        raise ValueError(
+            f"the test table's items and the items the run ranks are {len(items)} distinct items, more than the "
+            f"catalog num_items={given}: sampled negatives are drawn from the catalog, which must hold every item "
+            "the run ranks"
+        )
+    extended = copy.copy(test)
+    extended.item_map = items
+    return extended, max(catalog, len(items))
+
+
 def run_scores(
     run: Any, test: Any, catalog: int, ties: str, columns: Any, format: Any, score_precision: str = "float64"
 ) -> Callable:
@@ -76,6 +119,7 @@ def evaluate_sampled(
     sampled: Any,
     exclude: Any,
     catalog: int,
+    known: Any,
     batch_size: Any,
     device: Any,
     per_user: bool,
@@ -85,8 +129,9 @@ def evaluate_sampled(
 ) -> Any:
     """The sampled path of :func:`~ignite_recsys.evaluate` (its arguments, already checked): the
     arguments of its EvaluationResult (means, intervals, level, per-item values, their user ids,
-    info). A run is read whole and scored by :func:`run_scores` (``run_options``: ties, columns,
-    format, score precision)."""
+    info). ``known``: the catalog's size where it was given. A run is read whole, its items added
+    to the catalog (:func:`with_run_items`), and scored by :func:`run_scores` (``run_options``:
+    ties, columns, format, score precision)."""
     import ignite.distributed as idist
     from ignite.exceptions import NotComputableError
 
@@ -101,6 +146,7 @@ def evaluate_sampled(
             "ids to their (batch, num_items) scores, a run file or a run table (not ranked lists)"
         )
     if not callable(scores) or hasattr(scores, "columns") or hasattr(scores, "column_names"):
+        test, catalog = with_run_items(scores, test, catalog, known, run_options[1], run_options[2])
         scores = run_scores(scores, test, catalog, *run_options)
     unsupported = [item.key for item in requested if item.name not in METRICS or item.k is None]
     if unsupported:

@@ -624,3 +624,46 @@ def test_an_estimate_without_solution_is_refused_naming_it(tmp_path):
     options = {"num_negatives": 5, "estimators": ["naive"]}
     result = evaluate(str(tmp_path / "r"), str(tmp_path / "q"), ["hit_rate@1"], sampled=options, progress=False)
     assert result.means == {"hit_rate@1/naive": 1.0}
+
+
+def test_a_sampled_run_draws_its_negatives_among_every_item_it_ranks():
+    """A run of text ids against a test table that holds few of them: the run's other items are
+    catalog items, among which the negatives are drawn. Items the test table did not hold were
+    left out (negatives came from the test items alone), and with num_items=10 from ten ids that
+    named no item, scored below every listed one: every user ranked first. Reference: the same
+    run with integer ids numbered as the catalog numbers the items (the test table's first, then
+    the run's others in sorted order), which draws the same negatives; user b's test item is its
+    worst, so with 3 negatives it ranks 4th whatever they are."""
+    pd = pytest.importorskip("pandas")
+    from ignite_recsys import IdMap, Interactions, evaluate
+
+    items = [f"i{j}" for j in range(10)]
+    rows = [("a", item, float(j)) for j, item in enumerate(items)] + [
+        ("b", item, -float(j)) for j, item in enumerate(items)
+    ]
+    run = pd.DataFrame(rows, columns=["user", "item", "score"])
+    test = Interactions.from_frame(pd.DataFrame({"user": ["a", "b"], "item": ["i5", "i9"]}))
+    options = dict(sampled={"num_negatives": 3, "ties": "pessimistic", "seed": 0, "estimators": ["naive"]})
+    options.update(per_user=True, progress=False)
+
+    def reference(order):
+        number = {item: position for position, item in enumerate(order)}
+        dense_test = Interactions(torch.tensor([0, 1]), torch.tensor([number["i5"], number["i9"]]), num_items=10)
+        dense_run = run.assign(user=run.user.map({"a": 0, "b": 1}), item=run.item.map(number))
+        result = evaluate(dense_run, dense_test, ["mrr@4", "hit_rate@1"], **options)
+        assert result.per_user()["mrr@4/naive"][1] == 0.25 and result.per_user()["hit_rate@1/naive"][1] == 0.0
+        return result.means
+
+    appended = reference(["i5", "i9"] + [item for item in items if item not in ("i5", "i9")])
+    for num_items in (None, 10):
+        result = evaluate(run, test, ["mrr@4", "hit_rate@1"], num_items=num_items, **options)
+        assert result.means == appended and result.info["test_items"] == 2
+    assert test.num_items == 2 and len(test.item_map) == 2  # the caller's table is left as it was
+    # a catalog given smaller than the items the run ranks: refused
+    with pytest.raises(
+        ValueError, match=r"the items the run ranks are 10 distinct items, more than the catalog num_items=5"
+    ):
+        evaluate(run, test, ["mrr@4"], num_items=5, **options)
+    # a catalog of the same ten items given by an item map: its order
+    mapped = Interactions.from_frame(pd.DataFrame({"user": ["a", "b"], "item": ["i5", "i9"]}), item_map=IdMap(items))
+    assert evaluate(run, mapped, ["mrr@4", "hit_rate@1"], **options).means == reference(items)
