@@ -642,6 +642,17 @@ def _from_model(model: Callable, feed: _Feed, catalog: int) -> None:
         feed.advance(len(batch))
 
 
+def _dense_user_ids(users: Any) -> torch.Tensor:
+    """The users of ``(users, ranked)`` against a table of dense user ids, as int64; a TypeError
+    for ids that are not integers (floats would be cut to other users' ids, bools read as 0 and 1)."""
+    values = users.detach().cpu().numpy() if isinstance(users, torch.Tensor) else np.asarray(users)
+    if values.dtype.kind not in "iu":
+        raise TypeError(
+            f"users must be integer user ids (the test table's dense ids, one per row of ranked), got {values.dtype}"
+        )
+    return torch.as_tensor(values, dtype=torch.int64)
+
+
 def _from_ranked(given: tuple, feed: _Feed, catalog: Optional[int] = None) -> None:
     if len(given) != 2:
         raise TypeError("scores as a tuple must be (users, ranked): user ids (n,) and ranked item ids (n, K)")
@@ -659,7 +670,7 @@ def _from_ranked(given: tuple, feed: _Feed, catalog: Optional[int] = None) -> No
         )
     test = feed.test
     _check_model_ids(test, ("item",), _RANKED_IDS)  # their users are original ids, their items dense ids
-    dense = test.user_ids(users) if test.user_map is not None else torch.as_tensor(np.asarray(users), dtype=torch.int64)
+    dense = test.user_ids(users) if test.user_map is not None else _dense_user_ids(users)
     if dense.ndim != 1 or len(dense) != len(ranked):
         raise ValueError(
             f"users must be 1-D with one id per row of ranked ({len(ranked)}), got shape {tuple(dense.shape)}"

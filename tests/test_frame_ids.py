@@ -193,3 +193,25 @@ def test_string_view_ids_equal_pytrec_eval(tmp_path, form):
     for key, measure in (("ndcg@3", "ndcg_cut_3"), ("recall@2", "recall_2")):
         expected = np.mean([reference[q][measure] if q in reference else 0.0 for q in qrels])
         assert result[key] == pytest.approx(expected, abs=1e-12), key
+
+
+def test_ranked_lists_with_users_that_are_not_integer_ids_are_refused():
+    """users of (users, ranked) against a table of dense ids: 0.7, 2.2, 3.9 were cut to 0, 2, 3 and
+    evaluated as those users; bool users as 0 and 1. Refused, naming users and the dtype; the
+    integer ids give pytrec_eval's values."""
+    pytrec_eval = pytest.importorskip("pytrec_eval")
+    test = Interactions(torch.tensor([0, 2, 3]), torch.tensor([1, 0, 2]), num_items=4)
+    ranked = torch.tensor([[1, 0], [3, 0], [2, 1]])
+    for users in (
+        torch.tensor([0.7, 2.2, 3.9]),
+        np.array([0.0, 2.0, 3.0]),
+        [0.0, 2.0, 3.0],
+        torch.tensor([True, False, True]),
+    ):
+        with pytest.raises(TypeError, match=r"users must be integer user ids .*, got (float|bool)"):
+            R.evaluate((users, ranked), test, ["mrr@2"], progress=False)
+    result = R.evaluate((np.array([0, 2, 3]), ranked), test, ["mrr@2"], progress=False)
+    run = {"0": {"1": 2.0, "0": 1.0}, "2": {"3": 2.0, "0": 1.0}, "3": {"2": 2.0, "1": 1.0}}
+    qrels = {"0": {"1": 1}, "2": {"0": 1}, "3": {"2": 1}}
+    expected = pytrec_eval.RelevanceEvaluator(qrels, {"recip_rank"}).evaluate(run)
+    assert result["mrr@2"] == pytest.approx(np.mean([v["recip_rank"] for v in expected.values()]))
