@@ -1,6 +1,8 @@
 """Interactions.from_frame maps external ids of any type to dense ids (as RecTools and LensKit):
 numbers checked against numpy and pytrec_eval on the original ids."""
 
+import warnings
+
 import numpy as np
 import pytest
 import torch
@@ -215,3 +217,23 @@ def test_ranked_lists_with_users_that_are_not_integer_ids_are_refused():
     qrels = {"0": {"1": 1}, "2": {"0": 1}, "3": {"2": 1}}
     expected = pytrec_eval.RelevanceEvaluator(qrels, {"recip_rank"}).evaluate(run)
     assert result["mrr@2"] == pytest.approx(np.mean([v["recip_rank"] for v in expected.values()]))
+
+
+def test_a_frame_with_an_unread_grade_column_warns():
+    """A frame with a `rating` column and no value=: every row is read as grade 1, where
+    read_interactions reads that column of the same table as grades (NDCG@3 1.0 against
+    pytrec_eval's 0.797 with the grades). It warns, naming the column and value=; with
+    value="rating" the grades give pytrec_eval's value."""
+    pytrec_eval = pytest.importorskip("pytrec_eval")
+    frame = pd.DataFrame({"user": ["a", "a", "a"], "item": ["x", "y", "z"], "rating": [1, 2, 3], "ts": [5, 6, 7]})
+    with pytest.warns(R.InputWarning, match=r"column 'rating' is not read.*value='rating'"):
+        R.Interactions.from_frame(frame)
+    run = pd.DataFrame({"user": ["a", "a", "a"], "item": ["x", "y", "z"], "score": [3.0, 2.0, 1.0]})
+    graded = R.Interactions.from_frame(frame, value="rating")
+    result = R.evaluate(run, graded, ["ndcg@3"], gain_function="linear", progress=False)
+    qrels = {"a": {"x": 1, "y": 2, "z": 3}}
+    expected = pytrec_eval.RelevanceEvaluator(qrels, {"ndcg_cut_3"}).evaluate({"a": {"x": 3.0, "y": 2.0, "z": 1.0}})
+    assert result["ndcg@3"] == pytest.approx(expected["a"]["ndcg_cut_3"], abs=1e-12)
+    with warnings.catch_warnings():  # no grade column of a usual name: nothing to say
+        warnings.simplefilter("error")
+        R.Interactions.from_frame(frame.drop(columns="rating"))

@@ -27,13 +27,12 @@ import numpy as np
 from .._core.input_checks import InputWarning
 from ._arrow import arrow_of, numpy_of, plain_text
 from ._optional import require
-from .interactions import DuplicateInteractionError, IdMap, Interactions, column
+from .interactions import VALUE_COLUMNS, DuplicateInteractionError, IdMap, Interactions, column
 
 TREC_RUN_FIELDS = ("qid", "q0", "docid", "rank", "score", "tag")
 TREC_QRELS_FIELDS = ("qid", "iteration", "docid", "rel")
 USER_COLUMNS = ("user", "user_id", "userid", "qid", "query_id", "query")
 ITEM_COLUMNS = ("item", "item_id", "itemid", "docid", "doc_id", "doc")
-VALUE_COLUMNS = ("value", "rating", "relevance", "rel", "grade", "label")
 SCORE_COLUMNS = ("score", "prediction", "rating")
 CANONICAL_INTEGER = r"^(0|-?[1-9][0-9]*)$"  # text read as an integer id (a negative one is then refused)
 CHUNK_BYTES = 3 << 20  # bytes of text per chunk of a TREC or CSV file (evaluate() reads up to 32 ahead)

@@ -18,10 +18,13 @@ from typing import Any, Optional, Sequence, Union
 import numpy as np
 import torch
 
+from .._core.input_checks import InputWarning
 from ..inputs import ItemIds
 from ._arrow import TextIndex, arrow_of, kept, numpy_of, plain_text
 
 DUPLICATE_RULES = ("error", "max", "sum")
+# the usual names of a grade column (read_interactions reads the first a table has)
+VALUE_COLUMNS = ("value", "rating", "relevance", "rel", "grade", "label")
 
 
 # --- columns ---------------------------------------------------------------------------------
@@ -461,7 +464,10 @@ class Interactions:
         """The interactions of a data frame's ``user`` and ``item`` columns (and ``value``, the
         grades): a pandas or polars DataFrame, a pyarrow Table, or a mapping of column name to
         array. ``options`` are those of the constructor (``user_map``, ``item_map``,
-        ``duplicates``).
+        ``duplicates``). A frame with a column of a usual grade name (``value``, ``rating``,
+        ``relevance``, ``rel``, ``grade``, ``label``) and no ``value`` warns
+        (:class:`~ignite_recsys.InputWarning`): :func:`~ignite_recsys.data.read_interactions`
+        reads such a column of the same table as grades.
 
         The ids of a frame are external ids, as RecTools and LensKit take them: strings and
         integers alike are mapped to dense ids by an :class:`IdMap` (sorted order), kept as
@@ -486,6 +492,15 @@ class Interactions:
         if map_ids is not None and not isinstance(map_ids, bool):
             raise TypeError(f"map_ids must be True, False or None, got {map_ids!r}")
         columns = frame_columns(frame, [user, item] + ([value] if value is not None else []), "frame")
+        grades = [name for name in VALUE_COLUMNS if name in frame_column_names(frame) and name not in (user, item)]
+        if value is None and grades:  # read_interactions reads such a column of the same table as grades
+            warnings.warn(
+                f"Interactions.from_frame: the frame's column {grades[0]!r} is not read, and no value=: every row "
+                f"counts as a relevant interaction of grade 1 (value={grades[0]!r} reads grades from it, as "
+                "read_interactions does for a table with that column)",
+                InputWarning,
+                stacklevel=2,
+            )
         for role, name in (("user_map", user), ("item_map", item)):
             mapped = map_ids if map_ids is not None else not isinstance(columns[name], torch.Tensor)
             if mapped and options.get(role) is None:
@@ -637,24 +652,30 @@ class DuplicateInteractionError(ValueError):
         self.rows = list(rows)
 
 
+def frame_column_names(frame: Any, what: str = "frame") -> list:
+    """The column names of a pandas/polars DataFrame, a pyarrow Table or a mapping (a TypeError
+    for anything else)."""
+    module = type(frame).__module__
+    if isinstance(frame, dict):
+        return list(frame)
+    if module.startswith("pyarrow"):
+        return list(frame.column_names)
+    if module.startswith("polars") or module.startswith("pandas"):
+        return [str(name) for name in frame.columns]
+    raise TypeError(
+        f"{what} must be a pandas or polars DataFrame, a pyarrow Table or a dict of columns, got {type(frame).__name__}"
+    )
+
+
 def frame_columns(frame: Any, names: Sequence[str], what: str) -> dict:
     """{name: column} of a pandas/polars DataFrame, a pyarrow Table or a mapping; a KeyError-free
     ValueError listing the columns when one is missing."""
-    module = type(frame).__module__
-    if isinstance(frame, dict):
-        available = list(frame)
-        get = frame.__getitem__
-    elif module.startswith("pyarrow"):
-        available = list(frame.column_names)
-        get = frame.column
-    elif module.startswith("polars") or module.startswith("pandas"):
-        available = [str(name) for name in frame.columns]
-        get = frame.__getitem__
-    else:
-        raise TypeError(
-            f"{what} must be a pandas or polars DataFrame, a pyarrow Table or a dict of columns, "
-            f"got {type(frame).__name__}"
-        )
+    available = frame_column_names(frame, what)
+    get = (
+        frame.column
+        if type(frame).__module__.startswith("pyarrow") and not isinstance(frame, dict)
+        else frame.__getitem__
+    )
     missing = [name for name in names if name not in available]
     if missing:
         raise ValueError(f"{what} has no column {missing[0]!r}; its columns are {available}")
