@@ -837,3 +837,14 @@ def test_ties_other_than_stable_need_scores_not_a_run():
             R.evaluate(given, test, ["ndcg@1"], ties="average", progress=False)
     result = R.evaluate(lambda users: scores[users], test, ["ndcg@1"], ties="average", progress=False)
     assert result["ndcg@1"] == pytest.approx(0.25, abs=1e-12)
+
+
+def test_a_table_with_two_grade_columns_of_usual_names_needs_value(tmp_path):
+    """rating and label both name grades: the first of the usual names was read without a word.
+    Refused, naming both and value=; with value= the column named is read (its sum of grades)."""
+    (tmp_path / "t.csv").write_text("user,item,rating,label\nu,a,5,0\nu,b,1,1\n")
+    with pytest.raises(ValueError, match=r"t.csv: the table has several grade columns \['rating', 'label'\].*value="):
+        read_interactions(tmp_path / "t.csv")
+    for name, expected in (("rating", 6.0), ("label", 1.0)):
+        table = read_interactions(tmp_path / "t.csv", value=name)
+        assert float(table.csr(torch.tensor([0])).values().sum()) == expected

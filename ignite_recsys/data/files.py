@@ -507,7 +507,8 @@ def read_interactions(
     :func:`read_trec_qrels`), or a parquet or CSV/TSV table (header line) whose ``user`` and
     ``item`` columns hold the ids and ``value`` (optional) the grades. Without names, the usual
     ones are looked for: ``user``/``user_id``/``qid``..., ``item``/``item_id``/``docid``...,
-    and (values, when present) ``value``/``rating``/``relevance``/``rel``/``grade``/``label``.
+    and (values, when present) ``value``/``rating``/``relevance``/``rel``/``grade``/``label``
+    (a table with several of these needs ``value=``).
     Without a grade column every row is a relevant interaction of grade 1; where the table has
     other columns, none of them read, an :class:`~ignite_recsys.InputWarning` names them (a
     grade column of another name, such as BEIR's ``score``, needs ``value=``). Against a given
@@ -519,7 +520,12 @@ def read_interactions(
     pa = require("pyarrow", "reading tables")
     names = table_schema_names(path, kind)
     if value is None:
-        value = next((name for name in VALUE_COLUMNS if name in names), None)
+        graded = [name for name in VALUE_COLUMNS if name in names and name not in (user, item)]
+        if len(graded) > 1:
+            raise FileFormatError(
+                path, None, None, f"the table has several grade columns {graded}: name the one to read with value="
+            )
+        value = graded[0] if graded else None
     chosen = table_columns(
         path, kind, {"user": (user, USER_COLUMNS), "item": (item, ITEM_COLUMNS), "value": (value, ())}, "the table"
     )
