@@ -491,6 +491,33 @@ def _no_nulls(path: Any, array: Any, first: int, name: str, unit: str) -> Any:
     return array
 
 
+def _chosen_columns(path: Any, kind: str, user: Optional[str], item: Optional[str], value: Optional[str]) -> dict:
+    """{role: column name} of ``read_interactions``' table: the names given, else the usual ones
+    (a FileFormatError for several grade columns of usual names); an InputWarning names the columns
+    left unread when no grade column is read (one of another name would be read as grade 1)."""
+    names = table_schema_names(path, kind)
+    if value is None:
+        graded = [name for name in VALUE_COLUMNS if name in names and name not in (user, item)]
+        if len(graded) > 1:
+            raise FileFormatError(
+                path, None, None, f"the table has several grade columns {graded}: name the one to read with value="
+            )
+        value = graded[0] if graded else None
+    chosen = table_columns(
+        path, kind, {"user": (user, USER_COLUMNS), "item": (item, ITEM_COLUMNS), "value": (value, ())}, "the table"
+    )
+    unread = [name for name in names if name not in chosen.values()]
+    if "value" not in chosen and unread:
+        warnings.warn(
+            f"{os.fspath(path)}: the columns {unread} are not read, and no grade column: every row counts as a "
+            f"relevant interaction of grade 1 (value={unread[0]!r} reads grades from a column; the usual names of "
+            f"one are {list(VALUE_COLUMNS)})",
+            InputWarning,
+            stacklevel=3,
+        )
+    return chosen
+
+
 def read_interactions(
     path: Any,
     *,
@@ -518,27 +545,8 @@ def read_interactions(
     if kind == "trec":
         return read_trec_qrels(path, user_map=user_map, item_map=item_map, duplicates=duplicates, num_items=num_items)
     pa = require("pyarrow", "reading tables")
-    names = table_schema_names(path, kind)
-    if value is None:
-        graded = [name for name in VALUE_COLUMNS if name in names and name not in (user, item)]
-        if len(graded) > 1:
-            raise FileFormatError(
-                path, None, None, f"the table has several grade columns {graded}: name the one to read with value="
-            )
-        value = graded[0] if graded else None
-    chosen = table_columns(
-        path, kind, {"user": (user, USER_COLUMNS), "item": (item, ITEM_COLUMNS), "value": (value, ())}, "the table"
-    )
+    chosen = _chosen_columns(path, kind, user, item, value)
     roles = ["user", "item"] + (["value"] if "value" in chosen else [])
-    unread = [name for name in names if name not in chosen.values()]
-    if "value" not in chosen and unread:  # a grade column of another name would be read as grade 1 for every row
-        warnings.warn(
-            f"{os.fspath(path)}: the columns {unread} are not read, and no grade column: every row counts as a "
-            f"relevant interaction of grade 1 (value={unread[0]!r} reads grades from a column; the usual names of "
-            f"one are {list(VALUE_COLUMNS)})",
-            InputWarning,
-            stacklevel=2,
-        )
     parts: dict = {role: [] for role in roles}
     unit = "row" if kind == "parquet" else "line"
     kinds: dict = {}
