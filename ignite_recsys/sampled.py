@@ -95,6 +95,13 @@ def run_scores(
         positions, items, lengths = (np.concatenate([part[j] for part in parts]) for j in range(3))
     else:
         positions = items = lengths = np.zeros(0, dtype=np.int64)
+    outside = int(np.count_nonzero(items >= catalog))
+    if outside:
+        raise ValueError(
+            f"the run ranks {outside} item{'s' if outside > 1 else ''} for test users outside the catalog of "
+            f"num_items={catalog} (integer ids past it, or text ids written otherwise than the test table's integer "
+            "ids, 07 for 7): sampled negatives are drawn from the catalog, which must hold every item the run ranks"
+        )
     offsets = np.concatenate([[0], np.cumsum(lengths)])
     list_of_user = np.full(int(test.users.max()) + 1, -1, dtype=np.int64)
     list_of_user[test.users.numpy()[positions]] = np.arange(len(positions))
@@ -105,8 +112,7 @@ def run_scores(
             which = list_of_user[user] if user < len(list_of_user) else -1
             if which >= 0:
                 ranked = items[offsets[which] : offsets[which + 1]]
-                known = ranked < catalog  # items outside the test table's catalog are not candidates
-                table[row, ranked[known]] = -np.arange(len(ranked), dtype=np.float64)[known]
+                table[row, ranked] = -np.arange(len(ranked), dtype=np.float64)
         return torch.from_numpy(table).to(users.device)
 
     return scores

@@ -667,3 +667,21 @@ def test_a_sampled_run_draws_its_negatives_among_every_item_it_ranks():
     # a catalog of the same ten items given by an item map: its order
     mapped = Interactions.from_frame(pd.DataFrame({"user": ["a", "b"], "item": ["i5", "i9"]}), item_map=IdMap(items))
     assert evaluate(run, mapped, ["mrr@4", "hit_rate@1"], **options).means == reference(items)
+
+
+def test_a_sampled_run_with_items_the_catalog_cannot_hold_is_refused(tmp_path):
+    """Items past num_items of a table of dense ids, or text ids written otherwise than the test
+    table's integer ids (07 for 7), were left out of the candidates without a word; refused, as
+    evaluate() without sampling refuses ids past the catalog."""
+    pd = pytest.importorskip("pandas")
+    from ignite_recsys import Interactions, evaluate
+
+    options = dict(sampled={"num_negatives": 3, "seed": 0}, progress=False)
+    dense = Interactions(torch.tensor([0, 1]), torch.tensor([5, 9]), num_items=10)
+    run = pd.DataFrame({"user": [0, 0, 1], "item": [5, 12, 9], "score": [3.0, 2.0, 1.0]})
+    with pytest.raises(ValueError, match=r"the run ranks 1 item .* outside the catalog of num_items=10"):
+        evaluate(run, dense, ["ndcg@3"], **options)
+    mapped = Interactions.from_frame(pd.DataFrame({"user": [1, 2], "item": [7, 9]}))
+    (tmp_path / "run.csv").write_text("user,item,score\n1,07,0.9\n1,7,0.8\n2,9,0.7\n")
+    with pytest.raises(ValueError, match=r"the run ranks 1 item .* outside the catalog of num_items=2"):
+        evaluate(tmp_path / "run.csv", mapped, ["ndcg@3"], **options)
