@@ -56,7 +56,8 @@ def with_run_items(run: Any, test: Any, catalog: int, given: Any, columns: Any, 
             continue
         text = pa.types.is_string(ranked.type) or pa.types.is_large_string(ranked.type)
         if items.kind == "int" and text:  # an integer map holds the text ids written as integers only
-            ranked = ranked.filter(pc.match_substring_regex(ranked, CANONICAL_INTEGER)).cast(pa.int64())
+            integer = pc.and_(pc.match_substring_regex(ranked, CANONICAL_INTEGER), pc.less(pc.utf8_length(ranked), 19))
+            ranked = ranked.filter(integer).cast(pa.int64())  # (up to 18 digits: within int64)
         elif items.kind == "str" and not text:
             ranked = ranked.cast(pa.string())
         if items.kind == "int" and len(ranked) and pc.min(ranked).as_py() < 0:

@@ -682,6 +682,7 @@ def test_a_sampled_run_with_items_the_catalog_cannot_hold_is_refused(tmp_path):
     with pytest.raises(ValueError, match=r"the run ranks 1 item .* outside the catalog of num_items=10"):
         evaluate(run, dense, ["ndcg@3"], **options)
     mapped = Interactions.from_frame(pd.DataFrame({"user": [1, 2], "item": [7, 9]}))
-    (tmp_path / "run.csv").write_text("user,item,score\n1,07,0.9\n1,7,0.8\n2,9,0.7\n")
-    with pytest.raises(ValueError, match=r"the run ranks 1 item .* outside the catalog of num_items=2"):
-        evaluate(tmp_path / "run.csv", mapped, ["ndcg@3"], **options)
+    for item in ("07", "12345678901234567890123"):  # the second past int64: no id of an integer map either
+        (tmp_path / "run.csv").write_text(f"user,item,score\n1,{item},0.9\n1,7,0.8\n2,9,0.7\n2,11,0.5\n")
+        with pytest.raises(ValueError, match=r"the run ranks 1 item .* outside the catalog of num_items=3"):
+            evaluate(tmp_path / "run.csv", mapped, ["ndcg@3"], **options)
