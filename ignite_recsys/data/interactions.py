@@ -492,7 +492,8 @@ class Interactions:
         if map_ids is not None and not isinstance(map_ids, bool):
             raise TypeError(f"map_ids must be True, False or None, got {map_ids!r}")
         columns = frame_columns(frame, [user, item] + ([value] if value is not None else []), "frame")
-        grades = [name for name in VALUE_COLUMNS if name in frame_column_names(frame) and name not in (user, item)]
+        available = frame_column_names(frame)
+        grades = [name for name in VALUE_COLUMNS if name in available and name not in (user, item)]
         if value is None and grades:  # read_interactions reads such a column of the same table as grades
             warnings.warn(
                 f"Interactions.from_frame: the frame's column {grades[0]!r} is not read, and no value=: every row "
@@ -671,11 +672,7 @@ def frame_columns(frame: Any, names: Sequence[str], what: str) -> dict:
     """{name: column} of a pandas/polars DataFrame, a pyarrow Table or a mapping; a KeyError-free
     ValueError listing the columns when one is missing."""
     available = frame_column_names(frame, what)
-    get = (
-        frame.column
-        if type(frame).__module__.startswith("pyarrow") and not isinstance(frame, dict)
-        else frame.__getitem__
-    )
+    get = frame.column if type(frame).__module__.startswith("pyarrow") else frame.__getitem__
     missing = [name for name in names if name not in available]
     if missing:
         raise ValueError(f"{what} has no column {missing[0]!r}; its columns are {available}")
