@@ -122,23 +122,20 @@ def ranking_metrics(
     return dict(zip(keys, values.unbind(1)))
 
 
+def _class_defaults(entry: RankingEntry) -> dict:
+    """The defaults of the common arguments (``_COMMON``) in the entry's class: its function's own
+    (``HitRate`` counts a label above 0 as relevant, the others a label of at least 1)."""
+    parameters = inspect.signature(getattr(metrics, entry.class_name)).parameters
+    return {name: parameters[name].default for name in _COMMON}
+
+
 def _function_of(entry: RankingEntry):
     """The function of one registry entry: per-user values (batch, len(top_k)), or (batch,)
-    without cut-off."""
+    without cut-off; the class's defaults."""
+    defaults = _class_defaults(entry)
 
-    def metric_values(
-        y_pred,
-        y,
-        top_k=None,
-        exclude=None,
-        *,
-        relevance_threshold=1.0,
-        ties="stable",
-        ignore_zero_hits=True,
-        num_items=None,
-        skip_users_without_relevant=None,
-        **options,
-    ):
+    def metric_values(y_pred, y, top_k=None, exclude=None, **options):
+        common = {name: options.pop(name, default) for name, default in defaults.items()}
         unknown = set(options) - {option.name for option in entry.options}
         if unknown:
             raise TypeError(f"{entry.name}() got an unexpected keyword argument {sorted(unknown)[0]!r}")
@@ -146,7 +143,7 @@ def _function_of(entry: RankingEntry):
             raise TypeError(f"{entry.name}() missing 1 required argument: 'top_k'")
         chosen = {entry.name: _checked_options(entry, options)}
         top_k = top_k if entry.has_cutoff else None
-        _, values = _values(entry.name, [entry], chosen, y_pred, y, exclude, locals())
+        _, values = _values(entry.name, [entry], chosen, y_pred, y, exclude, {"top_k": top_k, **common})
         return values if entry.has_cutoff else values[:, 0]
 
     keyword = inspect.Parameter.KEYWORD_ONLY
@@ -154,14 +151,8 @@ def _function_of(entry: RankingEntry):
     parameters = [inspect.Parameter("y_pred", positional), inspect.Parameter("y", positional)]
     if entry.has_cutoff:
         parameters.append(inspect.Parameter("top_k", positional))
-    parameters += [
-        inspect.Parameter("exclude", positional, default=None),
-        inspect.Parameter("relevance_threshold", keyword, default=1.0),
-        inspect.Parameter("ties", keyword, default="stable"),
-        inspect.Parameter("ignore_zero_hits", keyword, default=True),
-        inspect.Parameter("num_items", keyword, default=None),
-        inspect.Parameter("skip_users_without_relevant", keyword, default=None),
-    ]
+    parameters.append(inspect.Parameter("exclude", positional, default=None))
+    parameters += [inspect.Parameter(name, keyword, default=default) for name, default in defaults.items()]
     parameters += [inspect.Parameter(option.name, keyword, default=option.default) for option in entry.options]
     metric_values.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]
     metric_values.__name__ = metric_values.__qualname__ = entry.name

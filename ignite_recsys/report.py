@@ -19,6 +19,7 @@ from .stats import (
     _user_ids_of,
     _values_of,
     correct_p_values,
+    declared,
     paired_test,
 )
 
@@ -45,7 +46,7 @@ def _latex_escape(text: str) -> str:
 
 def _column_k(metric: Any, column: str) -> Any:
     """The ``k`` that picks ``column`` ("ndcg@10") out of a metric's per-user values."""
-    if isinstance(getattr(metric, "metrics", None), (list, tuple)):  # RankingMetrics: keys are names
+    if isinstance(declared(metric, "metrics"), (list, tuple)):  # RankingMetrics: keys are names
         return column
     head, at, tail = column.rpartition("@")
     return int(tail) if at and tail.isdigit() else None
@@ -287,7 +288,7 @@ def _row_of(value: Any, level: float) -> Any:
         def cell(values):
             return values if ids is None else PerUserValues(values, ids)
 
-        if getattr(value, "keeps_per_user", False):
+        if declared(value, "keeps_per_user", False):
             per_user = value.per_user()
             if isinstance(per_user, Mapping):
                 return {key: cell(values) for key, values in per_user.items()}
@@ -297,12 +298,12 @@ def _row_of(value: Any, level: float) -> Any:
         elif isinstance(means, (list, tuple)):
             keys = (
                 list(value.compute_dict())
-                if callable(getattr(value, "compute_dict", None))
+                if callable(declared(value, "compute_dict"))
                 else [f"@{k}" for k in value.top_k]
             )
         else:
             keys, means, intervals = [snake_case(type(value).__name__)], [means], [intervals]
-        if getattr(value, "keeps_per_user", False):
+        if declared(value, "keeps_per_user", False):
             rows = value.per_user()
             columns = rows.unbind(1) if rows.ndim == 2 else [rows]
             return {key: cell(values) for key, values in zip(keys, columns)}

@@ -9,6 +9,7 @@ per-user values. The metrics' :meth:`confidence_interval` uses the same quantile
 
 from __future__ import annotations
 
+import inspect
 import math
 import numbers
 from dataclasses import dataclass
@@ -16,6 +17,7 @@ from typing import Any, Optional, Sequence, Union
 
 import numpy as np
 import torch
+from ignite.metrics import Metric
 
 from . import _validation as V
 from ._tdist import paired_t_p_value, t_quantile
@@ -82,11 +84,22 @@ def _length(values: Any) -> int:
     return shape[0]
 
 
+def declared(value: Any, name: str, default: Any = None) -> Any:
+    """``value.name`` where the value's class or the value itself defines ``name``, else ``default``:
+    never through a ``__getattr__``. (An ignite ``Metric`` answers any unknown attribute with a
+    function whose call builds a ``MetricsLambda``, which resets the metric.)"""
+    try:
+        inspect.getattr_static(value, name)
+    except AttributeError:
+        return default
+    return getattr(value, name)
+
+
 def _holds_cut_offs(values: Any) -> bool:
     """Whether ``values`` is a metric or result whose per-user values ``k`` picks from (not plain
     values or :class:`PerUserValues`)."""
     plain = isinstance(values, (PerUserValues, torch.Tensor, np.ndarray))
-    return not plain and callable(getattr(values, "per_user", None))
+    return not plain and callable(declared(values, "per_user"))
 
 
 def _values_of(name: str, values: Any, k: Any) -> np.ndarray:
@@ -95,7 +108,7 @@ def _values_of(name: str, values: Any, k: Any) -> np.ndarray:
     if isinstance(values, PerUserValues):
         values = values.values
     elif _holds_cut_offs(values):
-        if not getattr(values, "keeps_per_user", True):
+        if not declared(values, "keeps_per_user", True):
             raise ValueError(f"{name} ({type(values).__name__}) keeps no per-user values: build it with per_user=True")
         metric = values
         values = metric.per_user()
@@ -110,7 +123,7 @@ def _values_of(name: str, values: Any, k: Any) -> np.ndarray:
             else:
                 raise ValueError(f"k must name one of {list(values)} for {name} ({type(metric).__name__}), got {k!r}")
         elif values.ndim == 2:
-            top_k = list(getattr(metric, "top_k", []))
+            top_k = list(declared(metric, "top_k", []))
             if k is None and values.shape[1] == 1:
                 values = values[:, 0]
             elif k in top_k and not isinstance(k, bool):
@@ -119,6 +132,11 @@ def _values_of(name: str, values: Any, k: Any) -> np.ndarray:
                 raise ValueError(
                     f"k must be one of the cut-offs {top_k} of {name} ({type(metric).__name__}), got {k!r}"
                 )
+    elif isinstance(values, Metric):
+        raise TypeError(
+            f"{name} ({type(values).__name__}) gives no per-user values: pass a metric built with per_user=True "
+            "(one that averages over users), an evaluation result or the per-user values themselves"
+        )
     if isinstance(values, torch.Tensor):
         values = values.detach().to("cpu", torch.float64).numpy()
     try:
@@ -139,7 +157,7 @@ def _user_ids_of(value: Any) -> Any:
         return value.user_ids
     if callable(getattr(type(value), "to_report", None)):  # an EvaluationResult: its original user ids
         return getattr(value, "user_ids", None)
-    if getattr(value, "keeps_per_user", False) and callable(getattr(value, "per_user_ids", None)):
+    if declared(value, "keeps_per_user", False) and callable(declared(value, "per_user_ids")):
         try:
             return value.per_user_ids()
         except RuntimeError:

@@ -324,3 +324,38 @@ def test_confidence_interval_and_per_user_distributed_equal_single_process():
                 got_interval, got_rows = got[name]["interval"], got[name]["rows"]
             np.testing.assert_allclose(got_interval, interval, rtol=0, atol=1e-9, err_msg=f"{name} rank {rank}")
             np.testing.assert_allclose(got_rows, rows, rtol=0, atol=1e-12, err_msg=f"{name} rank {rank}")
+
+
+# --- SampledMetrics' per-item values under gloo ------------------------------------------------
+_SAMPLED_HITS = [True, False, True, False, False, True, True, True, False, True]  # row i's test item
+_SAMPLED_SHARES = {0: [0, 1, 2], 1: [3, 4, 5, 6, 7, 8, 9]}  # uneven: 3 items on rank 0, 7 on rank 1
+
+
+def _sampled_worker(local_rank, folder):
+    """Each rank's test items: scored +inf where a hit (rank 1 among any negatives), -inf elsewhere
+    (last of 21), so the per-item hits are known whatever the negatives drawn."""
+    rank = idist.get_rank()
+    rows = _SAMPLED_SHARES[rank]
+    scores = torch.rand(len(rows), 30, dtype=torch.float64, generator=torch.Generator().manual_seed(rank))
+    positives = torch.arange(len(rows))
+    hits = torch.tensor([_SAMPLED_HITS[row] for row in rows])
+    scores[positives, positives] = torch.where(hits, torch.inf, -torch.inf).double()
+    metric = R.SampledMetrics(top_k=[10], metrics=["hit_rate"], num_negatives=20, estimators=["naive"], per_user=True)
+    metric.update((scores, positives))
+    result = {
+        "per_user": metric.per_user()["hit_rate@10/naive"].tolist(),
+        "ranks": metric.sampled_ranks().tolist(),
+        "mean": metric.compute()["hit_rate@10/naive"],
+    }
+    with open(os.path.join(folder, f"rank{rank}.json"), "w") as handle:
+        json.dump(result, handle)
+
+
+def test_sampled_per_user_values_are_gathered_on_every_rank():
+    """per_user() and sampled_ranks() hold every process's test items on every process (rank 0's
+    first), as the other metrics' per_user(): their mean is compute()'s."""
+    expected = [float(hit) for hit in _SAMPLED_HITS]
+    for rank, got in enumerate(run_in_processes(_sampled_worker)):
+        assert got["per_user"] == expected, f"rank {rank}"
+        assert got["ranks"] == [1.0 if hit else 21.0 for hit in _SAMPLED_HITS], f"rank {rank}"
+        assert got["mean"] == pytest.approx(np.mean(expected))

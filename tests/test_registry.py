@@ -5,6 +5,7 @@ import inspect
 
 import numpy as np
 import pytest
+import torch
 
 import ignite_recsys as R
 from ignite_recsys import functional as F
@@ -147,6 +148,28 @@ def test_combined_values_equal_the_class_and_the_function(rng, name):
             scores, relevance, [1, 4, 12], [name], relevance_threshold=single.relevance_threshold, **kwargs
         )
         np.testing.assert_array_equal(np.stack([functional[f"{name}@{k}"] for k in (1, 4, 12)], 1), per_user.numpy())
+
+
+@pytest.mark.parametrize("name", list(ALL_METRICS))
+def test_each_function_takes_the_defaults_of_its_class(name):
+    """A function called without the common arguments computes what its class does by default
+    (HitRate counts a label above 0 as relevant, the others a label of at least 1)."""
+    function, cls = inspect.signature(getattr(F, name)).parameters, inspect.signature(class_of(REGISTRY[name]))
+    for argument in ("relevance_threshold", "ties", "ignore_zero_hits", "num_items", "skip_users_without_relevant"):
+        assert function[argument].default == cls.parameters[argument].default, argument
+
+
+def test_hit_rate_function_counts_a_label_above_zero_as_its_class_does():
+    scores = torch.tensor([[3.0, 2.0, 1.0], [3.0, 2.0, 1.0], [3.0, 2.0, 1.0]])
+    labels = torch.tensor([[0.5, 0.0, 0.0], [0.5, 0.0, 1.0], [0.0, 0.0, 0.0]])
+    # numpy from the formula under y > 0: a hit in the top 1 / top 3; NaN for a user without a relevant item
+    relevant = labels.numpy() > 0
+    expected = np.stack([relevant[:, :k].any(1) for k in (1, 3)], 1).astype(float)
+    expected[~relevant.any(1)] = np.nan
+    np.testing.assert_array_equal(F.hit_rate(scores, labels, [1, 3]).numpy(), expected)
+    metric = R.HitRate([1, 3], per_user=True)
+    metric.update((scores, labels))
+    np.testing.assert_array_equal(metric.per_user().numpy(), expected)
 
 
 def test_the_harness_names_a_missing_reference_value():

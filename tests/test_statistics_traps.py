@@ -184,3 +184,45 @@ def test_paired_test_refuses_a_cut_off_that_neither_side_has():
     result = R.paired_test(metric, plain, k=5)
     expected = scipy.stats.ttest_rel(metric.per_user()[:, 1].numpy(), plain)
     assert result.p_value == pytest.approx(expected.pvalue, rel=1e-12)
+
+
+def _sampled_model(hits, seed=1):
+    """A SampledMetrics (HitRate@10, naive) whose test item of row i is scored +inf where
+    ``hits[i]`` (rank 1 among any negatives) and -inf elsewhere (last among any 20 negatives)."""
+    scores = torch.rand(len(hits), 30, dtype=torch.float64, generator=torch.Generator().manual_seed(seed))
+    positives = torch.arange(len(hits))
+    scores[positives, positives] = torch.where(torch.tensor(hits), torch.inf, -torch.inf).double()
+    metric = R.SampledMetrics(
+        top_k=[10], metrics=["hit_rate"], num_negatives=20, estimators=["naive"], per_user=True
+    )
+    metric.update((scores, positives))
+    return metric
+
+
+def test_paired_test_and_report_pair_sampled_metrics_and_keep_their_state():
+    """SampledMetrics has per-item values but no per-user ids: paired by position, against scipy on
+    the known hits; the metrics' state is unchanged (ignite's attribute lookup once reset them)."""
+    hits_a = [1, 1, 0, 1, 0, 1, 1, 1, 0, 1, 1, 0]
+    hits_b = [0, 1, 0, 0, 0, 1, 0, 1, 0, 0, 1, 0]
+    a, b = _sampled_model([bool(h) for h in hits_a]), _sampled_model([bool(h) for h in hits_b])
+    result = R.paired_test(a, b, k="hit_rate@10/naive")
+    expected = scipy.stats.ttest_rel(np.array(hits_a, float), np.array(hits_b, float))
+    assert result.p_value == pytest.approx(expected.pvalue, rel=1e-12)
+    assert result.num_users == 12 and result.mean_difference == pytest.approx(4 / 12)
+    assert a.compute() == {"hit_rate@10/naive": pytest.approx(8 / 12)}
+    assert b.compute() == {"hit_rate@10/naive": pytest.approx(4 / 12)}
+    table = R.Report({"A": a, "B": b}, baseline="B").to_markdown()
+    assert "0.6667" in table and "0.3333" in table
+    assert a.compute() == {"hit_rate@10/naive": pytest.approx(8 / 12)}
+
+
+def test_paired_test_refuses_a_metric_without_per_user_values_and_keeps_its_state():
+    rng = np.random.default_rng(0)
+    scores, labels = torch.tensor(rng.random((8, 12))), torch.tensor(rng.random((8, 12)) < 0.3).float()
+    a, b = R.GAUC(), R.GAUC()
+    a.update((scores, labels))
+    b.update((scores.flip(1), labels))
+    before = a.compute()
+    with pytest.raises(TypeError, match=r"a \(GAUC\) gives no per-user values"):
+        R.paired_test(a, b)
+    assert a.compute() == before

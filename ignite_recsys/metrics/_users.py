@@ -214,10 +214,10 @@ class UserMean(StatefulMetric):
             )
         # 0: no rows here, 1: rows with user ids, 2: rows without; every process must agree
         local = 0 if not self._per_user_rows else 1 if self._per_user_ids else 2
-        kinds = set(_gathered_rows(torch.tensor([[local]], dtype=torch.int64, device=rows.device))[:, 0].tolist())
+        kinds = set(gathered_rows(torch.tensor([[local]], dtype=torch.int64, device=rows.device))[:, 0].tolist())
         if kinds >= {1, 2}:
             raise ValueError(f"{name}.per_user(): some processes gave UserIds with their updates and others did not")
-        rows = _gathered_rows(rows)
+        rows = gathered_rows(rows)
         if 1 not in kinds:
             return rows, None
         ids = (
@@ -225,7 +225,7 @@ class UserMean(StatefulMetric):
             if self._per_user_ids
             else torch.zeros(0, dtype=torch.int64, device=rows.device)
         )
-        ids, order = torch.sort(_gathered_rows(ids.unsqueeze(1))[:, 0], stable=True)
+        ids, order = torch.sort(gathered_rows(ids.unsqueeze(1))[:, 0], stable=True)
         repeated = ids[1:][ids[1:] == ids[:-1]].unique()
         if repeated.numel():
             raise ValueError(
@@ -397,7 +397,7 @@ def centered_moments(total: Any, count: Any, squares: Any, shift: Any) -> tuple:
     return all_total, all_count, deviations.clamp(min=0)
 
 
-def _gathered_rows(rows: torch.Tensor) -> torch.Tensor:
+def gathered_rows(rows: torch.Tensor) -> torch.Tensor:
     """The (users, num_values) rows of every process, rank 0's first."""
     world_size = idist.get_world_size()
     if world_size == 1:

@@ -23,6 +23,7 @@ from .._core.input_checks import check_dense_tensor, check_dtype, values_only
 from .._tdist import t_intervals
 from ._state import BatchTotals, StatefulMetric, _identity
 from ._lists import DeviceCopies
+from ._users import gathered_rows
 
 SAMPLINGS = ("uniform", "popularity")
 SAMPLED_TIES = ("random", "optimistic", "pessimistic")
@@ -490,13 +491,16 @@ class SampledMetrics(StatefulMetric):
 
     def sampled_ranks(self) -> torch.Tensor:
         """Every test item's sampled rank (float64, needs ``per_user=True``), row after row of
-        the updates' ``positives`` (a (batch, p) input gives p entries per row, NaN for ``-1``)."""
+        the updates' ``positives`` (a (batch, p) input gives p entries per row, NaN for ``-1``);
+        across processes gathered on every process in rank order (rank 0's items first)."""
         if not self.keeps_per_user:
             raise RuntimeError(f"{type(self).__name__}.sampled_ranks() needs the metric to be built with per_user=True")
         self._checked()
         if not self._per_user_ranks:
-            return torch.zeros(0, dtype=torch.float64, device=self._device)
-        return torch.cat(self._per_user_ranks)
+            local = torch.zeros(0, dtype=torch.float64, device=self._device)
+        else:
+            local = torch.cat(self._per_user_ranks)
+        return gathered_rows(local.unsqueeze(1))[:, 0]
 
     def per_user(self) -> dict:
         """Each test item's value, ``{"<metric>@<k>/<estimator>": (items,) float64}``, for the
