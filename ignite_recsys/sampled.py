@@ -4,12 +4,14 @@
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Mapping
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import torch
 
+from ._core.input_checks import InputWarning
 from ._core.sampled_estimators import METRICS
 
 # the SampledMetrics arguments evaluate(sampled={...}) passes on
@@ -78,20 +80,22 @@ def with_run_items(run: Any, test: Any, catalog: int, given: Any, columns: Any, 
 
 def run_scores(
     run: Any, test: Any, catalog: int, ties: str, columns: Any, format: Any, score_precision: str = "float64"
-) -> Callable:
-    """A run (a file or a table) as a model's scores: ``users -> (batch, catalog)`` float64, each
-    listed item scored minus its position in the user's list (``ties`` orders equal scores, at
-    ``score_precision``), every item the run does not list for the user ``-inf`` (below the listed
-    ones, tied together). The run is read whole: a user's rows need not be contiguous."""
+) -> tuple:
+    """(scores, notes): a run (a file or a table) as a model's scores, ``users -> (batch, catalog)``
+    float64, each listed item scored minus its position in the user's list (``ties`` orders equal
+    scores, at ``score_precision``), every item the run does not list for the user ``-inf`` (below
+    the listed ones, tied together); and the warnings of a run that ranks no test item
+    (:func:`unranked_test_items`). The run is read whole: a user's rows need not be contiguous."""
     from .data.runs import RunStream, SplitUserError, grouped_chunks, run_chunks
 
     def lists(chunks):
-        return list(RunStream(chunks, test, ties=ties, unknown_base=catalog, score_precision=score_precision))
+        stream = RunStream(chunks, test, ties=ties, unknown_base=catalog, score_precision=score_precision)
+        return list(stream), stream
 
     try:
-        parts = lists(run_chunks(run, columns, format))
+        parts, stream = lists(run_chunks(run, columns, format))
     except SplitUserError:  # a user's rows apart: each user's rows grouped, as evaluate() does
-        parts = lists(grouped_chunks(run_chunks(run, columns, format)))
+        parts, stream = lists(grouped_chunks(run_chunks(run, columns, format)))
     if parts:
         positions, items, lengths = (np.concatenate([part[j] for part in parts]) for j in range(3))
     else:
@@ -116,7 +120,32 @@ def run_scores(
                 table[row, ranked] = -np.arange(len(ranked), dtype=np.float64)
         return torch.from_numpy(table).to(users.device)
 
-    return scores
+    return scores, unranked_test_items(stream, test, positions, items, lengths, catalog)
+
+
+def unranked_test_items(stream: Any, test: Any, positions: np.ndarray, items: np.ndarray, lengths, catalog: int):
+    """The warnings of a sampled run that ranks no test item for its user (empty, of other users, or
+    of items spelled otherwise): each test item is then unranked, tied at ``-inf`` with its
+    unranked negatives, and its rank drawn at random among them: a number from no ranking."""
+    source = stream.chunks.source
+    consequence = "every test item is tied with its sampled negatives (all unranked) and ranked at random among them"
+    if stream.rows == 0:
+        return [f"the run {source} holds no rows: {consequence} (an export that failed?)"]
+    if not stream.seen.any():
+        return [
+            f"none of the {stream.rows} rows of the run {source} is of a test user: {consequence} (do the run's "
+            "user ids match the test set's?)"
+        ]
+    graded = test.item_ids(test.users[torch.from_numpy(positions)])
+    rows, columns = np.nonzero(((graded.ids >= 0) & (graded.grades >= 1)).numpy())
+    test_keys = rows * catalog + graded.ids.numpy()[rows, columns]
+    run_keys = np.repeat(np.arange(len(positions)), lengths) * catalog + items
+    if not np.isin(test_keys, run_keys).any():
+        return [
+            f"the run {source} ranks none of the test items for its user: {consequence} (do the run's item ids "
+            "match the test set's?)"
+        ]
+    return []
 
 
 def evaluate_sampled(
@@ -154,7 +183,11 @@ def evaluate_sampled(
         )
     if not callable(scores) or hasattr(scores, "columns") or hasattr(scores, "column_names"):
         test, catalog = with_run_items(scores, test, catalog, known, run_options[1], run_options[2])
-        scores = run_scores(scores, test, catalog, *run_options)
+        scores, notes = run_scores(scores, test, catalog, *run_options)
+        for note in notes:
+            warnings.warn(note, InputWarning, stacklevel=3)
+    else:
+        notes = []
     unsupported = [item.key for item in requested if item.name not in METRICS or item.k is None]
     if unsupported:
         raise ValueError(f"evaluate(..., sampled=...) computes {list(METRICS)} at cut-offs, got {unsupported}")
@@ -202,5 +235,5 @@ def evaluate_sampled(
         valid = ~metric.sampled_ranks().isnan()
         kept = {key: rows[label][valid].cpu() for key, label in labels.items() if label in rows}
         user_ids = test.original_users(torch.cat(kept_users).cpu()) if kept_users else []
-    info = {"test_users": len(test.users), "test_items": int(metric._state()[1]), "sampled": options}
+    info = {"test_users": len(test.users), "test_items": int(metric._state()[1]), "sampled": options, "warnings": notes}
     return means, intervals() if world_size > 1 else intervals, level, kept, user_ids, info

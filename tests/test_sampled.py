@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import math
 import os
+import re
+import warnings
 
 import numpy as np
 import pytest
@@ -686,3 +688,31 @@ def test_a_sampled_run_with_items_the_catalog_cannot_hold_is_refused(tmp_path):
         (tmp_path / "run.csv").write_text(f"user,item,score\n1,{item},0.9\n1,7,0.8\n2,9,0.7\n2,11,0.5\n")
         with pytest.raises(ValueError, match=r"the run ranks 1 item .* outside the catalog of num_items=3"):
             evaluate(tmp_path / "run.csv", mapped, ["ndcg@3"], **options)
+
+
+@pytest.mark.parametrize(
+    "rows, cause",
+    [
+        ("", "holds no rows"),  # an export that failed
+        ("u9 Q0 a 1 5 r\n", "none of the 1 rows of the run .* is of a test user"),
+        ("u1 Q0 A 1 5 r\nu2 Q0 C 1 5 r\n", "ranks none of the test items for its user"),  # another spelling
+    ],
+)
+def test_a_sampled_run_that_ranks_no_test_item_warns(tmp_path, rows, cause):
+    """Every test item unranked is tied at -inf with its unranked negatives and ranked at random:
+    a number from no ranking (HR@1 about 1 / 2 with one negative), so a warning and a note in
+    info, as evaluate() without sampling warns for such runs."""
+    from ignite_recsys import InputWarning, evaluate
+
+    (tmp_path / "qrels").write_text("u1 0 a 1\nu1 0 b 0\nu2 0 c 1\n")
+    (tmp_path / "run").write_text(rows)
+    options = dict(sampled={"num_negatives": 1, "estimators": ["naive"]}, num_items=10, progress=False)
+    with pytest.warns(InputWarning, match=cause):
+        result = evaluate(tmp_path / "run", tmp_path / "qrels", ["hit_rate@1"], **options)
+    assert len(result.info["warnings"]) == 1 and re.search(cause, result.info["warnings"][0])
+    # one test item ranked for its user: no warning (a ranked first, its negative unranked: HR@1 of u1 is 1)
+    (tmp_path / "run").write_text("u1 Q0 b 1 5 r\nu1 Q0 a 2 4 r\n")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", InputWarning)
+        result = evaluate(tmp_path / "run", tmp_path / "qrels", ["hit_rate@1"], per_user=True, **options)
+    assert result.info["warnings"] == []
