@@ -253,6 +253,36 @@ def test_text_ids_against_integer_ids_match_only_integers_written_the_one_way(tm
     assert result.means == {"precision@1": 0.0, "precision@3": pytest.approx(1 / 3)}
 
 
+@pytest.mark.parametrize(
+    "run, where",
+    [
+        ("01 Q0 7 1 3.0 t\n2 Q0 40 1 2.0 t\n", r"line 1, column 1 \(qid\): user id '01' is not written as an integer"),
+        ("1 Q0 7 1 3.0 t\n2 Q0 040 1 2.0 t\n2 Q0 5 2 1.0 t\n", r"line 2, column 3 \(docid\): item id '040' is not"),
+        ("1 Q0 7 1 3.0 t\n1 Q0 +7 2 2.0 t\n", r"line 2, column 3 \(docid\): id must be an integer, got '\+7'"),
+    ],
+)
+def test_text_ids_of_another_spelling_against_dense_ids_are_refused(tmp_path, run, where):
+    """A test table of dense integer ids (no id map) read the run's '01' as user 1 and '040' as
+    item 40 (MRR 1.0 where trec_eval, comparing text, gives 0.0; a mapped table matches none):
+    refused, naming the line and column, as an id that is no integer ('Z') is."""
+    import torch
+
+    test = R.Interactions(torch.tensor([1, 2]), torch.tensor([7, 40]))
+    (tmp_path / "run.trec").write_text(run)
+    with pytest.raises(FileFormatError, match=where):
+        R.evaluate(tmp_path / "run.trec", test, ["mrr@10"], progress=False)
+    canonical = run.replace("01 Q0", "1 Q0").replace(" 040 ", " 40 ")
+    if "+7" not in run:  # the same run written the one way: trec_eval's value
+        (tmp_path / "run.trec").write_text(canonical)
+        result = R.evaluate(tmp_path / "run.trec", test, ["mrr@10"], per_user=True, progress=False)
+        parsed = [line.split() for line in canonical.splitlines()]
+        trec_run: dict = {}
+        for user, _, item, _, score, _ in parsed:
+            trec_run.setdefault(user, {})[item] = float(score)
+        reference = pytrec_eval.RelevanceEvaluator({"1": {"7": 1}, "2": {"40": 1}}, {"recip_rank"}).evaluate(trec_run)
+        assert result.per_user()["mrr@10"].tolist() == [reference["1"]["recip_rank"], reference["2"]["recip_rank"]]
+
+
 def test_the_run_is_read_ahead_while_the_test_table_is_read_within_its_bound(tmp_path, monkeypatch):
     """A run file's parser starts before the test table is read and stops RUN_PIECES_AHEAD
     pieces ahead until the lists take the first; the means are pytrec_eval's."""

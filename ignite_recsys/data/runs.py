@@ -29,6 +29,7 @@ from .files import (
     TREC_RUN_FIELDS,
     USER_COLUMNS,
     FileFormatError,
+    _check_integer_text,
     _is_text,
     file_format,
     ids_of,
@@ -338,13 +339,21 @@ class RunStream:
             return np.full(len(codes), -1, dtype=np.int64)
         return np.where((codes >= 0) & (self._test_users[position] == codes), position, -1)
 
+    def _dense_ids(self, ids: Any, role: str) -> np.ndarray:
+        """int64 ids of a run's id column read as integers (against a table of integer ids): a
+        FileFormatError at the entry of a bad id, and of a text id not written as an integer the
+        one way (``07`` or ``+7`` would be read as 7, another id)."""
+        source, label, unit = self.chunks.source, self.chunks.labels[role], self.chunks.unit
+        values = numpy_of(ids_of(source, ids, 0, label, "int", unit))
+        if _is_text(ids):
+            _check_integer_text(source, ids, 0, label, role, unit)
+        return values
+
     def _int_ids(self, dictionary: Any, index: np.ndarray, lines: np.ndarray, role: str) -> np.ndarray:
         """int64 ids of a dictionary of ids (text parsed); errors point at the first line using a bad
         entry (``index``: the entry of each of ``lines``, in file order)."""
         try:
-            return numpy_of(
-                ids_of(self.chunks.source, dictionary, 0, self.chunks.labels[role], "int", self.chunks.unit)
-            )
+            return self._dense_ids(dictionary, role)
         except FileFormatError as error:
             bad = error.line  # the dictionary entry
             row = int(np.argmax(index == bad))
@@ -364,9 +373,7 @@ class RunStream:
         # float ids are refused there, naming the line, whatever the map (as text 123456789012.0 is 1.23456789012e+11)
         if test.item_map is None or (test.item_map.kind == "int" and not _is_text(items)) or _is_float(items):
             try:
-                ids = numpy_of(
-                    ids_of(self.chunks.source, items, 0, self.chunks.labels["item"], "int", self.chunks.unit)
-                )
+                ids = self._dense_ids(items, "item")
             except FileFormatError as error:
                 message = str(error).split(": ", 1)[1]
                 raise self._error(int(lines[error.line]), "item", message) from None
