@@ -407,6 +407,15 @@ def table_columns(path: Any, format: str, wanted: dict, what: str) -> dict:
                     f"name it with {role}=...); its columns are {names}",
                 )
             chosen[role] = found[0]
+    repeated = [name for name in dict.fromkeys(chosen.values()) if names.count(name) > 1]
+    if repeated:
+        raise FileFormatError(
+            path,
+            None,
+            None,
+            f"{what} names the column {repeated[0]!r} {names.count(repeated[0])} times (its columns are {names}): "
+            "which one holds the values is a guess; give each column its own name",
+        )
     return chosen
 
 
@@ -478,6 +487,16 @@ def _csv_chunks(path: Any, format: str, names: Sequence[str], ids: Sequence[str]
                 empty = np.flatnonzero(numpy_of(pc.binary_length(columns[name])) == 0)
                 if len(empty):
                     raise FileFormatError(path, line + int(empty[0]), name, "a missing value (an empty id)")
+                broken = np.flatnonzero(numpy_of(pc.match_substring_regex(columns[name], "[\\r\\n]")))
+                if len(broken):  # a quote left open reads the lines after it as one id: rows would be lost
+                    raise FileFormatError(
+                        path,
+                        line + int(broken[0]),
+                        name,
+                        f"an id holding a line break ({columns[name][int(broken[0])].as_py()[:40]!r}...): a double "
+                        "quote left open joins the lines after it into one field; quote the whole field, or remove "
+                        "the quote",
+                    )
             yield line, columns
         line += batch.num_rows
     if malformed:  # the rows after the last batch, or every row, refused

@@ -676,4 +676,10 @@ def frame_columns(frame: Any, names: Sequence[str], what: str) -> dict:
     missing = [name for name in names if name not in available]
     if missing:
         raise ValueError(f"{what} has no column {missing[0]!r}; its columns are {available}")
+    repeated = [name for name in names if available.count(name) > 1]
+    if repeated:
+        raise ValueError(
+            f"{what} names the column {repeated[0]!r} {available.count(repeated[0])} times (its columns are "
+            f"{available}): which one holds the values is a guess; give each column its own name"
+        )
     return {name: get(name) for name in names}
