@@ -192,9 +192,7 @@ def _sampled_model(hits, seed=1):
     scores = torch.rand(len(hits), 30, dtype=torch.float64, generator=torch.Generator().manual_seed(seed))
     positives = torch.arange(len(hits))
     scores[positives, positives] = torch.where(torch.tensor(hits), torch.inf, -torch.inf).double()
-    metric = R.SampledMetrics(
-        top_k=[10], metrics=["hit_rate"], num_negatives=20, estimators=["naive"], per_user=True
-    )
+    metric = R.SampledMetrics(top_k=[10], metrics=["hit_rate"], num_negatives=20, estimators=["naive"], per_user=True)
     metric.update((scores, positives))
     return metric
 
