@@ -894,3 +894,23 @@ def test_a_quote_left_open_is_refused_not_read_as_one_id_over_several_lines(tmp_
     (tmp_path / name).write_text(f'user{separator}item{separator}score\nu1{separator}"b{separator}c"{separator}0.9\n')
     test = Interactions.from_frame(pd.DataFrame({"user": ["u1"], "item": [f"b{separator}c"]}))
     assert R.evaluate(tmp_path / name, test, ["mrr@10"], progress=False)["mrr@10"] == 1.0
+
+
+def test_several_usual_names_of_one_role_are_refused_unless_one_is_named(tmp_path):
+    """`qid` and `user` in one run table: `user` was read by the list's order, a guess (here of the
+    wrong column); refused, and read as named with run_columns (pytrec_eval's value)."""
+    (tmp_path / "test.csv").write_text("user,item\nu1,b\nu2,b\n")
+    (tmp_path / "run.csv").write_text("qid,user,item,score\nu1,row1,b,0.9\nu1,row1,c,0.95\nu2,row2,b,0.9\n")
+    with pytest.raises(FileFormatError, match=r"has several user columns \['user', 'qid'\].*run_columns="):
+        R.evaluate(tmp_path / "run.csv", tmp_path / "test.csv", ["mrr@10"], progress=False)
+    got = R.evaluate(
+        tmp_path / "run.csv", tmp_path / "test.csv", ["mrr@10"], run_columns=("qid", None, None), progress=False
+    )["mrr@10"]
+    reference = pytrec_eval.RelevanceEvaluator({"u1": {"b": 1}, "u2": {"b": 1}}, {"recip_rank"}).evaluate(
+        {"u1": {"b": 0.9, "c": 0.95}, "u2": {"b": 0.9}}
+    )
+    assert got == pytest.approx((reference["u1"]["recip_rank"] + reference["u2"]["recip_rank"]) / 2) == 0.75
+    (tmp_path / "table.csv").write_text("user,item,item_id\nu1,b,7\n")
+    with pytest.raises(FileFormatError, match=r"the table has several item columns \['item', 'item_id'\].*item=\.\.\."):
+        read_interactions(tmp_path / "table.csv")
+    assert read_interactions(tmp_path / "table.csv", item="item_id").item_map.ids.tolist() == [7]

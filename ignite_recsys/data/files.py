@@ -398,13 +398,17 @@ def table_columns(path: Any, format: str, wanted: dict, what: str) -> dict:
             chosen[role] = given
         elif usual:
             found = [name for name in usual if name in names]
-            if not found:
+            if len(found) != 1:
+                problem = (
+                    f"has several {role} columns {found}" if found else f"needs a {role} column (one of {list(usual)})"
+                )
+                naming = "run_columns=(user, item, score)" if "run" in what else f"{role}=..."
                 raise FileFormatError(
                     path,
                     None,
                     None,
-                    f"{what} needs a {role} column (one of {list(usual)}, or "
-                    f"name it with {role}=...); its columns are {names}",
+                    f"{what} {problem}: name the one to read with {naming} (--{role}-col on the command line); "
+                    f"its columns are {names}",
                 )
             chosen[role] = found[0]
     repeated = [name for name in dict.fromkeys(chosen.values()) if names.count(name) > 1]
