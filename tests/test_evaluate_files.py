@@ -914,3 +914,33 @@ def test_several_usual_names_of_one_role_are_refused_unless_one_is_named(tmp_pat
     with pytest.raises(FileFormatError, match=r"the table has several item columns \['item', 'item_id'\].*item=\.\.\."):
         read_interactions(tmp_path / "table.csv")
     assert read_interactions(tmp_path / "table.csv", item="item_id").item_map.ids.tolist() == [7]
+
+
+def test_tied_integer_ids_are_ordered_as_text_in_every_run_form(tmp_path):
+    """trec_eval orders equal scores by docid compared as text (9 before 10). A CSV run did so and
+    a parquet or frame copy of it compared the integers (10 before 9): MRR 1.0 against 0.5 for
+    the same rows. Every form now gives pytrec_eval's value."""
+    rng = np.random.default_rng(3)
+    rows = [(user, item, float(rng.integers(0, 3))) for user in range(1, 25) for item in rng.choice(120, 12, False)]
+    judged = {(user, int(item)) for user in range(1, 25) for item in rng.choice(120, 4, False)}
+    frame = pd.DataFrame(rows, columns=["user", "item", "score"])
+    (tmp_path / "test.csv").write_text("user,item\n" + "".join(f"{u},{i}\n" for u, i in sorted(judged)))
+    frame.to_csv(tmp_path / "run.csv", index=False)
+    frame.to_parquet(tmp_path / "run.parquet")
+    qrels: dict = {}
+    for user, item in judged:
+        qrels.setdefault(str(user), {})[str(item)] = 1
+    trec_run: dict = {}
+    for user, item, score in rows:
+        trec_run.setdefault(str(user), {})[str(item)] = score
+    measures = {"recip_rank", "ndcg_cut_5"}
+    reference = pytrec_eval.RelevanceEvaluator(qrels, measures).evaluate(trec_run)
+    users = sorted(qrels, key=int)
+    expected = {m: [reference[u][m] for u in users] for m in measures}
+    for run in (tmp_path / "run.csv", tmp_path / "run.parquet", frame, pa.Table.from_pandas(frame)):
+        result = R.evaluate(
+            run, tmp_path / "test.csv", ["mrr@1000", "ndcg@5"], per_user=True, progress=False, **TREC_EVAL
+        )
+        assert [str(u) for u in result.user_ids] == users
+        np.testing.assert_allclose(result.per_user()["mrr@1000"], expected["recip_rank"], rtol=0, atol=1e-12)
+        np.testing.assert_allclose(result.per_user()["ndcg@5"], expected["ndcg_cut_5"], rtol=0, atol=1e-12)

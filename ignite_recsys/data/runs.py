@@ -5,8 +5,8 @@ user's rows in any order): a user whose rows are split raises a :class:`SplitUse
 :func:`grouped_chunks` then groups the whole run in memory. Each user's rows are ranked by score, descending; equal
 scores are ordered by the tie rule:
 
-- ``"docid"`` (default): the larger item id first, as trec_eval (which compares document ids as
-  text; ids read from text files compare as text here too, integer columns as numbers);
+- ``"docid"`` (default): the larger item id first, compared as text as trec_eval compares
+  document ids (integer columns too: 9 before 10);
 - ``"order"``: the row that comes first in the run first.
 
 Items the test table does not know are ranked like the others (they are never relevant). A user
@@ -585,9 +585,14 @@ def _first_repeat(values: np.ndarray) -> int:
 
 
 def _sort_rank(items: Any) -> np.ndarray:
-    """Each row's rank in ascending order of its item id (text as text, numbers as numbers; equal
-    ids share a rank)."""
+    """Each row's rank in ascending order of its item id as text, as trec_eval compares them
+    (integer ids too: 10 before 9, whether a file's text or a typed column; equal ids share a rank)."""
+    pa = require("pyarrow", "reading a run")
     pc = require("pyarrow.compute", "reading a run")
+    if pa.types.is_dictionary(items.type):
+        items = items.dictionary_decode()
+    if not _is_text(items):
+        items = items.cast(pa.string())
     encoded = pc.dictionary_encode(items)
     order = numpy_of(pc.sort_indices(encoded.dictionary))
     rank = np.empty(len(order), dtype=np.int64)
