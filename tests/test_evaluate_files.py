@@ -944,3 +944,23 @@ def test_tied_integer_ids_are_ordered_as_text_in_every_run_form(tmp_path):
         assert [str(u) for u in result.user_ids] == users
         np.testing.assert_allclose(result.per_user()["mrr@1000"], expected["recip_rank"], rtol=0, atol=1e-12)
         np.testing.assert_allclose(result.per_user()["ndcg@5"], expected["ndcg_cut_5"], rtol=0, atol=1e-12)
+
+
+def test_an_arrow_dictionary_that_lists_an_id_twice_reads_as_its_plain_ids(tmp_path):
+    """A hand-built dictionary column may list one id under two codes: an item ranked twice went
+    unnoticed (MRR 0.25, where the same rows as plain text are refused), and a user's rows under
+    two codes were two users. Both now read as the plain ids do."""
+    (tmp_path / "q").write_text("u1 0 b 1\nu2 0 y 1\n")
+    codes = pa.array([0, 1, 2, 3], pa.int32())
+    items = pa.DictionaryArray.from_arrays(codes, pa.array(["x", "x", "y", "b"]))
+    run = pa.table({"user": ["u1"] * 4, "item": items, "score": [0.9, 0.8, 0.7, 0.6]})
+    with pytest.raises(FileFormatError, match=r"run, row 1, column item: the user ranks item 'x' twice"):
+        R.evaluate(run, tmp_path / "q", ["mrr@10"], progress=False)
+    users = pa.DictionaryArray.from_arrays(codes, pa.array(["u2", "u2", "u1", "u1"]))
+    run = pa.table({"user": users, "item": ["x", "y", "b", "z"], "score": [0.9, 0.8, 0.7, 0.6]})
+    result = R.evaluate(run, tmp_path / "q", ["mrr@10"], per_user=True, progress=False)
+    reference = pytrec_eval.RelevanceEvaluator({"u1": {"b": 1}, "u2": {"y": 1}}, {"recip_rank"}).evaluate(
+        {"u2": {"x": 0.9, "y": 0.8}, "u1": {"b": 0.7, "z": 0.6}}
+    )
+    assert list(result.user_ids) == ["u1", "u2"]
+    assert result.per_user()["mrr@10"].tolist() == [reference["u1"]["recip_rank"], reference["u2"]["recip_rank"]]

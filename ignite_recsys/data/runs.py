@@ -184,6 +184,10 @@ def _arrow(values: Any, name: str) -> Any:
         raise FileFormatError(
             "run", row, name, "a missing value (null): every row needs a user, an item and a score", "row"
         )
+    if pa.types.is_dictionary(array.type):
+        pc = require("pyarrow.compute", "evaluating a run table")
+        if len(pc.unique(array.dictionary)) != len(array.dictionary):  # one id under two codes: decoded
+            array = array.dictionary_decode()
     return plain_text(array)
 
 
