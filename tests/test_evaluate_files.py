@@ -130,9 +130,16 @@ def test_bad_ids_are_refused(users, items, error, match):
         Interactions(np.array(users, dtype=object) if "a" in users else users, items)
 
 
-def test_nan_values_are_refused():
-    with pytest.raises(ValueError, match="values must not be NaN, got NaN at row 1"):
-        Interactions([0, 1], [0, 1], values=[1.0, math.nan])
+@pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf])
+def test_grades_that_are_not_finite_are_refused(tmp_path, bad):
+    """NaN and infinite grades (which ItemIds refuses too) name their row; in a CSV table, their
+    line: an infinite grade passed the reader and was refused by the metric without a file."""
+    with pytest.raises(ValueError, match=rf"values must be finite grades, got {bad} at row 1"):
+        Interactions([0, 1], [0, 1], values=[1.0, bad])
+    (tmp_path / "t.csv").write_text(f"user,item,rating\nu1,b,1\nu2,b,{bad}\n")
+    expected = "must not be NaN" if math.isnan(bad) else f"value must be a finite grade, got {bad}"
+    with pytest.raises(FileFormatError, match=rf"t.csv, line 3, column rating: .*{expected}"):
+        read_interactions(tmp_path / "t.csv")
 
 
 # --- metric names ----------------------------------------------------------------------------

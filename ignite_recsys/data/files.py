@@ -585,7 +585,7 @@ def read_interactions(
             read[role].append((first, columns[chosen[role]]))
         if "value" in chosen:
             grades = columns[chosen["value"]]
-            parts["value"].append(numbers_of(path, grades, first, chosen["value"], "value", unit=unit))
+            parts["value"].append(numbers_of(path, grades, first, chosen["value"], "value", unit=unit, finite=True))
     if not read["user"]:
         raise FileFormatError(path, None, None, "holds no rows")
     for role, chunks in read.items():  # the ids' kind from every chunk: 7 and 007 in two chunks are two ids
@@ -678,14 +678,21 @@ def ids_of(path: Any, array: Any, first: int, name: Any, kind: str, unit: str = 
     return arrow_of(values.astype(np.int64, copy=False))
 
 
-def numbers_of(path: Any, array: Any, first: int, name: Any, what: str, unit: str = "line") -> np.ndarray:
-    """float64 numpy values of a column (text parsed); NaN refused with its line and column."""
+def numbers_of(
+    path: Any, array: Any, first: int, name: Any, what: str, unit: str = "line", finite: bool = False
+) -> np.ndarray:
+    """float64 numpy values of a column (text parsed); NaN refused with its line and column, and
+    with ``finite`` (grades) infinite values too."""
     if _is_text(array):
-        return parse_numbers(path, array, first, name, what, unit=unit)
-    values = numpy_of(array).astype(np.float64)
-    if np.isnan(values).any():
-        row = int(np.argmax(np.isnan(values)))
-        raise FileFormatError(path, first + row, name, f"{what} must not be NaN", unit)
+        values = parse_numbers(path, array, first, name, what, unit=unit)
+    else:
+        values = numpy_of(array).astype(np.float64)
+        if np.isnan(values).any():
+            row = int(np.argmax(np.isnan(values)))
+            raise FileFormatError(path, first + row, name, f"{what} must not be NaN", unit)
+    if finite and np.isinf(values).any():
+        row = int(np.argmax(np.isinf(values)))
+        raise FileFormatError(path, first + row, name, f"{what} must be a finite grade, got {values[row]}", unit)
     return values
 
 

@@ -327,7 +327,7 @@ class Interactions:
             order), kept as ``user_map`` / ``item_map``. (:meth:`from_frame` maps integer ids
             too.)
         values: the grade of each interaction (default: 1 for every one), stored as float64;
-            NaN is refused.
+            NaN and infinite grades are refused.
         num_items: the catalog size; default ``len(item_map)`` when the items are mapped (read
             when used, so a shared map that grows counts its new items), else the largest item
             id + 1.
@@ -389,8 +389,9 @@ class Interactions:
                 raise ValueError(
                     f"values must have one entry per interaction, got {len(values)} for {len(user_codes)} interactions"
                 )
-            if np.isnan(values).any():
-                raise ValueError(f"values must not be NaN, got NaN at row {int(np.argmax(np.isnan(values)))}")
+            if not np.isfinite(values).all():
+                row = int(np.argmax(~np.isfinite(values)))
+                raise ValueError(f"values must be finite grades, got {values[row]} at row {row}")
         if len(item_codes) and max(user_codes.max(), item_codes.max()) < 1 << 31:
             order = np.argsort((user_codes << 32) | item_codes, kind="stable")  # one key: faster than lexsort
         else:
