@@ -62,8 +62,6 @@ def with_run_items(run: Any, test: Any, catalog: int, given: Any, columns: Any, 
             ranked = ranked.filter(integer).cast(pa.int64())  # (up to 18 digits: within int64)
         elif items.kind == "str" and not text:
             ranked = ranked.cast(pa.string())
-        if items.kind == "int" and len(ranked) and pc.min(ranked).as_py() < 0:
-            continue  # refused by the run's reader
         items.encode(pc.unique(ranked), add=True, name="run items")
     if len(items) == len(test.item_map):
         return test, catalog

@@ -971,3 +971,26 @@ def test_an_arrow_dictionary_that_lists_an_id_twice_reads_as_its_plain_ids(tmp_p
     )
     assert list(result.user_ids) == ["u1", "u2"]
     assert result.per_user()["mrr@10"].tolist() == [reference["u1"]["recip_rank"], reference["u2"]["recip_rank"]]
+
+
+def test_negative_integer_ids_of_a_mapped_test_table_are_read_in_a_run_frame(tmp_path):
+    """from_frame maps integer ids, -1 included, and a run CSV's -1 matched it; a run frame's -1
+    was refused ("ids must be >= 0"). Every form now matches it (pytrec_eval's values); a table of
+    dense ids (no map) still refuses a negative id."""
+    test = Interactions.from_frame(pd.DataFrame({"user": [-1, 2], "item": [-20, 40]}))
+    frame = pd.DataFrame({"user": [-1, -1, 2], "item": [-20, -7, 40], "score": [1.0, 2.0, 1.0]})
+    frame.to_csv(tmp_path / "run.csv", index=False)
+    reference = pytrec_eval.RelevanceEvaluator({"-1": {"-20": 1}, "2": {"40": 1}}, {"recip_rank"}).evaluate(
+        {"-1": {"-20": 1.0, "-7": 2.0}, "2": {"40": 1.0}}
+    )
+    for run in (frame, pa.Table.from_pandas(frame), tmp_path / "run.csv"):
+        result = R.evaluate(run, test, ["mrr@10"], per_user=True, progress=False)
+        assert result.per_user()["mrr@10"].tolist() == [reference["-1"]["recip_rank"], reference["2"]["recip_rank"]]
+    # sampled: the catalog holds -7 too; user -1's item -20 ranks behind -7 (HR@1 0), user 2's first
+    sampled = R.evaluate(
+        frame, test, ["hit_rate@1"], sampled={"num_negatives": 2, "estimators": ["naive"]}, progress=False
+    )
+    assert sampled["hit_rate@1/naive"] == 0.5
+    dense = Interactions(torch.tensor([1, 2]), torch.tensor([20, 40]))
+    with pytest.raises(FileFormatError, match=r"run, row 0, column user: ids must be >= 0, got -1"):
+        R.evaluate(frame, dense, ["mrr@10"], progress=False)

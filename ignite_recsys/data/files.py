@@ -652,9 +652,9 @@ def _check_integer_text(path: Any, array: Any, first: int, name: Any, role: str,
     raise FileFormatError(path, first + row, name, message, unit)
 
 
-def ids_of(path: Any, array: Any, first: int, name: Any, kind: str, unit: str = "line") -> Any:
-    """An id column as int64 ids (each >= 0) for ``kind="int"``, as text for ``"str"``; a
-    FileFormatError naming the line and column of a bad id."""
+def ids_of(path: Any, array: Any, first: int, name: Any, kind: str, unit: str = "line", negative: bool = False) -> Any:
+    """An id column as int64 ids (each >= 0 unless ``negative``: original ids an id map holds) for
+    ``kind="int"``, as text for ``"str"``; a FileFormatError naming the line and column of a bad id."""
     pa = require("pyarrow", "reading files")
     base = array.type.value_type if pa.types.is_dictionary(array.type) else array.type
     if pa.types.is_floating(base):  # refused as text ids too: 123456789012.0 would read 1.23456789012e+11
@@ -672,7 +672,7 @@ def ids_of(path: Any, array: Any, first: int, name: Any, kind: str, unit: str = 
         values = numpy_of(array.dictionary_decode() if pa.types.is_dictionary(array.type) else array)
     else:
         raise FileFormatError(path, first, name, f"ids must be integers or strings, got {array.type}", unit)
-    if len(values) and values.min() < 0:
+    if not negative and len(values) and values.min() < 0:
         row = int(np.argmax(values < 0))
         raise FileFormatError(path, first + row, name, f"ids must be >= 0, got {values[row]}", unit)
     return arrow_of(values.astype(np.int64, copy=False))

@@ -348,7 +348,8 @@ class RunStream:
         FileFormatError at the entry of a bad id, and of a text id not written as an integer the
         one way (``07`` or ``+7`` would be read as 7, another id)."""
         source, label, unit = self.chunks.source, self.chunks.labels[role], self.chunks.unit
-        values = numpy_of(ids_of(source, ids, 0, label, "int", unit))
+        mapped = (self.test.user_map if role == "user" else self.test.item_map) is not None  # -1 may be an id
+        values = numpy_of(ids_of(source, ids, 0, label, "int", unit, negative=mapped))
         if _is_text(ids):
             _check_integer_text(source, ids, 0, label, role, unit)
         return values
