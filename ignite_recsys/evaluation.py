@@ -143,7 +143,7 @@ def parse_metrics(names: Union[str, Sequence[str]]) -> List[MetricName]:
         if not isinstance(original, str):
             raise TypeError(f"metrics must be names (str), got {original!r}")
         text = original.strip().lower()
-        match = re.fullmatch(r"(.+?)(?:[@_](\d+))?", text)
+        match = re.fullmatch(r"(.+?)(?:[@_]([0-9]+))?", text)
         if match is None:
             raise ValueError(f"metrics must name a metric, got {original!r}")
         base, k = match.group(1), match.group(2)

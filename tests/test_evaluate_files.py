@@ -173,6 +173,8 @@ def test_metric_names_and_aliases():
         parse_metrics(["bleu@4"])
     with pytest.raises(ValueError, match="'map' needs a cut-off, e.g. 'map@10'"):
         parse_metrics(["map"])
+    with pytest.raises(ValueError, match="unknown metric 'ndcg@\u0661\u0660'"):  # a cut-off of ASCII digits only
+        parse_metrics(["ndcg@\u0661\u0660"])
     # the registry's other metrics, and the count of hits as ranx and RecPack mean it
     assert [(m.name, m.k) for m in parse_metrics(["hits@10", "DCG@5", "fallout@3", "bpref@100", "err@20"])] == [
         ("hits", 10),
