@@ -43,9 +43,9 @@ def with_run_items(run: Any, test: Any, catalog: int, given: Any, columns: Any, 
     left to the run's reader, which refuses them naming their row."""
     import copy
 
+    from .data._arrow import kept
     from .data._optional import require
-    from .data.files import CANONICAL_INTEGER
-    from .data.runs import _is_float, run_chunks
+    from .data.runs import _as_kind, _is_float, run_chunks
 
     if test.item_map is None or test.item_map.kind is None:
         return test, catalog
@@ -56,13 +56,9 @@ def with_run_items(run: Any, test: Any, catalog: int, given: Any, columns: Any, 
         ranked = chunk[2].dictionary_decode() if pa.types.is_dictionary(chunk[2].type) else chunk[2]
         if _is_float(ranked):
             continue
-        text = pa.types.is_string(ranked.type) or pa.types.is_large_string(ranked.type)
-        if items.kind == "int" and text:  # an integer map holds the text ids written as integers only
-            integer = pc.and_(pc.match_substring_regex(ranked, CANONICAL_INTEGER), pc.less(pc.utf8_length(ranked), 19))
-            ranked = ranked.filter(integer).cast(pa.int64())  # (up to 18 digits: within int64)
-        elif items.kind == "str" and not text:
-            ranked = ranked.cast(pa.string())
-        items.encode(pc.unique(ranked), add=True, name="run items")
+        # as the run's reader reads them against the map (an integer map holds text ids written as integers only)
+        distinct, readable = _as_kind(pc.unique(ranked), items.kind)
+        items.encode(distinct if readable is None else kept(distinct, readable), add=True, name="run items")
     if len(items) == len(test.item_map):
         return test, catalog
     if given is not None and len(items) > given:
