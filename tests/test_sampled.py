@@ -716,3 +716,17 @@ def test_a_sampled_run_that_ranks_no_test_item_warns(tmp_path, rows, cause):
         warnings.simplefilter("error", InputWarning)
         result = evaluate(tmp_path / "run", tmp_path / "qrels", ["hit_rate@1"], per_user=True, **options)
     assert result.info["warnings"] == []
+
+
+def test_a_sampled_run_holds_19_digit_ids_within_int64_against_integer_ids(tmp_path):
+    """A 19-digit id within int64 is an integer id to the run's reader; the catalog left it out
+    (refused as an item it cannot hold). With both other items as negatives the ranks are known:
+    user 1's item 7 ranks behind it (HR@1 0), user 2's item 9 first (HR@1 1)."""
+    pd = pytest.importorskip("pandas")
+    from ignite_recsys import Interactions, evaluate
+
+    mapped = Interactions.from_frame(pd.DataFrame({"user": [1, 2], "item": [7, 9]}))
+    (tmp_path / "run.csv").write_text("user,item,score\n1,1234567890123456789,0.9\n1,7,0.8\n2,9,0.7\n")
+    options = dict(sampled={"num_negatives": 2, "estimators": ["naive"]}, progress=False, per_user=True)
+    result = evaluate(tmp_path / "run.csv", mapped, ["hit_rate@1"], **options)
+    assert result.per_user()["hit_rate@1/naive"].tolist() == [0.0, 1.0]
