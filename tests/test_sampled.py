@@ -730,3 +730,69 @@ def test_a_sampled_run_holds_19_digit_ids_within_int64_against_integer_ids(tmp_p
     options = dict(sampled={"num_negatives": 2, "estimators": ["naive"]}, progress=False, per_user=True)
     result = evaluate(tmp_path / "run.csv", mapped, ["hit_rate@1"], **options)
     assert result.per_user()["hit_rate@1/naive"].tolist() == [0.0, 1.0]
+
+
+def _sampled_batches(count=6, seed=0):
+    generator = torch.Generator().manual_seed(seed)
+    return [
+        (torch.rand(16, 120, generator=generator), torch.randint(120, (16,), generator=generator)) for _ in range(count)
+    ]
+
+
+def _sampled_metric():
+    return SampledMetrics(
+        top_k=[5, 10], metrics=["ndcg", "hit_rate"], num_negatives=20, estimators=["naive"], seed=3, per_user=True
+    )
+
+
+def test_a_resumed_sampled_metric_draws_what_an_uninterrupted_one_draws(tmp_path):
+    """The sampler's state travels with the metric's: a metric loaded after 3 batches draws for
+    batches 4-6 the negatives an uninterrupted one draws (it drew batches 1-3's again), directly
+    and through ignite's Checkpoint and a DeterministicEngine, mid-epoch and in a later epoch."""
+    from ignite.engine import DeterministicEngine, Events
+    from ignite.handlers import Checkpoint, DiskSaver
+
+    batches = _sampled_batches()
+    full = _sampled_metric()
+    for batch in batches:
+        full.update(batch)
+    first = _sampled_metric()
+    for batch in batches[:3]:
+        first.update(batch)
+    resumed = _sampled_metric()
+    resumed.load_state_dict(first.state_dict())
+    for batch in batches[3:]:
+        resumed.update(batch)
+    assert resumed.compute() == full.compute()
+    with pytest.raises(RuntimeError, match="they are not part of state_dict"):  # per-item ranks are not saved
+        resumed.sampled_ranks()
+    again = _sampled_metric()  # the same draws from the loaded sampler: batch 4-6's ranks
+    again.load_state_dict(first.state_dict())
+    again.reset()  # (a reset restarts the sampler from seed: the first batches' draws)
+    for batch in batches:
+        again.update(batch)
+    assert torch.equal(again.sampled_ranks(), full.sampled_ranks())
+
+    def evaluate(metric, save_at=None, folder=None, max_epochs=1, load=None):
+        engine = DeterministicEngine(lambda e, batch: batch)
+        metric.attach(engine, "sampled")
+        if save_at is not None:
+            saver = Checkpoint(
+                {"engine": engine, "metric": metric}, DiskSaver(folder, require_empty=False), n_saved=None
+            )
+            engine.add_event_handler(Events.ITERATION_COMPLETED(once=save_at), saver)
+        if load is not None:
+            Checkpoint.load_objects({"engine": engine, "metric": metric}, torch.load(load, weights_only=False))
+        return engine.run(batches, max_epochs=max_epochs).metrics["sampled"]
+
+    expected = evaluate(_sampled_metric())
+    for save_at, max_epochs in [(3, 1), (8, 2)]:
+        folder = tmp_path / f"at{save_at}"
+        assert evaluate(_sampled_metric(), save_at, str(folder), max_epochs) == expected
+        (path,) = list(folder.iterdir())
+        assert evaluate(_sampled_metric(), load=path, max_epochs=max_epochs) == expected
+    # a state without the sampler's (saved before it was kept) loads, with a warning
+    old = first.state_dict()
+    old.pop("sampler_states")
+    with pytest.warns(UserWarning, match="holds no sampler state"):
+        _sampled_metric().load_state_dict(old)

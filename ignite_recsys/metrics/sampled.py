@@ -10,7 +10,8 @@ expected-rank rescaling and the maximum-likelihood rank distribution).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import warnings
+from collections.abc import Mapping, Sequence
 from typing import Any, Callable, Optional, Union
 
 import ignite.distributed as idist
@@ -26,6 +27,7 @@ from ._lists import DeviceCopies
 from ._users import gathered_rows
 
 SAMPLINGS = ("uniform", "popularity")
+_SAMPLER_STATES = "sampler_states"  # beside the state: each process's generator states by device
 SAMPLED_TIES = ("random", "optimistic", "pessimistic")
 
 
@@ -244,6 +246,36 @@ class SampledMetrics(StatefulMetric):
         if key not in self._generators:
             self._generators[key] = torch.Generator(device).manual_seed(self.seed + idist.get_rank())
         return self._generators[key]
+
+    # Checkpoints -------------------------------------------------------------------------------
+    def state_dict(self):
+        """The state (see :class:`StatefulMetric`) and each process's negative sampler
+        (``"sampler_states"``: its generators' states by device), so that a resumed metric draws
+        the negatives an uninterrupted one would. A ``torch.Generator`` given as ``seed`` is the
+        caller's: its state is not saved."""
+        state = super().state_dict()
+        mine = {key: generator.get_state() for key, generator in self._generators.items()}
+        state[_SAMPLER_STATES] = idist.all_gather(mine) if idist.get_world_size() > 1 else [mine]
+        return state
+
+    def load_state_dict(self, state_dict: Mapping) -> None:
+        state_dict = dict(state_dict) if isinstance(state_dict, Mapping) else state_dict
+        samplers = state_dict.pop(_SAMPLER_STATES, None) if isinstance(state_dict, dict) else None
+        super().load_state_dict(state_dict)
+        if samplers is None:
+            if not isinstance(self.seed, torch.Generator):
+                warnings.warn(
+                    f"{type(self).__name__}.load_state_dict: the state holds no sampler state: the negatives drawn "
+                    "after it start again from seed, not where an uninterrupted evaluation would be",
+                    UserWarning,
+                    stacklevel=2,
+                )
+            return
+        self._generators = {}
+        for key, saved in dict(samplers[idist.get_rank()]).items():
+            generator = torch.Generator(key)
+            generator.set_state(saved.cpu() if isinstance(saved, torch.Tensor) else torch.as_tensor(saved))
+            self._generators[key] = generator
 
     # Updates -----------------------------------------------------------------------------------
     def _parse(self, output: Any) -> tuple:
@@ -500,6 +532,13 @@ class SampledMetrics(StatefulMetric):
             local = torch.zeros(0, dtype=torch.float64, device=self._device)
         else:
             local = torch.cat(self._per_user_ranks)
+        kept = int((~local.isnan()).sum())
+        if kept != int(self._count):
+            raise RuntimeError(
+                f"{type(self).__name__}.sampled_ranks(): the per-item ranks do not match the state ({int(self._count)} "
+                f"counted test items, {kept} kept); they are not part of state_dict(), so a loaded state has none: "
+                "update again from a reset"
+            )
         return gathered_rows(local.unsqueeze(1))[:, 0]
 
     def per_user(self) -> dict:
