@@ -40,6 +40,18 @@ _LATEX_SPECIAL = {
 }
 
 
+# the metrics where a lower value is better (their Report columns are bold at the lowest mean)
+LOWER_IS_BETTER = frozenset(
+    ("fall_out", "log_loss", "mae", "rmse", "miscalibration", "pop_reo", "pop_rsp", "gini_index", "exposure_gini")
+)
+
+
+def _metric_of(column: str) -> str:
+    """The metric a column names: ``"fall_out@10"`` -> ``"fall_out"``, ``"ndcg@10/naive"`` -> ``"ndcg"``."""
+    head, at, _ = column.split("/")[0].rpartition("@")
+    return (head if at else column.split("/")[0]).lower()
+
+
 def _latex_escape(text: str) -> str:
     return "".join(_LATEX_SPECIAL.get(char, char) for char in text)
 
@@ -77,7 +89,10 @@ class Report:
     comparisons are adjusted together by :func:`correct_p_values` (``correction``). A cell whose
     adjusted p-value is below ``alpha`` gets ``†`` when its mean difference is positive
     (significantly higher than the baseline) and ``‡`` when negative. Higher is better unless the
-    column is named in ``lower_is_better`` (bold then marks the lowest mean).
+    column is named in ``lower_is_better`` (bold then marks the lowest mean); by default (None)
+    those of the metrics where lower is better: ``fall_out``, ``log_loss``, ``mae``, ``rmse``,
+    ``miscalibration``, ``pop_reo``, ``pop_rsp``, ``gini_index``, ``exposure_gini`` (a column
+    ``"fall_out@10"`` is ``fall_out``'s). Bold marks every mean that shows as the best at ``digits``.
 
     Attributes:
         columns: the column names. models: the model names, as text (models keyed by a seed or
@@ -115,7 +130,7 @@ class Report:
         correction: str = "holm",
         alpha: float = 0.05,
         digits: int = 4,
-        lower_is_better: Sequence[str] = (),
+        lower_is_better: Optional[Sequence[str]] = None,
         **test_options: Any,
     ):
         if not isinstance(results, Mapping) or not results:
@@ -127,7 +142,7 @@ class Report:
             raise ValueError(f"alpha must be a significance level strictly between 0 and 1 (e.g. 0.05), got {alpha!r}")
         self.alpha = float(alpha)
         self.digits = V.check_positive_int("digits", digits)
-        self.lower_is_better = set(lower_is_better)
+        given_lower = None if lower_is_better is None else set(lower_is_better)
         # models keyed by any value (a seed or an epoch number) are named by their text
         names = [str(model) for model in results]
         if len(set(names)) != len(names):
@@ -157,8 +172,11 @@ class Report:
                     ids = _user_ids_of(cell)  # the tests pair users by id where the cell has them
                     per_user[model, column] = values if ids is None else PerUserValues(values, ids)
                     self._summary[model, column] = self._interval(model, column, values)
-        for column in self.lower_is_better - set(self.columns):
+        if given_lower is None:  # the columns of the metrics where lower is better
+            given_lower = {column for column in self.columns if _metric_of(column) in LOWER_IS_BETTER}
+        for column in given_lower - set(self.columns):
             raise ValueError(f"lower_is_better names {column!r}, which is not a column ({self.columns})")
+        self.lower_is_better = given_lower
         self.tests: dict = {}
         baseline = self.baseline
         if baseline is not None:
@@ -211,9 +229,14 @@ class Report:
         return "†" if test.mean_difference > 0 else "‡" if test.mean_difference < 0 else ""
 
     def _best(self, column) -> set:
-        means = {model: self._summary[model, column][0] for model in self.models if (model, column) in self._summary}
-        target = (min if column in self.lower_is_better else max)(means.values())
-        return {model for model, mean in means.items() if mean == target}
+        """The models whose mean shows as the column's best at ``digits`` (equal as shown: all of them)."""
+        shown = {
+            model: round(self._summary[model, column][0], self.digits)
+            for model in self.models
+            if (model, column) in self._summary
+        }
+        target = (min if column in self.lower_is_better else max)(shown.values())
+        return {model for model, mean in shown.items() if mean == target}
 
     def _cells(self, bold, plus_minus, dagger, double_dagger):
         rows = []
@@ -236,7 +259,9 @@ class Report:
     def caption(self, dagger: str = "†", double_dagger: str = "‡") -> str:
         """The line that explains the table's cells and markers."""
         level = f"{self.level * 100:g}%"
-        text = f"Mean ± half-width of the {level} confidence interval; bold: best per column."
+        lowest = [column for column in self.columns if column in self.lower_is_better]
+        best = f"best per column (the lowest for {', '.join(lowest)})" if lowest else "best per column"
+        text = f"Mean ± half-width of the {level} confidence interval; bold: {best}."
         if self.baseline is not None:
             test = {"t": "paired t-test", "randomization": "paired randomization test"}[self.method]
             text += (

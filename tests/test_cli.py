@@ -229,6 +229,32 @@ def test_compare_randomization_markdown_latex_and_names(tmp_path, cli):
     assert code == 2 and "--name" in err
 
 
+def test_compare_bolds_the_lowest_fall_out(tmp_path, cli):
+    """fall-out is better lower: the table bolds the run of the lowest mean (numpy from the
+    formula: non-relevant items in the top 5 over all non-relevant items), not of the highest."""
+    rng = np.random.default_rng(5)
+    relevant = rng.random((30, 40)) < 0.15
+    relevant[relevant.sum(1) == 0, 0] = True
+    lines = [f"u{u} 0 d{i} {int(relevant[u, i])}\n" for u in range(30) for i in range(40)]
+    (tmp_path / "q").write_text("".join(lines))
+    fall_out = {}
+    for name, strength in {"good": 0.9, "bad": 0.0}.items():
+        scores = rng.random((30, 40)) + strength * relevant
+        lines = [f"u{u} Q0 d{i} 1 {float(scores[u, i])!r} {name}\n" for u in range(30) for i in range(40)]
+        (tmp_path / f"{name}.trec").write_text("".join(lines))
+        top5 = np.argsort(-scores, axis=1)[:, :5]
+        misses = (~np.take_along_axis(relevant, top5, 1)).sum(1)
+        fall_out[name] = float(np.mean(misses / (~relevant).sum(1)))
+    options = ["--qrels", tmp_path / "q", "--run", tmp_path / "good.trec", "--run", tmp_path / "bad.trec"]
+    code, out, err = cli("compare", *options, "--metrics", "fall_out@5", "--format", "markdown", "--no-progress")
+    assert code == 0, err
+    rows = {line.split("|")[1].strip(): line for line in out.splitlines() if line.startswith("| ") and ".trec" in line}
+    assert fall_out["good"] < fall_out["bad"]
+    assert f"**{fall_out['good']:.4f}**" in rows["good.trec"] and "**" not in rows["bad.trec"]
+    assert f"{fall_out['bad']:.4f}" in rows["bad.trec"]
+    assert "the lowest for fall_out@5" in out
+
+
 def _err(grades, max_grade):
     stop = (2.0 ** np.asarray(grades, dtype=float) - 1) / 2.0**max_grade
     kept = np.concatenate([[1.0], np.cumprod(1 - stop)[:-1]])

@@ -42,7 +42,8 @@ def test_latex_of_summaries_exact_with_lower_is_better():
     report = R.Report(SUMMARY, digits=2, lower_is_better=["recall@10"])
     assert report.to_latex(label="tab:res") == (
         "\\begin{table}\n\\centering\n"
-        "\\caption{Mean $\\pm$ half-width of the 95\\% confidence interval; bold: best per column.}\n"
+        "\\caption{Mean $\\pm$ half-width of the 95\\% confidence interval; bold: best per column (the lowest for "
+        "recall@10).}\n"
         "\\label{tab:res}\n"
         "\\begin{tabular}{lrr}\n\\toprule\n"
         "Model & ndcg@10 & recall@10 \\\\\n\\midrule\n"
@@ -302,3 +303,28 @@ def test_paired_test_of_a_metric_without_per_user_values_names_it():
     metric = R.NDCG([5])
     with pytest.raises(ValueError, match=r"a \(NDCG\) keeps no per-user values: build it with per_user=True"):
         R.paired_test(metric, [0.1, 0.2])
+
+
+def test_columns_of_metrics_where_lower_is_better_are_bold_at_their_lowest():
+    """fall_out (and the error and disparity metrics) are better lower: a table that bolded the
+    highest fall-out marked the weaker model best. Inferred from the column's metric unless
+    lower_is_better is given; means equal at the shown digits are all bold."""
+    cells = {
+        "strong": {
+            "ndcg@5": (0.41, (0.40, 0.42)),
+            "fall_out@5": (0.0098, (0.009, 0.0106)),
+            "rmse": (0.81, (0.8, 0.82)),
+        },
+        "weak": {"ndcg@5": (0.20, (0.19, 0.21)), "fall_out@5": (0.1027, (0.1, 0.1054)), "rmse": (0.95, (0.9, 1.0))},
+    }
+    table = R.Report(cells).to_markdown()
+    assert "| strong | **0.4100** ± 0.0100 | **0.0098** ± 0.0008 | **0.8100** ± 0.0100 |" in table
+    assert "| weak | 0.2000 ± 0.0100 | 0.1027 ± 0.0027 | 0.9500 ± 0.0500 |" in table
+    assert "bold: best per column (the lowest for fall_out@5, rmse)." in table
+    # given explicitly, the list is the caller's: here none is lower-is-better
+    assert (
+        "| weak | 0.2000 ± 0.0100 | **0.1027** ± 0.0027 | **0.9500** ± 0.0500 |"
+        in R.Report(cells, lower_is_better=()).to_markdown()
+    )
+    tied = R.Report({"a": {"ndcg@5": (0.50004, (0.4, 0.6))}, "b": {"ndcg@5": (0.50003, (0.4, 0.6))}}).to_markdown()
+    assert "| a | **0.5000** ± 0.1000 |" in tied and "| b | **0.5000** ± 0.1000 |" in tied
