@@ -121,3 +121,37 @@ def test_sklearn_ndcg_score(ignore_ties):
         expected = metrics.ndcg_score(relevance.numpy(), scores.numpy(), k=k, ignore_ties=ignore_ties)
         ours = run_metric(R.NDCG(k, False, gain_function="linear_rank", ties=ties), [(scores, relevance)])
         assert ours[0] == pytest.approx(expected, abs=1e-6), k
+
+
+def test_the_migration_pages_torchmetrics_recipe_equals_torchmetrics_on_ragged_queries():
+    """The page's to_rows (run from the page itself) on queries of 3 to 12 documents: NDCG, FallOut
+    and Precision(min_k_items) equal torchmetrics' retrieval metrics on the flat inputs; padding
+    with -inf and 0 alone (no exclusion) would change FallOut and Precision(min_k_items)."""
+    import pathlib
+    import re
+
+    retrieval = pytest.importorskip("torchmetrics.retrieval")
+    page = (pathlib.Path(__file__).resolve().parents[1] / "docs" / "migration.md").read_text()
+    [block] = [
+        b
+        for b in re.findall(r"^```python\n(.*?)^```$", page, flags=re.MULTILINE | re.DOTALL)
+        if "def to_rows(preds" in b
+    ]
+    generator = torch.Generator().manual_seed(2)
+    lengths = torch.randint(3, 13, (40,), generator=generator)
+    indexes = torch.repeat_interleave(torch.arange(40), lengths)
+    preds = torch.rand(len(indexes), generator=generator, dtype=torch.float64)
+    target = (torch.rand(len(indexes), generator=generator) < 0.3).long()
+    namespace = {"preds": preds, "target": target, "indexes": indexes}
+    exec(block, namespace)  # the page's code: to_rows and an NDCG@10 updated with its rows
+    expected = retrieval.RetrievalNormalizedDCG(top_k=10)(preds, target, indexes=indexes)
+    assert namespace["metric"].compute() == pytest.approx([float(expected)], abs=1e-6)
+    scores, relevance, padding = namespace["to_rows"](preds, target, indexes)
+    pairs = [
+        (retrieval.RetrievalFallOut(top_k=5), R.FallOut(5, ignore_zero_hits=False)),
+        (retrieval.RetrievalPrecision(top_k=5, adaptive_k=True), R.Precision(5, False, normalization="min_k_items")),
+        (retrieval.RetrievalRecall(top_k=5), R.Recall(5, False)),
+    ]
+    for theirs, ours in pairs:
+        ours.update((scores, relevance, padding))
+        assert ours.compute() == pytest.approx([float(theirs(preds, target, indexes=indexes))], abs=1e-6), type(ours)
