@@ -886,3 +886,31 @@ def test_two_processes_equal_one():
                     if key in ("interval", "gap"):
                         got[name][key], value = got[name][key][:3], value[:3]
                     assert_close(got[name][key], value, 1e-9, f"{name} {key} rank {rank}")
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: R.ItemCoverage([2]),
+        lambda: R.GiniIndex([2]),
+        lambda: R.ShannonEntropy([2]),
+        lambda: R.ExposureGini([2]),
+    ],
+)
+def test_a_refused_first_batch_fixes_no_catalog_size(make):
+    """Without num_items the catalog comes from the first batch: a refused one (NaN scores, 5
+    items) set it, and the next valid batch of 4 items was refused for its width. Now the metric
+    equals a fresh one on the valid batch; ItemCoverage against numpy (distinct top-2 items / 4)."""
+    refused = torch.tensor([[0.1, float("nan"), 0.3, 0.2, 0.5]])
+    scores = torch.tensor([[0.9, 0.1, 0.5, 0.2], [0.1, 0.2, 0.8, 0.7], [0.3, 0.9, 0.8, 0.1]])
+    labels = torch.zeros(3, 4)
+    metric = make()
+    with pytest.raises(ValueError, match="NaN scores"):
+        metric.update((refused, torch.zeros(1, 5)))
+    metric.update((scores, labels))
+    fresh = make()
+    fresh.update((scores, labels))
+    assert metric.compute() == fresh.compute()
+    if isinstance(metric, R.ItemCoverage):
+        top2 = np.argsort(-scores.numpy(), axis=1, kind="stable")[:, :2]
+        assert metric.compute() == [len(np.unique(top2)) / 4]

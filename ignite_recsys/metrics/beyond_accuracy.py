@@ -99,18 +99,18 @@ class CatalogCounts(CutoffResults, StatefulMetric):
         over the buckets in compute give the counts at each k; only listed candidates count (-1
         marks a position past a user's candidates)."""
         num_items = cast(int, batch.num_items)  # set by _parse
-        if self._counts.shape[1] == 0:
-            self._counts = torch.zeros(len(self.top_k), num_items, dtype=torch.float64, device=self._device)
         order, invalid = top_items(batch, self.top_k)
         bucket = self._bucket_of_position(order.shape[1], order.device)
         slots = ((order >= 0) & (order < num_items)).to(torch.float64)
         if self.rank_weight is not None:  # each slot counts its rank's weight
             slots = slots * self._copies.get("weights", order.device)[: order.shape[1]]
         flat_index = (bucket * num_items + order.clamp(min=0, max=num_items - 1)).flatten()
-        return BatchTotals({"_counts": (flat_index, slots.flatten())}, invalid)
+        return BatchTotals({"_counts": (flat_index, slots.flatten(), num_items)}, invalid)
 
     def _add(self, sums: dict, bad: Optional[torch.Tensor]) -> None:
-        index, slots = sums.pop("_counts")
+        index, slots, num_items = sums.pop("_counts")
+        if self._counts.shape[1] == 0:  # the catalog from the first batch added (a refused one fixes nothing)
+            self._counts = torch.zeros(len(self.top_k), num_items, dtype=torch.float64, device=self._device)
         if bad is not None:
             slots = torch.where(bad, 0.0, slots)
         self._counts.view(-1).index_add_(0, index.to(self._device), slots.to(self._device))
