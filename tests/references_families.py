@@ -645,7 +645,11 @@ def aclt(ranked, k: int, long_tail) -> float:
 
 
 def _std_over_mean(values) -> float:
+    """std / mean (population std); 0 where every value is 0 (no disparity, where numpy's 0 / 0,
+    Elliot's, gives NaN); NaN where a value is (a group with nothing available)."""
     values = np.asarray(values, dtype=np.float64)
+    if np.all(values == 0):
+        return 0.0
     return float(np.std(values) / np.mean(values))
 
 

@@ -914,3 +914,20 @@ def test_a_refused_first_batch_fixes_no_catalog_size(make):
     if isinstance(metric, R.ItemCoverage):
         top2 = np.argsort(-scores.numpy(), axis=1, kind="stable")[:, :2]
         assert metric.compute() == [len(np.unique(top2)) / 4]
+
+
+def test_parity_of_two_groups_without_a_hit_is_zero_not_nan():
+    """Both groups' P(g) at 0 (no relevant item in the top k, no item listed): std / mean is
+    0 / 0; the groups fare alike, so 0 (the reference says so too), where it was a silent NaN."""
+    popularity = torch.tensor([10, 9, 1, 1])  # head {0, 1}, tail {2, 3} (Elliot's rule)
+    head, tail = {0, 1}, {2, 3}
+    scores = torch.tensor([[0.1, 0.2, 0.3, 0.9], [0.1, 0.2, 0.9, 0.3]])  # top 1: item 3, item 2
+    relevance = torch.tensor([[1.0, 0.0, 1.0, 0.0], [0.0, 1.0, 0.0, 1.0]])  # neither top item is relevant
+    lists = [[3, 2, 1, 0], [2, 3, 1, 0]]
+    metric = R.PopREO(1, popularity)
+    metric.update((scores, relevance))
+    expected = fam.pop_reo(lists, [row.tolist() for row in relevance], [set(), set()], 1, head, tail)
+    assert metric.compute() == [expected] == [0.0]
+    empty = R.PopRSP(2, popularity)
+    empty.update((R.RankedItems(torch.full((2, 2), -1)), torch.zeros(2, 4)))
+    assert empty.compute() == [fam.pop_rsp([[], []], [set(), set()], 2, head, tail)] == [0.0]

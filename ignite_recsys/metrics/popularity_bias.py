@@ -209,7 +209,9 @@ class _PopularityParity(CutoffResults, StatefulMetric):
         if float(available.sum()) == 0:
             raise NotComputableError(f"{type(self).__name__} must have at least one {self._counted} before compute().")
         share = hits / available  # NaN for a group with nothing available
-        return (share.std(1, correction=0) / share.mean(1)).tolist()
+        mean = share.mean(1)
+        # both groups at 0 (no hit in either): no disparity, 0 (std / mean would be 0 / 0, Elliot's NaN)
+        return torch.where(mean == 0, 0.0, share.std(1, correction=0) / mean).tolist()
 
 
 class PopRSP(_PopularityParity):
@@ -222,7 +224,8 @@ class PopRSP(_PopularityParity):
               {\mathrm{mean}(P(\text{head}), P(\text{tail}))}
 
     (population std: :math:`|P_h - P_t| / (P_h + P_t)`), 0 when both groups are recommended in
-    proportion to the items each user could get. Head and tail follow Elliot's rule
+    proportion to the items each user could get, both at 0 included (where Elliot's 0 / 0 gives
+    NaN). Head and tail follow Elliot's rule
     (:class:`APLT`). :math:`H_u` is the user's training history: the ``exclude`` entry of the
     update (without one, every item is available to every user). Every user counts, one with an
     empty list adds only to the denominators. ``compute()`` returns a list in ascending k order;
@@ -256,7 +259,8 @@ class PopREO(_PopularityParity):
     with :math:`R_u` the user's relevant items (``y >= relevance_threshold``) and :math:`H_u` its
     training history, the ``exclude`` entry of the update: P(g) is the recall of g's relevant
     items. Users without a relevant item add nothing (Elliot skips them). Head and tail follow
-    Elliot's rule (:class:`APLT`). NaN for a group without a relevant item.
+    Elliot's rule (:class:`APLT`). NaN for a group without a relevant item; 0 when both groups'
+    recall is 0 (no disparity; Elliot's 0 / 0 gives NaN).
 
     >>> import torch
     >>> from ignite_recsys import PopREO
