@@ -142,6 +142,16 @@ def unranked_test_items(stream: Any, test: Any, positions: np.ndarray, items: np
     return []
 
 
+def _read_run(run: Any, test: Any, catalog: int, known: Any, run_options: tuple) -> tuple:
+    """(test, catalog, scores, notes) of a sampled run (:func:`with_run_items`, :func:`run_scores`);
+    each note warned (``InputWarning``) at evaluate()'s caller."""
+    test, catalog = with_run_items(run, test, catalog, known, run_options[1], run_options[2])
+    scores, notes = run_scores(run, test, catalog, *run_options)
+    for note in notes:
+        warnings.warn(note, InputWarning, stacklevel=4)
+    return test, catalog, scores, notes
+
+
 def evaluate_sampled(
     scores: Any,
     test: Any,
@@ -175,13 +185,9 @@ def evaluate_sampled(
             "evaluate(..., sampled=...) ranks a model's scores or a run: scores must be a callable from user "
             "ids to their (batch, num_items) scores, a run file or a run table (not ranked lists)"
         )
+    notes: list = []
     if not callable(scores) or hasattr(scores, "columns") or hasattr(scores, "column_names"):
-        test, catalog = with_run_items(scores, test, catalog, known, run_options[1], run_options[2])
-        scores, notes = run_scores(scores, test, catalog, *run_options)
-        for note in notes:
-            warnings.warn(note, InputWarning, stacklevel=3)
-    else:
-        notes = []
+        test, catalog, scores, notes = _read_run(scores, test, catalog, known, run_options)
     unsupported = [item.key for item in requested if item.name not in METRICS or item.k is None]
     if unsupported:
         raise ValueError(f"evaluate(..., sampled=...) computes {list(METRICS)} at cut-offs, got {unsupported}")

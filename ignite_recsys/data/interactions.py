@@ -93,6 +93,21 @@ def _to_numpy(values: Any) -> np.ndarray:
     return values
 
 
+def _grades(values: Any, count: int) -> np.ndarray:
+    """The grades of ``count`` interactions as float64 numpy; a TypeError or ValueError for values
+    that are not numbers, of another length, NaN or infinite."""
+    values = _to_numpy(column("values", values))
+    if values.dtype.kind not in "biuf":
+        raise TypeError(f"values must be numbers (the grades), got dtype {values.dtype}")
+    values = values.astype(np.float64)
+    if len(values) != count:
+        raise ValueError(f"values must have one entry per interaction, got {len(values)} for {count} interactions")
+    if not np.isfinite(values).all():
+        row = int(np.argmax(~np.isfinite(values)))
+        raise ValueError(f"values must be finite grades, got {values[row]} at row {row}")
+    return values
+
+
 def _check_int_ids(name: str, values: np.ndarray, negative: bool = False) -> np.ndarray:
     """int64 ids, each >= 0 unless ``negative`` (a ValueError naming the first bad row otherwise)."""
     if values.dtype.kind == "u" and values.size and values.max() > np.iinfo(np.int64).max:
@@ -379,19 +394,7 @@ class Interactions:
             )
         self.user_map, user_codes = self._codes("users", user_column, user_map)
         self.item_map, item_codes = self._codes("items", item_column, item_map)
-        if values is not None:
-            values = column("values", values)
-            values = _to_numpy(values)
-            if values.dtype.kind not in "biuf":
-                raise TypeError(f"values must be numbers (the grades), got dtype {values.dtype}")
-            values = values.astype(np.float64)
-            if len(values) != len(user_codes):
-                raise ValueError(
-                    f"values must have one entry per interaction, got {len(values)} for {len(user_codes)} interactions"
-                )
-            if not np.isfinite(values).all():
-                row = int(np.argmax(~np.isfinite(values)))
-                raise ValueError(f"values must be finite grades, got {values[row]} at row {row}")
+        values = None if values is None else _grades(values, len(user_codes))
         if len(item_codes) and max(user_codes.max(), item_codes.max()) < 1 << 31:
             order = np.argsort((user_codes << 32) | item_codes, kind="stable")  # one key: faster than lexsort
         else:
