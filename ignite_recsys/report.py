@@ -113,6 +113,7 @@ class Report:
 
     level: float
     alpha: float
+    digits: int
     models: list
     columns: list
     baseline: Optional[str]
