@@ -224,3 +224,36 @@ def test_paired_test_refuses_a_metric_without_per_user_values_and_keeps_its_stat
     with pytest.raises(TypeError, match=r"a \(GAUC\) gives no per-user values"):
         R.paired_test(a, b)
     assert a.compute() == before
+
+
+def test_group_intervals_of_groups_far_apart_match_scipy():
+    """Group 0's values near 0 come first, group 1's near 1e8 later: the squares of group 1 were
+    taken about the metric's shift (group 0's mean), and its spread of about 1 cancelled away
+    (an interval of width 0). Each group now has its own shift: scipy's intervals, and
+    group_gap's Welch interval and degrees of freedom. A state saved with the squares about the
+    metric's shift (before groups had their own) still loads to the same intervals."""
+    popularity = torch.tensor([0.0, 1.0, 2.0, 3.0, 1e8, 1e8 + 1, 1e8 + 2, 1e8 + 3], dtype=torch.float64)
+    listed = {0: [0, 1, 2, 3, 0, 1], 1: [4, 5, 6, 7, 4, 6]}  # each user's one listed item
+    metric = R.AveragePopularity([1], popularity, num_groups=2)
+    for group, items in listed.items():
+        scores = torch.zeros(6, 8, dtype=torch.float64)
+        scores[torch.arange(6), torch.tensor(items)] = 1.0
+        metric.update((scores, torch.zeros(6, 8), R.UserGroups(torch.full((6,), group))))
+    values = [popularity.double().numpy()[items] for items in listed.values()]
+    for group, interval in enumerate(metric.confidence_interval_groups()):
+        expected = st.t.interval(0.95, 5, np.mean(values[group]), st.sem(values[group]))
+        np.testing.assert_allclose(interval[0], expected, rtol=0, atol=1e-6)
+    [gap] = R.group_gap(metric)
+    welch = st.ttest_ind(values[1], values[0], equal_var=False)
+    assert gap.df == pytest.approx(welch.df, rel=1e-9)
+    np.testing.assert_allclose(gap.confidence_interval, welch.confidence_interval(), rtol=0, atol=1e-6)
+    state = metric.state_dict()
+    entry = state["__metric_state_per_rank"][0]
+    shift, own = entry["_shift"], entry.pop("_group_shift")
+    count = entry["_group_count"].unsqueeze(1)
+    # about the metric's shift s instead of the group's c: + 2 (c - s) sum (x - c) + n (c - s)^2
+    moved = 2 * (own - shift) * (entry["_group_sum"] - count * own) + count * (own - shift) ** 2
+    entry["_group_sum_squares"] = entry["_group_sum_squares"] + moved
+    loaded = R.AveragePopularity([1], popularity, num_groups=2)
+    loaded.load_state_dict(state)
+    np.testing.assert_allclose(loaded.confidence_interval_groups()[0][0], metric.confidence_interval_groups()[0][0])

@@ -15,6 +15,7 @@ same sums per user group.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
@@ -25,7 +26,7 @@ from ignite.exceptions import NotComputableError
 from .. import _validation as V
 from .._tdist import t_intervals
 from ..inputs import UserGroups, UserIds
-from ._state import BatchTotals, StatefulMetric
+from ._state import _PER_RANK, BatchTotals, StatefulMetric
 
 
 @dataclass
@@ -58,8 +59,9 @@ class UserMean(StatefulMetric):
     - ``per_user=True``: each batch's values kept on the metric's device, returned by
       :meth:`per_user` (in user-id order when the updates carry :class:`~ignite_recsys.UserIds`);
     - ``num_groups=G``: states ``_group_sum`` (G, num_values), ``_group_count`` (G,) and
-      ``_group_sum_squares`` (G, num_values), accumulated by one ``index_add`` each, read by
-      :meth:`compute_groups` and :meth:`confidence_interval_groups`.
+      ``_group_sum_squares`` (G, num_values), accumulated by one ``index_add`` each, the squares
+      about ``_group_shift`` (G, num_values), each group's own shift (the mean of its first counted
+      users), read by :meth:`compute_groups` and :meth:`confidence_interval_groups`.
     """
 
     _parameter_constraints = {"per_user": V.BOOLEAN, "num_groups": V.positive_int(optional=True)}
@@ -68,6 +70,7 @@ class UserMean(StatefulMetric):
     _group_sum: torch.Tensor
     _group_count: torch.Tensor
     _group_sum_squares: torch.Tensor
+    _group_shift: torch.Tensor
     _per_user_rows: list
     _per_user_ids: list
 
@@ -83,7 +86,16 @@ class UserMean(StatefulMetric):
             self.add_state("_group_sum", lambda: (num_groups, self._num_values()))
             self.add_state("_group_count", (num_groups,))
             self.add_state("_group_sum_squares", lambda: (num_groups, self._num_values()))
+            # saved without it (squares about _shift): _shift, on load
+            self.add_state("_group_shift", lambda: (num_groups, self._num_values()), optional=True)
         super().__init__(output_transform, device, skip_unrolling)
+
+    def load_state_dict(self, state_dict: Any) -> None:
+        per_rank = state_dict.get(_PER_RANK) if isinstance(state_dict, Mapping) else None
+        saved = per_rank[idist.get_rank()] if isinstance(per_rank, Sequence) and per_rank else None
+        super().load_state_dict(state_dict)
+        if self.num_groups is not None and isinstance(saved, Mapping) and "_group_shift" not in saved:
+            self._group_shift.copy_(self._shift.expand_as(self._group_shift))  # the squares' centre then
 
     def reset(self) -> None:
         super().reset()
@@ -127,7 +139,7 @@ class UserMean(StatefulMetric):
         if self.num_groups is not None and rows.groups is not None:  # (_check_user_tags: groups given)
             invalid = {**invalid, **check_group_ids(rows.groups, self.num_groups)}
             groups = rows.groups.clamp(0, self.num_groups - 1)
-            totals.update(_group_totals(groups, self.num_groups, values, weight, deviation))
+            totals.update(_group_totals(groups, values, weight, self._group_count, self._group_shift))
         kept = torch.where(weights > 0, values, torch.nan) if self.keeps_per_user else None
         return BatchTotals(totals, invalid, kept, rows.users)
 
@@ -300,7 +312,7 @@ class UserMean(StatefulMetric):
             raise RuntimeError(f"{type(self).__name__}.{method}() needs the metric to be built with num_groups")
         self._checked()
         total, count, deviations = centered_moments(
-            self._group_sum, self._group_count.unsqueeze(1), self._group_sum_squares, self._shift
+            self._group_sum, self._group_count.unsqueeze(1), self._group_sum_squares, self._group_shift
         )
         return total, count.squeeze(1), deviations
 
@@ -334,17 +346,25 @@ class UserMean(StatefulMetric):
         return items
 
 
-def _group_totals(
-    index: torch.Tensor, num_groups: int, values: torch.Tensor, weight: torch.Tensor, deviation: torch.Tensor
-) -> dict:
-    """Per-group sums, counts and sums of squared deviations (from the shift) of one batch (each
-    one ``index_add``)."""
+def _group_totals(index: torch.Tensor, values: torch.Tensor, weight: torch.Tensor, state_count, state_shift) -> dict:
+    """Per-group sums, counts and sums of squared deviations of one batch (an ``index_add``
+    each), the deviations from each group's own shift (``shifted``, per group: the state's, or
+    while the state counts none of the group's users this batch's mean of them), so that a group
+    far from the others keeps the precision of its spread."""
+    num_groups = state_shift.shape[0]
     weights = weight.unsqueeze(1)
     zeros = torch.zeros(num_groups, values.shape[1], dtype=torch.float64, device=values.device)
+    sums = zeros.index_add(0, index, values * weights)
+    counts = torch.zeros(num_groups, dtype=torch.float64, device=values.device).index_add(0, index, weight)
+    if state_shift.device != values.device:
+        state_count, state_shift = state_count.to(values.device), state_shift.to(values.device)
+    center = torch.where((state_count == 0).unsqueeze(1), sums / counts.clamp(min=1).unsqueeze(1), state_shift)
+    deviation = values - center.index_select(0, index)
     return {
-        "_group_sum": zeros.index_add(0, index, values * weights),
-        "_group_count": torch.zeros(num_groups, dtype=torch.float64, device=values.device).index_add(0, index, weight),
+        "_group_sum": sums,
+        "_group_count": counts,
         "_group_sum_squares": zeros.index_add(0, index, deviation * deviation * weights),
+        "_group_shift": center - state_shift,
     }
 
 
