@@ -624,10 +624,17 @@ class _Feed:
             self.bar.update(users)
 
 
+def user_batches(users: torch.Tensor, size: int) -> tuple:
+    """``users`` in batches of ``size``; none where there is no user (``split`` of an empty tensor
+    gives one empty batch, which the metrics refuse: a process of a distributed evaluation may
+    hold no test user)."""
+    return users.split(size) if len(users) else ()
+
+
 def _from_model(model: Callable, feed: _Feed, catalog: int) -> None:
     test, exclude = feed.test, feed.exclude
     users = test.users[torch.from_numpy(np.flatnonzero(feed.mine))]
-    for batch in users.split(feed.batch_size):
+    for batch in user_batches(users, feed.batch_size):
         scores = model(batch.to(feed.device))
         if not isinstance(scores, torch.Tensor) or scores.ndim != 2 or tuple(scores.shape) != (len(batch), catalog):
             shape = tuple(scores.shape) if isinstance(scores, torch.Tensor) else type(scores).__name__
@@ -684,7 +691,7 @@ def _from_ranked(given: tuple, feed: _Feed, catalog: Optional[int] = None) -> No
     row_of = torch.full((len(test_users),), -1, dtype=torch.int64)
     row_of[position[known]] = torch.arange(len(dense))[known]
     feed.info["test_users_not_in_run"] = int((row_of < 0).sum())
-    for batch in torch.from_numpy(np.flatnonzero(feed.mine)).split(feed.batch_size):
+    for batch in user_batches(torch.from_numpy(np.flatnonzero(feed.mine)), feed.batch_size):
         rows = row_of[batch]
         lists = torch.where((rows >= 0).unsqueeze(1), ranked[rows.clamp(min=0)].to(torch.int64), -1)
         feed.ranked(test_users[batch], lists)
@@ -741,8 +748,7 @@ def _from_run(run: Any, feed: _Feed, options: _RunOptions, known: Optional[int] 
         stream = _evaluated(grouped_chunks(run_chunks(run, options.columns, options.format)), feed, options, known)
         grouped = True
     missing = torch.from_numpy(np.flatnonzero(~stream.seen & feed.mine))
-    for start in range(0, len(missing), feed.batch_size):  # (split() of no users gives one empty batch)
-        batch = missing[start : start + feed.batch_size]
+    for batch in user_batches(missing, feed.batch_size):
         feed.ranked(feed.test.users[batch], torch.full((len(batch), 1), -1, dtype=torch.int64))
     notes = []
     if stream.rows == 0:

@@ -175,6 +175,7 @@ def evaluate_sampled(
     import ignite.distributed as idist
     from ignite.exceptions import NotComputableError
 
+    from .evaluation import user_batches
     from .metrics.sampled import SampledMetrics
 
     options = sampled_options(sampled)
@@ -199,7 +200,7 @@ def evaluate_sampled(
     rank, world_size = idist.get_rank(), idist.get_world_size()
     users = test.users[torch.from_numpy(np.arange(len(test.users)) % world_size == rank)]
     kept_users = []
-    for batch in users.split(batch_size or DEFAULT_BATCH_SIZE):
+    for batch in user_batches(users, batch_size or DEFAULT_BATCH_SIZE):
         y_pred = scores(batch.to(device))
         if not isinstance(y_pred, torch.Tensor) or tuple(y_pred.shape) != (len(batch), catalog):
             shape = tuple(y_pred.shape) if isinstance(y_pred, torch.Tensor) else type(y_pred).__name__

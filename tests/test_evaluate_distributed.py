@@ -76,3 +76,35 @@ def test_two_processes_equal_one():
                     np.testing.assert_allclose(got[name]["means"][key], value["means"][key], atol=1e-12)
                     np.testing.assert_allclose(got[name]["intervals"][key], value["intervals"][key], atol=1e-9)
                     np.testing.assert_allclose(got[name]["per_user"][key], value["per_user"][key], atol=1e-12)
+
+
+def _one_user_results():
+    """One test user (item 2 relevant, ranked second by the model): rank 1 holds no user."""
+    test = R.Interactions(torch.tensor([0]), torch.tensor([2]), num_items=4)
+    scores = torch.tensor([[0.1, 0.9, 0.5, 0.2]])
+    ranked = (torch.tensor([0]), torch.tensor([[1, 2, 3]]))
+    sampled = {"num_negatives": 3, "estimators": ["naive"]}  # every other item: rank 2 whatever the draw
+    return {
+        "model": R.evaluate(lambda users: scores[users], test, ["ndcg@3"], progress=False).means,
+        "ranked": R.evaluate(ranked, test, ["ndcg@3"], progress=False).means,
+        "sampled": R.evaluate(lambda users: scores[users], test, ["ndcg@3"], sampled=sampled, progress=False).means,
+    }
+
+
+def _one_user_worker(local_rank, folder):
+    with open(os.path.join(folder, f"rank{idist.get_rank()}.json"), "w") as handle:
+        json.dump(_one_user_results(), handle)
+
+
+def test_a_process_without_a_test_user_takes_part_without_a_batch():
+    """split() of no users gave rank 1 one empty batch, which the metrics refuse ("at least one
+    user"): rank 1 raised and rank 0 lost its peer. Now both give NDCG@3 of rank 2 (1 / log2 3)."""
+    expected = 1 / np.log2(3)
+    single = _one_user_results()
+    assert single == {
+        "model": {"ndcg@3": expected},
+        "ranked": {"ndcg@3": expected},
+        "sampled": {"ndcg@3/naive": expected},
+    }
+    for got in run_in_processes(_one_user_worker):
+        assert got == single
