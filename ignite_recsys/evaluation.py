@@ -9,6 +9,7 @@ process's), and returns an :class:`EvaluationResult`.
 
 from __future__ import annotations
 
+import copy
 import math
 import os
 import re
@@ -501,12 +502,15 @@ def _tables(test: Any, exclude: Any, num_items: Optional[int], is_model: bool) -
     if len(test.users) == 0:
         raise ValueError("test holds no interactions: there are no users to evaluate")
     if exclude is not None:
+        test = _with_own_maps(test)  # an exclusion table read with them extends them: not the caller's
         exclude = _interactions(exclude, "exclude", user_map=test.user_map, item_map=test.item_map, duplicates="max")
         if exclude.item_map is not test.item_map or exclude.user_map is not test.user_map:
             raise ValueError(
                 "exclude must number users and items as test does: build it with "
                 "user_map=test.user_map and item_map=test.item_map (or integer ids in both)"
             )
+        if is_model:  # ids of its own, numbered after the test's, are no model's ids
+            _check_model_ids(test, why=_MODEL_IDS_EXCLUDED)
     if num_items is not None:
         num_items = V.check_positive_int("num_items", num_items)
         if num_items <= test._max_item:
@@ -558,11 +562,27 @@ _MODEL_IDS = (
     "test table with map_ids=False to keep the ids the model knows, or give it the user_map= / item_map= IdMaps "
     "the model numbers its users and items by"
 )
+_MODEL_IDS_EXCLUDED = (
+    "exclude holds ids the test table does not, numbered after the test's own, while a model callable's users "
+    "and score columns are read as dense ids: build both tables with the ids the model knows (Interactions from "
+    "tensors, or Interactions.from_frame(..., map_ids=False) for both, e.g. of pandas.read_csv(path))"
+)
 _RANKED_IDS = (
     "the items of ranked lists are read as dense item ids: build the test table with map_ids=False to keep the "
     "ids of the lists, give it the item_map= IdMap they are numbered by, or pass the lists as a run table of "
     "(user, item, score) rows, whose ids are mapped"
 )
+
+
+def _with_own_maps(test: Interactions) -> Interactions:
+    """``test`` with copies of its id maps (a shallow copy of the table), which reading another
+    table with them may extend; the caller's table and maps stay as they were."""
+    if test.user_map is None and test.item_map is None:
+        return test
+    own = copy.copy(test)
+    own.user_map = None if test.user_map is None else copy.copy(test.user_map)
+    own.item_map = None if test.item_map is None else copy.copy(test.item_map)
+    return own
 
 
 def _check_model_ids(test: Interactions, roles: tuple = ("user", "item"), why: str = _MODEL_IDS) -> None:

@@ -51,3 +51,30 @@ def test_a_table_of_ids_already_dense_is_accepted():
     scores = torch.tensor([[3.0, 2.0, 1.0], [1.0, 3.0, 2.0], [3.0, 1.0, 2.0]])
     got = evaluate(lambda users: scores[users], test, ["hit_rate@1"], progress=False)
     assert got["hit_rate@1"] == pytest.approx(2 / 3)
+
+
+def test_an_exclusion_file_with_ids_the_test_table_lacks_is_refused_for_a_model(tmp_path):
+    """A test table of ids 0..3 (accepted with a model) and a history file of items 7 and 9: read
+    with the test's map, 7 and 9 became dense ids 4 and 5, so columns 4 and 5 were excluded (MRR@2
+    0.25 where pytrec_eval without items 7 and 9 gives 0.5), and the caller's map kept them. Now
+    refused, naming the way out, and the caller's table is as it was; that way gives pytrec_eval's
+    values."""
+    frame = pd.DataFrame({"user": [0, 0, 1, 1], "item": [0, 1, 2, 3]})
+    pd.DataFrame({"user": [0, 1], "item": [7, 9]}).to_csv(tmp_path / "train.csv", index=False)
+    scores = torch.tensor(
+        [[0.5, 0.1, 0.2, 0.3, 0.95, 0.0, 0.0, 0.99, 0.0, 0.0], [0.1, 0.2, 0.3, 0.4, 0.95, 0.0, 0.0, 0.0, 0.0, 0.99]],
+        dtype=torch.float64,
+    )
+    test = Interactions.from_frame(frame)
+    with pytest.raises(ValueError, match="exclude holds ids the test table does not.*map_ids=False"):
+        evaluate(lambda users: scores[users], test, ["mrr@2"], exclude=tmp_path / "train.csv", num_items=10)
+    assert test.item_map.ids.tolist() == [0, 1, 2, 3] and test.num_items == 4
+    dense = Interactions.from_frame(frame, map_ids=False, num_items=10)
+    history = Interactions.from_frame(pd.read_csv(tmp_path / "train.csv"), map_ids=False, num_items=10)
+    result = evaluate(lambda users: scores[users], dense, ["mrr@2"], exclude=history, per_user=True, progress=False)
+    qrels = {"0": {"0": 1, "1": 1}, "1": {"2": 1, "3": 1}}
+    run = {str(u): {str(i): float(scores[u, i]) for i in range(10) if (u, i) not in {(0, 7), (1, 9)}} for u in (0, 1)}
+    reference = pytrec_eval.RelevanceEvaluator(qrels, {"recip_rank"}).evaluate(
+        {u: dict(sorted(items.items(), key=lambda kv: -kv[1])[:2]) for u, items in run.items()}
+    )
+    assert result.per_user()["mrr@2"].tolist() == [reference["0"]["recip_rank"], reference["1"]["recip_rank"]]
