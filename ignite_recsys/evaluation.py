@@ -25,7 +25,7 @@ from ._core.input_checks import InputWarning
 from ._registry import ALL_METRICS, CUTOFF_METRICS, REGISTRY, ranking_metrics_options
 from .data._optional import require
 from .data.files import read_interactions
-from .data.interactions import Interactions
+from .data.interactions import Interactions, user_batches
 from .data.runs import SCORE_PRECISIONS, RunStream, SplitUserError, grouped_chunks, run_chunks, user_pieces
 from .inputs import RankedItems, UserIds
 from .metrics import RankingMetrics
@@ -642,13 +642,6 @@ class _Feed:
     def advance(self, users: int) -> None:
         if self.bar is not None:
             self.bar.update(users)
-
-
-def user_batches(users: torch.Tensor, size: int) -> tuple:
-    """``users`` in batches of ``size``; none where there is no user (``split`` of an empty tensor
-    gives one empty batch, which the metrics refuse: a process of a distributed evaluation may
-    hold no test user)."""
-    return users.split(size) if len(users) else ()
 
 
 def _from_model(model: Callable, feed: _Feed, catalog: int) -> None:

@@ -13,6 +13,7 @@ import torch
 
 from ._core.input_checks import InputWarning
 from ._core.sampled_estimators import METRICS
+from .data.interactions import user_batches
 
 # the SampledMetrics arguments evaluate(sampled={...}) passes on
 SAMPLED_OPTIONS = ("num_negatives", "sampling", "item_weights", "estimators", "gamma", "ties", "seed")
@@ -175,7 +176,6 @@ def evaluate_sampled(
     import ignite.distributed as idist
     from ignite.exceptions import NotComputableError
 
-    from .evaluation import user_batches
     from .metrics.sampled import SampledMetrics
 
     options = sampled_options(sampled)

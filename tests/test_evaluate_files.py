@@ -996,3 +996,30 @@ def test_negative_integer_ids_of_a_mapped_test_table_are_read_in_a_run_frame(tmp
     dense = Interactions(torch.tensor([1, 2]), torch.tensor([20, 40]))
     with pytest.raises(FileFormatError, match=r"run, row 0, column user: ids must be >= 0, got -1"):
         R.evaluate(frame, dense, ["mrr@10"], progress=False)
+
+
+def test_float32_grades_meet_the_threshold_as_float32_labels_do(tmp_path):
+    """A float32 grade 0.7 was stored as float64 0.699999988 and missed relevance_threshold=0.7,
+    where RankingMetrics on the same float32 labels counts it (the threshold is compared in the
+    labels' dtype): user 0 dropped out of the mean. Frames, tensors and parquet now agree with
+    the metric on the float32 labels."""
+    grades = np.array([0.7, 1.0], dtype=np.float32)
+    labels = torch.zeros(2, 3, dtype=torch.float32)
+    labels[0, 0], labels[1, 1] = 0.7, 1.0
+    scores = torch.tensor([[0.9, 0.1, 0.2], [0.1, 0.9, 0.2]])
+    metric = R.RankingMetrics([1], metrics=["hit_rate"], relevance_threshold=0.7, per_user=True)
+    metric.update((scores, labels))
+    expected = metric.per_user()["hit_rate@1"].tolist()
+    assert expected == [1.0, 1.0]
+    frame = pd.DataFrame({"user": [0, 1], "item": [0, 1], "rating": grades})
+    frame.to_parquet(tmp_path / "t.parquet")
+    tables = [
+        Interactions.from_frame(frame, value="rating", map_ids=False, num_items=3),
+        Interactions(torch.tensor([0, 1]), torch.tensor([0, 1]), torch.from_numpy(grades), num_items=3),
+    ]
+    for test in tables:
+        result = R.evaluate(lambda users: scores[users], test, ["hit_rate@1"], relevance_threshold=0.7, per_user=True)
+        assert result.per_user()["hit_rate@1"].tolist() == expected
+    run = pd.DataFrame({"user": [0, 1], "item": [0, 1], "score": [1.0, 1.0]})
+    result = R.evaluate(run, tmp_path / "t.parquet", ["hit_rate@1"], relevance_threshold=0.7, per_user=True)
+    assert result.per_user()["hit_rate@1"].tolist() == expected

@@ -583,7 +583,7 @@ def read_interactions(
     pa = require("pyarrow", "reading tables")
     chosen = _chosen_columns(path, kind, user, item, value)
     roles = ["user", "item"] + (["value"] if "value" in chosen else [])
-    parts: dict = {role: [] for role in roles}
+    parts: dict = {role: [] for role in roles + ["value_types"]}
     unit = "row" if kind == "parquet" else "line"
     kinds: dict = {}
     # ids read as the kind of a map given (integers as text for a map of text ids, as a run's are)
@@ -599,6 +599,7 @@ def read_interactions(
         if "value" in chosen:
             grades = columns[chosen["value"]]
             parts["value"].append(numbers_of(path, grades, first, chosen["value"], "value", unit=unit, finite=True))
+            parts["value_types"].append(grades.type)
     if not read["user"]:
         raise FileFormatError(path, None, None, "holds no rows")
     for role, chunks in read.items():  # the ids' kind from every chunk: 7 and 007 in two chunks are two ids
@@ -611,6 +612,8 @@ def read_interactions(
     users = pa.concat_arrays(parts["user"])
     items = pa.concat_arrays(parts["item"])
     values = np.concatenate(parts["value"]) if "value" in parts else None
+    if values is not None and all(kind == pa.float32() for kind in parts["value_types"]):
+        values = values.astype(np.float32)  # exact: float32 grades keep their dtype (the threshold's comparison)
     try:
         return Interactions(  # a table's ids are external ids, mapped as Interactions.from_frame maps them
             users,

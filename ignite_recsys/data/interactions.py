@@ -93,19 +93,26 @@ def _to_numpy(values: Any) -> np.ndarray:
     return values
 
 
-def _grades(values: Any, count: int) -> np.ndarray:
-    """The grades of ``count`` interactions as float64 numpy; a TypeError or ValueError for values
+# grades given in a narrower float keep it in the targets: the relevance threshold is compared in
+# the labels' dtype (a float32 grade 0.7 meets the threshold 0.7, as float32 labels do)
+_NARROW_GRADES = {np.dtype(np.float32): torch.float32, np.dtype(np.float16): torch.float16}
+
+
+def _grades(values: Any, count: int) -> tuple:
+    """(the grades of ``count`` interactions as float64 numpy, the torch dtype the targets give
+    them: float32 or float16 where given so, else float64); a TypeError or ValueError for values
     that are not numbers, of another length, NaN or infinite."""
     values = _to_numpy(column("values", values))
     if values.dtype.kind not in "biuf":
         raise TypeError(f"values must be numbers (the grades), got dtype {values.dtype}")
+    dtype = _NARROW_GRADES.get(values.dtype, torch.float64)
     values = values.astype(np.float64)
     if len(values) != count:
         raise ValueError(f"values must have one entry per interaction, got {len(values)} for {count} interactions")
     if not np.isfinite(values).all():
         row = int(np.argmax(~np.isfinite(values)))
         raise ValueError(f"values must be finite grades, got {values[row]} at row {row}")
-    return values
+    return values, dtype
 
 
 def _check_int_ids(name: str, values: np.ndarray, negative: bool = False) -> np.ndarray:
@@ -394,7 +401,7 @@ class Interactions:
             )
         self.user_map, user_codes = self._codes("users", user_column, user_map)
         self.item_map, item_codes = self._codes("items", item_column, item_map)
-        values = None if values is None else _grades(values, len(user_codes))
+        values, self._grade_dtype = (None, torch.float64) if values is None else _grades(values, len(user_codes))
         if len(item_codes) and max(user_codes.max(), item_codes.max()) < 1 << 31:
             order = np.argsort((user_codes << 32) | item_codes, kind="stable")  # one key: faster than lexsort
         else:
@@ -610,7 +617,7 @@ class Interactions:
         if self._max_item >= width:
             raise ValueError(f"num_items={width} is too small for item id {self._max_item} of these interactions")
         values = (
-            torch.from_numpy(self._values.numpy()[flat])
+            torch.from_numpy(self._values.numpy()[flat]).to(self._grade_dtype)
             if grades and self._values is not None
             else torch.ones(len(flat), dtype=torch.float64)
         )
@@ -644,9 +651,18 @@ class Interactions:
         values[cells] = self._values.numpy()[flat] if grades and self._values is not None else 1.0
         id_rows = torch.from_numpy(ids.reshape(len(lengths), width))
         grade_rows = torch.from_numpy(values.reshape(len(lengths), width))
+        if grades and self._values is not None:
+            grade_rows = grade_rows.to(self._grade_dtype)
         if device is not None:
             id_rows, grade_rows = id_rows.to(device), grade_rows.to(device)
         return ItemIds(id_rows, grade_rows)
+
+
+def user_batches(users: torch.Tensor, size: int) -> tuple:
+    """``users`` in batches of ``size``; none where there is no user (``split`` of an empty tensor
+    gives one empty batch, which the metrics refuse: a process of a distributed evaluation may
+    hold no test user)."""
+    return users.split(size) if len(users) else ()
 
 
 class DuplicateInteractionError(ValueError):
