@@ -502,7 +502,8 @@ def _tables(test: Any, exclude: Any, num_items: Optional[int], is_model: bool) -
     if len(test.users) == 0:
         raise ValueError("test holds no interactions: there are no users to evaluate")
     if exclude is not None:
-        test = _with_own_maps(test)  # an exclusion table read with them extends them: not the caller's
+        if not isinstance(exclude, Interactions):  # a file read with the maps extends them: copies, not the caller's
+            test = _with_own_maps(test)
         exclude = _interactions(exclude, "exclude", user_map=test.user_map, item_map=test.item_map, duplicates="max")
         if exclude.item_map is not test.item_map or exclude.user_map is not test.user_map:
             raise ValueError(
