@@ -29,7 +29,7 @@ from .data.interactions import Interactions, user_batches
 from .data.runs import SCORE_PRECISIONS, RunStream, SplitUserError, grouped_chunks, run_chunks, user_pieces
 from .inputs import RankedItems, UserIds
 from .metrics import RankingMetrics
-from .stats import PerUserValues, paired_test, same_users
+from .stats import PerUserValues, paired_test
 
 # RankingMetrics' arguments that evaluate() passes on: the relevance rule, ties, the users counted,
 # and every convention of the registry (gain_function, map_normalization, discount, ...)
@@ -275,17 +275,21 @@ class EvaluationResult:
     def compare(self, other: "EvaluationResult", k: Optional[str] = None, method: str = "t", **options: Any) -> Any:
         """:func:`~ignite_recsys.paired_test` of this result (a) against ``other`` (b) on the same
         users: for the metric ``k`` (a result key) a ``PairedTestResult``, without ``k`` a dict of
-        one per metric both results hold. Both need ``per_user=True``."""
+        one per metric both results hold. Both need ``per_user=True``; users are paired by id
+        (the same users, in any order)."""
 
         mine, theirs = self.per_user(), other.per_user()
-        if not same_users(self.user_ids, other.user_ids):
-            raise ValueError("the two results hold different users: evaluate both on the same test table")
+
+        def test(key: str) -> Any:
+            a, b = PerUserValues(mine[key], self.user_ids), PerUserValues(theirs[key], other.user_ids)
+            return paired_test(a, b, method, **options)
+
         if k is not None:
             key = self._key(k)
             if key not in theirs:
                 raise KeyError(f"{k!r} is not in the other result ({list(theirs)})")
-            return paired_test(mine[key], theirs[key], method, **options)
-        return {key: paired_test(mine[key], theirs[key], method, **options) for key in mine if key in theirs}
+            return test(key)
+        return {key: test(key) for key in mine if key in theirs}
 
 
 def _interactions(value: Any, name: str, **options: Any) -> Interactions:

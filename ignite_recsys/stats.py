@@ -55,12 +55,16 @@ class PerUserValues:
     """Per-user values with the users they belong to: ``values`` (1-D, a tensor, array or
     sequence) and ``user_ids`` (1-D, as many, any ids that compare equal for the same user), so
     that :func:`paired_test` and :class:`~ignite_recsys.Report` pair them with another model's by
-    user rather than by position. :meth:`EvaluationResult.to_report` gives them.
+    user rather than by position (the same users in another order are put in order; other
+    users are refused). :meth:`EvaluationResult.to_report` gives them.
 
     >>> from ignite_recsys import PerUserValues, paired_test
     >>> a = PerUserValues([0.5, 0.7, 0.9], user_ids=["u1", "u2", "u3"])
-    >>> b = PerUserValues([0.4, 0.5, 0.8], user_ids=["u1", "u2", "u4"])
-    >>> paired_test(a, b)
+    >>> b = PerUserValues([0.8, 0.4, 0.5], user_ids=["u3", "u1", "u2"])
+    >>> round(paired_test(a, b).mean_difference, 6)  # u1 with u1: (0.1 + 0.2 + 0.1) / 3
+    0.133333
+    >>> c = PerUserValues([0.4, 0.5, 0.8], user_ids=["u1", "u2", "u4"])
+    >>> paired_test(a, c)
     Traceback (most recent call last):
     ...
     ValueError: a and b hold different users (the user ids of their per-user values differ): ...
@@ -173,9 +177,11 @@ def same_users(a: Any, b: Any) -> bool:
     return a.shape == b.shape and bool((a == b).all())
 
 
-def _check_pairing(a: Any, b: Any) -> None:
-    """A ValueError unless the per-user values of ``a`` and ``b`` can be paired: both with user
-    ids (then the same, in the same order) or neither (then paired by position)."""
+def _paired(a: Any, b: Any, first: np.ndarray, second: np.ndarray) -> tuple:
+    """The per-user values ``first`` (of ``a``) and ``second`` (of ``b``) paired user by user:
+    both with user ids (the same users; ``second`` put in ``a``'s user order where the order
+    differs, which needs each id once) or neither (paired by position). A ValueError where the
+    users cannot be paired."""
     ids_a, ids_b = _user_ids_of(a), _user_ids_of(b)
     if (ids_a is None) != (ids_b is None):
         named, other = ("a", "b") if ids_a is not None else ("b", "a")
@@ -184,11 +190,34 @@ def _check_pairing(a: Any, b: Any) -> None:
             "give both with their users (metrics updated with UserIds, results of evaluate(), PerUserValues), "
             "or neither (then in the same user order)"
         )
-    if ids_a is not None and not same_users(ids_a, ids_b):
+    if ids_a is None or same_users(ids_a, ids_b):
+        return first, second
+    order = _alignment(ids_a, ids_b)
+    if order is None or order.shape != second.shape:
         raise ValueError(
             "a and b hold different users (the user ids of their per-user values differ): evaluate both models "
-            "on the same users, in the same order"
+            "on the same users (in another order, each user id once)"
         )
+    return first, second[order]
+
+
+def _alignment(ids_a: Any, ids_b: Any) -> Optional[np.ndarray]:
+    """For each user of ``ids_a``, the position of the same id in ``ids_b``: where both hold the
+    same ids, each once, in any order; else None."""
+    a, b = (np.asarray(ids.cpu() if isinstance(ids, torch.Tensor) else ids) for ids in (ids_a, ids_b))
+    if a.ndim != 1 or a.shape != b.shape:
+        return None
+    try:
+        order_a, order_b = np.argsort(a, kind="stable"), np.argsort(b, kind="stable")
+        sorted_a, sorted_b = a[order_a], b[order_b]
+        unique = a.size < 2 or bool((sorted_a[1:] != sorted_a[:-1]).all())
+        if not (unique and bool((sorted_a == sorted_b).all())):
+            return None
+    except TypeError:  # ids that do not compare with each other (mixed kinds): not aligned
+        return None
+    order = np.empty(a.shape[0], dtype=np.int64)
+    order[order_a] = order_b
+    return order
 
 
 def paired_test(
@@ -212,7 +241,8 @@ def paired_test(
     in either (a user a metric does not count) is dropped from both. Metrics whose updates came
     with :class:`~ignite_recsys.UserIds` list their users in user-id order, so they line up
     however the users were batched or spread over processes. Where both sides have user ids,
-    they must be the same in the same order; where only one side has them (the other a metric
+    they must be the same users, each once where their orders differ (b's values are then taken
+    in a's user order); where only one side has them (the other a metric
     updated without UserIds, or plain values), the users cannot be paired: a ValueError either
     way.
 
@@ -243,8 +273,7 @@ def paired_test(
             f"k={k!r} picks the cut-off of a metric or result, and neither a nor b is one (both are "
             "per-user values already): leave k out"
         )
-    first, second = _values_of("a", a, k), _values_of("b", b, k)
-    _check_pairing(a, b)
+    first, second = _paired(a, b, _values_of("a", a, k), _values_of("b", b, k))
     if first.shape != second.shape:
         raise ValueError(f"a and b must hold the same users: got {first.shape[0]} and {second.shape[0]} values")
     kept = ~(np.isnan(first) | np.isnan(second))

@@ -7,6 +7,7 @@ import torch
 from scipy import stats as sps
 
 import ignite_recsys as R
+from ignite_recsys.data import IdMap
 
 
 def _holm(p):
@@ -285,14 +286,51 @@ def test_report_of_evaluation_results_on_different_users_is_refused():
         R.paired_test(a, c.per_user()["ndcg@5"], k="ndcg@5")
 
 
+def test_results_on_the_same_users_in_another_order_are_paired_by_user():
+    """Two test tables numbering the same string users in other orders (a user map given in
+    another order): compare, paired_test and Report pair each user with itself (scipy's
+    ttest_rel on the per-user values put in one order by hand)."""
+    rng = np.random.default_rng(3)
+    names = np.array([f"user{i:02d}" for i in range(30)])
+    users = np.repeat(names, 2)
+    items = rng.integers(0, 12, size=60)
+    items[1::2] = (items[::2] + 1 + rng.integers(0, 11, size=30)) % 12  # two distinct items a user
+    table = R.Interactions(users, torch.from_numpy(items), num_items=12)
+    shuffled = R.Interactions(users, torch.from_numpy(items), num_items=12, user_map=IdMap(names[rng.permutation(30)]))
+    weights = {name: rng.random(12) for name in names}
+
+    def model(test):
+        ids = test.user_map.ids  # each user's scores follow its name, whatever its dense id
+        return lambda batch: torch.from_numpy(np.stack([weights[str(ids[u])] for u in batch.tolist()]))
+
+    options = dict(per_user=True, progress=False)
+    a = R.evaluate(model(table), table, ["ndcg@5"], **options)
+    b = R.evaluate(lambda batch: 1 - model(shuffled)(batch), shuffled, ["ndcg@5"], **options)
+    assert list(a.user_ids) != list(b.user_ids)  # the orders differ: a pairing by position is wrong
+    position = {str(user): i for i, user in enumerate(b.user_ids)}
+    theirs = b.per_user()["ndcg@5"].numpy()[[position[str(user)] for user in a.user_ids]]
+    expected = sps.ttest_rel(a.per_user()["ndcg@5"].numpy(), theirs).pvalue
+    assert a.compare(b, "ndcg@5").p_value == pytest.approx(expected, rel=1e-12)
+    assert R.paired_test(a, b, k="ndcg@5").p_value == pytest.approx(expected, rel=1e-12)
+    assert R.Report({"A": a, "B": b}, baseline="B").tests["A", "ndcg@5"].p_value == pytest.approx(expected, rel=1e-12)
+
+
 def test_per_user_values_pair_by_their_ids():
     values = np.array([0.5, 0.7, 0.9, 0.2])
     other = np.array([0.4, 0.5, 0.8, 0.3])
     ids = ["u1", "u2", "u3", "u4"]
     expected = sps.ttest_rel(values, other).pvalue
     assert R.paired_test(R.PerUserValues(values, ids), R.PerUserValues(other, ids)).p_value == pytest.approx(expected)
-    with pytest.raises(ValueError, match="different users"):  # the same users in another order
-        R.paired_test(R.PerUserValues(values, ids), R.PerUserValues(other[::-1], ids[::-1]))
+    # the same users in another order: b's values are taken in a's user order
+    shuffled = [2, 0, 3, 1]
+    moved = R.PerUserValues(other[shuffled], [ids[i] for i in shuffled])
+    assert R.paired_test(R.PerUserValues(values, ids), moved).p_value == pytest.approx(expected, rel=1e-12)
+    flips = R.paired_test(R.PerUserValues(values, ids), moved, method="randomization")
+    assert flips == R.paired_test(values, other, method="randomization")
+    with pytest.raises(ValueError, match="different users"):  # a repeated id cannot be put in order
+        R.paired_test(R.PerUserValues(values, ["u1", "u1", "u2", "u3"]), R.PerUserValues(other, ["u2", "u1", "u1", "u3"]))
+    with pytest.raises(ValueError, match="different users"):  # ids of other kinds
+        R.paired_test(R.PerUserValues(values, [1, 2, 3, 4]), R.PerUserValues(other, [4.5, 3, 2, 1]))
     with pytest.raises(ValueError, match="one user id per value"):
         R.PerUserValues(values, ids[:3])
     with pytest.raises(ValueError, match="1-D"):
