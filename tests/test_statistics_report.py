@@ -328,8 +328,10 @@ def test_per_user_values_pair_by_their_ids():
     flips = R.paired_test(R.PerUserValues(values, ids), moved, method="randomization")
     assert flips == R.paired_test(values, other, method="randomization")
     with pytest.raises(ValueError, match="different users"):  # a repeated id cannot be put in order
-        R.paired_test(R.PerUserValues(values, ["u1", "u1", "u2", "u3"]), R.PerUserValues(other, ["u2", "u1", "u1", "u3"]))
-    with pytest.raises(ValueError, match="different users"):  # ids of other kinds
+        R.paired_test(
+            R.PerUserValues(values, ["u1", "u1", "u2", "u3"]), R.PerUserValues(other, ["u2", "u1", "u1", "u3"])
+        )
+    with pytest.raises(ValueError, match="different users"):  # another user (4.5)
         R.paired_test(R.PerUserValues(values, [1, 2, 3, 4]), R.PerUserValues(other, [4.5, 3, 2, 1]))
     with pytest.raises(ValueError, match="one user id per value"):
         R.PerUserValues(values, ids[:3])

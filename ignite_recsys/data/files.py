@@ -27,7 +27,7 @@ import numpy as np
 from .._core.input_checks import InputWarning
 from ._arrow import arrow_of, numpy_of, plain_text
 from ._optional import require
-from .interactions import VALUE_COLUMNS, DuplicateInteractionError, IdMap, Interactions, column
+from .interactions import VALUE_COLUMNS, DuplicateInteractionError, IdMap, Interactions, column, repeated_column
 
 TREC_RUN_FIELDS = ("qid", "q0", "docid", "rank", "score", "tag")
 TREC_QRELS_FIELDS = ("qid", "iteration", "docid", "rel")
@@ -411,15 +411,9 @@ def table_columns(path: Any, format: str, wanted: dict, what: str) -> dict:
                     f"its columns are {names}",
                 )
             chosen[role] = found[0]
-    repeated = [name for name in dict.fromkeys(chosen.values()) if names.count(name) > 1]
-    if repeated:
-        raise FileFormatError(
-            path,
-            None,
-            None,
-            f"{what} names the column {repeated[0]!r} {names.count(repeated[0])} times (its columns are {names}): "
-            "which one holds the values is a guess; give each column its own name",
-        )
+    problem = repeated_column(what, list(chosen.values()), names)
+    if problem:
+        raise FileFormatError(path, None, None, problem)
     return chosen
 
 

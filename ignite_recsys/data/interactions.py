@@ -696,10 +696,19 @@ def frame_columns(frame: Any, names: Sequence[str], what: str) -> dict:
     missing = [name for name in names if name not in available]
     if missing:
         raise ValueError(f"{what} has no column {missing[0]!r}; its columns are {available}")
-    repeated = [name for name in names if available.count(name) > 1]
-    if repeated:
-        raise ValueError(
-            f"{what} names the column {repeated[0]!r} {available.count(repeated[0])} times (its columns are "
-            f"{available}): which one holds the values is a guess; give each column its own name"
-        )
+    problem = repeated_column(what, names, available)
+    if problem:
+        raise ValueError(problem)
     return {name: get(name) for name in names}
+
+
+def repeated_column(what: str, read: Sequence[str], columns: Sequence[str]) -> Optional[str]:
+    """The error message for a table (``what``) whose header names a column it reads (``read``)
+    more than once (``columns``: every name of the header), or None."""
+    repeated = [name for name in dict.fromkeys(read) if list(columns).count(name) > 1]
+    if not repeated:
+        return None
+    return (
+        f"{what} names the column {repeated[0]!r} {list(columns).count(repeated[0])} times (its columns are "
+        f"{list(columns)}): which one holds the values is a guess; give each column its own name"
+    )
