@@ -176,6 +176,7 @@ def evaluate_sampled(
     import ignite.distributed as idist
     from ignite.exceptions import NotComputableError
 
+    from .metrics._users import gathered_rows
     from .metrics.sampled import SampledMetrics
 
     options = sampled_options(sampled)
@@ -192,8 +193,6 @@ def evaluate_sampled(
     unsupported = [item.key for item in requested if item.name not in METRICS or item.k is None]
     if unsupported:
         raise ValueError(f"evaluate(..., sampled=...) computes {list(METRICS)} at cut-offs, got {unsupported}")
-    if per_user and idist.get_world_size() > 1:
-        raise ValueError("evaluate(..., sampled=..., per_user=True) keeps the values of one process: run it on one")
     names = list(dict.fromkeys(item.name for item in requested))
     cutoffs = sorted({item.k for item in requested})
     metric = SampledMetrics(cutoffs, names, num_items=catalog, device=device, per_user=per_user, **options)
@@ -231,10 +230,13 @@ def evaluate_sampled(
         return {key: bounds.get(label, (math.nan, math.nan)) for key, label in labels.items()}
 
     kept, user_ids = None, None
-    if per_user:
+    if per_user:  # each test item's values (every process's, gathered), ordered by user as on one process
         rows = metric.per_user()
         valid = ~metric.sampled_ranks().isnan()
-        kept = {key: rows[label][valid].cpu() for key, label in labels.items() if label in rows}
-        user_ids = test.original_users(torch.cat(kept_users).cpu()) if kept_users else []
+        mine = torch.cat(kept_users) if kept_users else torch.zeros(0, dtype=torch.int64)
+        users = gathered_rows(mine.to(metric._device, torch.int64).unsqueeze(1))[:, 0].cpu()
+        order = torch.sort(users, stable=True).indices
+        kept = {key: rows[label][valid].cpu()[order] for key, label in labels.items() if label in rows}
+        user_ids = test.original_users(users[order]) if len(users) else []
     info = {"test_users": len(test.users), "test_items": int(metric._state()[1]), "sampled": options, "warnings": notes}
     return means, intervals() if world_size > 1 else intervals, level, kept, user_ids, info

@@ -108,3 +108,35 @@ def test_a_process_without_a_test_user_takes_part_without_a_batch():
     }
     for got in run_in_processes(_one_user_worker):
         assert got == single
+
+
+def _sampled_per_item_results():
+    """Nine users of two test items each; a test item scores 1 (above every other item: rank 1,
+    NDCG@3 = 1) or 0 (below the 3 negatives, all other items scoring 0.5: rank 4, NDCG@3 = 0)
+    whatever the draw."""
+    users = torch.arange(9).repeat_interleave(2)
+    items = torch.stack([torch.arange(9) % 10, (torch.arange(9) + 3) % 10], 1).reshape(-1)
+    test = R.Interactions(users, items, num_items=10)
+    scores = torch.full((9, 10), 0.5, dtype=torch.float64)
+    scores[users, items] = ((users + items) % 2 == 0).double()
+    sampled = {"num_negatives": 3, "estimators": ["naive"]}
+    result = R.evaluate(lambda u: scores[u], test, ["ndcg@3"], sampled=sampled, per_user=True, progress=False)
+    return {"users": result.user_ids.tolist(), "values": result.per_user()["ndcg@3/naive"].tolist()}
+
+
+def _sampled_per_item_worker(local_rank, folder):
+    with open(os.path.join(folder, f"rank{idist.get_rank()}.json"), "w") as handle:
+        json.dump(_sampled_per_item_results(), handle)
+
+
+def test_sampled_per_item_values_are_gathered_in_user_order():
+    """evaluate(sampled=..., per_user=True) under 2 processes (users 0, 2, ... on rank 0; 1, 3,
+    ... on rank 1) gives every test item's value with its user, in the order of one process."""
+    expected_users = [user for user in range(9) for _ in range(2)]
+    expected_values = [
+        float((user + item) % 2 == 0) for user in range(9) for item in sorted((user % 10, (user + 3) % 10))
+    ]
+    single = _sampled_per_item_results()
+    assert single == {"users": expected_users, "values": expected_values}
+    for got in run_in_processes(_sampled_per_item_worker):
+        assert got == single
