@@ -153,6 +153,21 @@ def _read_run(run: Any, test: Any, catalog: int, known: Any, run_options: tuple)
     return test, catalog, scores, notes
 
 
+def _per_item_values(metric: Any, labels: dict, kept_users: list, test: Any) -> tuple:
+    """({result key: each test item's value}, their users' original ids) of a SampledMetrics
+    built with per_user=True, whose updates' users were ``kept_users`` (one per test item):
+    every process's items (gathered), ordered by user as one process orders them."""
+    from .metrics._users import gathered_rows
+
+    rows = metric.per_user()
+    valid = ~metric.sampled_ranks().isnan()
+    mine = torch.cat(kept_users) if kept_users else torch.zeros(0, dtype=torch.int64)
+    users = gathered_rows(mine.to(metric._device, torch.int64).unsqueeze(1))[:, 0].cpu()
+    order = torch.sort(users, stable=True).indices
+    kept = {key: rows[label][valid].cpu()[order] for key, label in labels.items() if label in rows}
+    return kept, (test.original_users(users[order]) if len(users) else [])
+
+
 def evaluate_sampled(
     scores: Any,
     test: Any,
@@ -176,7 +191,6 @@ def evaluate_sampled(
     import ignite.distributed as idist
     from ignite.exceptions import NotComputableError
 
-    from .metrics._users import gathered_rows
     from .metrics.sampled import SampledMetrics
 
     options = sampled_options(sampled)
@@ -229,14 +243,6 @@ def evaluate_sampled(
             bounds = {}
         return {key: bounds.get(label, (math.nan, math.nan)) for key, label in labels.items()}
 
-    kept, user_ids = None, None
-    if per_user:  # each test item's values (every process's, gathered), ordered by user as on one process
-        rows = metric.per_user()
-        valid = ~metric.sampled_ranks().isnan()
-        mine = torch.cat(kept_users) if kept_users else torch.zeros(0, dtype=torch.int64)
-        users = gathered_rows(mine.to(metric._device, torch.int64).unsqueeze(1))[:, 0].cpu()
-        order = torch.sort(users, stable=True).indices
-        kept = {key: rows[label][valid].cpu()[order] for key, label in labels.items() if label in rows}
-        user_ids = test.original_users(users[order]) if len(users) else []
+    kept, user_ids = _per_item_values(metric, labels, kept_users, test) if per_user else (None, None)
     info = {"test_users": len(test.users), "test_items": int(metric._state()[1]), "sampled": options, "warnings": notes}
     return means, intervals() if world_size > 1 else intervals, level, kept, user_ids, info
