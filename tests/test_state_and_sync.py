@@ -11,6 +11,7 @@ import pytest
 import torch
 from ignite.engine import DeterministicEngine, Engine, Events
 from ignite.handlers import Checkpoint, DiskSaver
+from ignite.metrics.metric import RunningBatchWise
 
 import ignite_recsys as R
 import references as ref
@@ -142,6 +143,22 @@ def test_catalog_size_from_the_batches_accepts_any_checkpointed_size(rng):
         assert target.compute() == run_metric(R.ItemCoverage([1, 3]), batches[:2])
 
 
+def test_catalog_state_saved_before_any_batch_loads_under_a_given_size():
+    """A coverage state saved before its first batch (no catalog size yet) loads into the metric
+    built with num_items, as a state sized by its batches does: items 0-2 of 6 listed, 3/6 and
+    then 4/6 at k = 1 and 2."""
+    saved = R.ItemCoverage([1, 2]).state_dict()
+    resumed = R.ItemCoverage([1, 2], num_items=6)
+    resumed.load_state_dict(saved)
+    scores = torch.tensor([[6.0, 5, 1, 1, 1, 1], [1, 6, 5, 1, 1, 1], [1, 1, 6, 1, 5, 1]])
+    resumed.update((scores, torch.ones(3, 6)))
+    assert resumed.compute() == [3 / 6, 4 / 6]
+    with pytest.raises(ValueError, match="expects"):  # a state counted on another catalog size is still refused
+        counted = R.ItemCoverage([1, 2])
+        counted.update((scores[:, :5], torch.ones(3, 5)))
+        resumed.load_state_dict(counted.state_dict())
+
+
 def test_load_of_a_non_tensor_is_refused():
     metric = R.NDCG([1, 3])
     state = metric.state_dict()
@@ -177,6 +194,35 @@ def test_engine_resumes_exactly_through_checkpoint(rng, name, save_at, max_epoch
         uninterrupted = _evaluate(DeterministicEngine, FACTORIES[name](), batches, save_at, folder, max_epochs)
         resumed = _resume(DeterministicEngine, FACTORIES[name](), folder, batches)
     assert uninterrupted == expected
+    assert resumed == expected
+
+
+@pytest.mark.parametrize("save_at,max_epochs", [(3, 1), (8, 2)])
+def test_running_value_over_the_run_resumes_through_checkpoint(rng, save_at, max_epochs):
+    """usage=RunningBatchWise() resets when the run starts: a resumed run (iteration past 0)
+    keeps the loaded batches, as it keeps an epoch's first batches mid-epoch."""
+    batches = _batches(rng, 6)
+    seen = batches * max_epochs
+    expected = {i: run_metric(R.NDCG([1, 3]), seen[:i]) for i in range(save_at + 1, len(seen) + 1)}
+
+    def running(load_from=None):
+        engine, metric, values = DeterministicEngine(lambda e, batch: batch), R.NDCG([1, 3]), {}
+        metric.attach(engine, "metric", usage=RunningBatchWise())
+        engine.add_event_handler(
+            Events.ITERATION_COMPLETED, lambda e: values.__setitem__(e.state.iteration, e.state.metrics["metric"])
+        )
+        if load_from is None:
+            saver = Checkpoint({"engine": engine, "metric": metric}, DiskSaver(folder, require_empty=False))
+            engine.add_event_handler(Events.ITERATION_COMPLETED(once=save_at), saver)
+        else:
+            Checkpoint.load_objects({"engine": engine, "metric": metric}, torch.load(load_from, weights_only=False))
+        engine.run(batches, max_epochs=max_epochs)
+        return values
+
+    with tempfile.TemporaryDirectory() as folder:
+        uninterrupted = running()
+        resumed = running(os.path.join(folder, os.listdir(folder)[0]))
+    assert {i: uninterrupted[i] for i in expected} == expected
     assert resumed == expected
 
 

@@ -157,6 +157,23 @@ def test_per_user_after_loading_a_state_refuses_and_the_interval_still_works():
     assert restored.confidence_interval() == metric.confidence_interval()
 
 
+def test_per_user_after_loading_a_state_of_no_counted_user_refuses():
+    """The loaded users had no relevant item (none counted, each a NaN row): the rows kept after
+    the load match the loaded count (0), yet the loaded users' rows are missing."""
+    scores = torch.tensor([[0.9, 0.1, 0.5, 0.3], [0.2, 0.8, 0.4, 0.6]])
+    relevance = torch.tensor([[1.0, 0, 0, 0], [0, 1, 0, 0]])
+    first = R.NDCG([1, 3], per_user=True)
+    first.update((scores, torch.zeros(2, 4)))
+    restored = R.NDCG([1, 3], per_user=True)
+    restored.load_state_dict(first.state_dict())
+    restored.update((scores, relevance))
+    with pytest.raises(RuntimeError, match="a state loaded since the last reset"):
+        restored.per_user()
+    restored.reset()
+    restored.update((scores, relevance))
+    assert restored.per_user().tolist() == [[1.0, 1.0], [1.0, 1.0]]  # each relevant item ranked first
+
+
 # --- confidence_interval() --------------------------------------------------------------------
 @pytest.mark.parametrize("name", ALL)
 @pytest.mark.parametrize("level", [0.5, 0.9, 0.95, 0.99])

@@ -514,16 +514,16 @@ class StatefulMetric(Metric):
         self._resume_pending = True
 
     def started(self, engine) -> None:
-        """Reset at the start of each epoch, except when the Engine resumes mid-epoch from a
-        checkpoint this metric was loaded from: the state then holds that epoch's first batches."""
+        """Reset where the usage starts accumulating (each epoch, or the run), except when the
+        Engine resumes from a checkpoint this metric was loaded from: mid-epoch, the state then
+        holds that epoch's first batches; for a usage over the whole run (``RunningBatchWise``,
+        reset when the run starts), the batches before the checkpoint."""
         resuming, self._resume_pending = self._resume_pending, False
         state = engine.state
-        if (
-            resuming
-            and engine.last_event_name == Events.EPOCH_STARTED
-            and state.epoch_length
-            and state.iteration % state.epoch_length != 0
-        ):
+        if resuming and engine.last_event_name == Events.EPOCH_STARTED:
+            if state.epoch_length and state.iteration % state.epoch_length != 0:
+                return
+        elif resuming and engine.last_event_name == Events.STARTED and state.iteration > 0:
             return
         self.reset()
 

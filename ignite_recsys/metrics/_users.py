@@ -96,11 +96,13 @@ class UserMean(StatefulMetric):
         super().load_state_dict(state_dict)
         if self.num_groups is not None and isinstance(saved, Mapping) and "_group_shift" not in saved:
             self._group_shift.copy_(self._shift.expand_as(self._group_shift))  # the squares' centre then
+        self._rows_lost = True  # the loaded users' rows are not in the state: per_user() raises until reset
 
     def reset(self) -> None:
         super().reset()
         self._per_user_rows: list = []
         self._per_user_ids: list = []
+        self._rows_lost = False
 
     def compute(self) -> Any:
         return self._mean()
@@ -218,11 +220,11 @@ class UserMean(StatefulMetric):
         else:
             rows = torch.zeros(0, self._num_values(), dtype=torch.float64, device=self._device)
         kept = int((~rows[:, 0].isnan()).sum())
-        if kept != int(self._count):
+        if self._rows_lost or kept != int(self._count):
             raise RuntimeError(
                 f"{name}.per_user(): the per-user values do not match the state ({int(self._count)} counted "
-                f"users, {kept} kept); they are not part of state_dict(), so a loaded state has none: update "
-                "again from a reset"
+                f"users, {kept} kept{', a state loaded since the last reset' if self._rows_lost else ''}); they "
+                "are not part of state_dict(), so a loaded state has none: update again from a reset"
             )
         # 0: no rows here, 1: rows with user ids, 2: rows without; every process must agree
         local = 0 if not self._per_user_rows else 1 if self._per_user_ids else 2

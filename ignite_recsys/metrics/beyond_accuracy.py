@@ -27,6 +27,7 @@ ShannonEntropy  ln, ÷ #distinct items (0.3371) ``"log2"``: log2 entropy (1.4591
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import Any, Optional, cast
 
 import ignite.distributed as idist
@@ -47,7 +48,7 @@ from ._lists import (
     self_information,
     top_items,
 )
-from ._state import BatchTotals, StatefulMetric, raise_for_invalid_updates
+from ._state import _PER_RANK, BatchTotals, StatefulMetric, raise_for_invalid_updates
 
 
 class CatalogCounts(CutoffResults, StatefulMetric):
@@ -84,6 +85,24 @@ class CatalogCounts(CutoffResults, StatefulMetric):
     def _prepare(self) -> dict:
         """The tensors (CPU) that updates look up on the inputs' device."""
         return {}
+
+    def load_state_dict(self, state_dict: Any) -> None:
+        super().load_state_dict(self._sized(state_dict))
+
+    def _sized(self, state_dict: Any) -> Any:
+        """A state saved before any batch fixed its catalog size ((len(top_k), 0) counts: nothing
+        counted) as zero counts of the size this metric is given, which it then loads under."""
+        per_rank = state_dict.get(_PER_RANK) if isinstance(state_dict, Mapping) else None
+        if self.num_items is None or not isinstance(per_rank, (list, tuple)):
+            return state_dict
+
+        def sized(entry: Any) -> Any:
+            counts = entry.get("_counts") if isinstance(entry, Mapping) else None
+            if isinstance(counts, torch.Tensor) and counts.dim() == 2 and counts.shape[1] == 0:
+                return {**entry, "_counts": counts.new_zeros(counts.shape[0], self.num_items)}
+            return entry
+
+        return {**state_dict, _PER_RANK: [sized(entry) for entry in per_rank]}
 
     def _parse(self, output: Any) -> RankingInput:
         expected = self._counts.shape[1] or self.num_items
