@@ -4,6 +4,7 @@ a callable that cannot be compared in full loads with a warning that says so."""
 
 from __future__ import annotations
 
+import sys
 import warnings
 
 import pytest
@@ -96,6 +97,43 @@ def test_another_callable_discount_is_refused_and_the_same_one_loads():
         warnings.simplefilter("error")
         loaded.load_state_dict(state)
     assert loaded.compute() == metric.compute()
+
+
+class _Gains:
+    def __init__(self, base):
+        self.base = base
+
+    def gain(self, relevance):
+        return self.base**relevance - 1
+
+
+BASE = 2.0
+
+
+def _global_gain(relevance):
+    return BASE**relevance - 1
+
+
+def test_a_bound_method_is_compared_with_its_instance():
+    """Gains(2.0).gain and Gains(10.0).gain share their code: the state of one refused by the
+    other (loaded, NDCG@3 would mix 2^rel - 1 and 10^rel - 1 gains); the same instance's loads."""
+    _, state = _saved(lambda: R.NDCG([3], gain_function=_Gains(2.0).gain))
+    with pytest.raises(ValueError, match=r"gain_function=.*_Gains.gain \(code"):
+        R.NDCG([3], gain_function=_Gains(10.0).gain).load_state_dict(state)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        R.NDCG([3], gain_function=_Gains(2.0).gain).load_state_dict(state)
+
+
+def test_a_function_reading_a_module_value_is_compared_with_it(monkeypatch):
+    _, state = _saved(lambda: R.NDCG([3], gain_function=_global_gain))
+    monkeypatch.setattr(sys.modules[__name__], "BASE", 10.0)
+    with pytest.raises(ValueError, match=r"gain_function=.*_global_gain \(code"):
+        R.NDCG([3], gain_function=_global_gain).load_state_dict(state)
+    monkeypatch.setattr(sys.modules[__name__], "BASE", 2.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        R.NDCG([3], gain_function=_global_gain).load_state_dict(state)
 
 
 def test_a_callable_without_code_loads_with_a_warning_and_another_is_refused():

@@ -577,11 +577,35 @@ def _callable_text(value: Any) -> str:
     captured = [cell.cell_contents for cell in (getattr(value, "__closure__", None) or ())]
     captured += list(getattr(value, "__defaults__", None) or ())
     captured += list((getattr(value, "__kwdefaults__", None) or {}).items())
-    texts = [_plain_text(item) for item in captured]
+    texts = [_plain_text(item) for item in captured] + _globals_texts(code, getattr(value, "__globals__", {}))
+    owner = getattr(value, "__self__", None)  # a bound method's instance: its attributes
+    if owner is not None and not isinstance(owner, types.ModuleType):
+        attributes = getattr(owner, "__dict__", None)
+        texts.append(None if attributes is None else _plain_text(sorted(attributes.items())))
     digest = hashlib.sha1("|".join([_code_text(code)] + [t or "?" for t in texts]).encode()).hexdigest()[:12]
     if any(text is None for text in texts):
         return f"{name} (code {digest}; {_UNSURE} for the values it captures)"
     return f"{name} (code {digest})"
+
+
+def _globals_texts(code: types.CodeType, namespace: dict) -> list:
+    """The module-level values a function's code reads, as ``name=text`` (None where the value is
+    not plain data); modules, functions and classes it names are left out (their code is not
+    compared)."""
+    names = set(code.co_names)
+    nested = [constant for constant in code.co_consts if isinstance(constant, types.CodeType)]
+    while nested:
+        inner = nested.pop()
+        names.update(inner.co_names)
+        nested += [constant for constant in inner.co_consts if isinstance(constant, types.CodeType)]
+    texts = []
+    for name in sorted(names & set(namespace)):
+        value = namespace[name]
+        if isinstance(value, (types.ModuleType, types.FunctionType, types.BuiltinFunctionType, type)):
+            continue
+        text = _plain_text(value)
+        texts.append(None if text is None else f"{name}={text}")
+    return texts
 
 
 def _code_text(code: types.CodeType) -> str:
