@@ -241,6 +241,31 @@ def test_recall_at_fixed_precision_equals_torchmetrics_and_the_reference(min_pre
     assert got[0] == pytest.approx(expected[0], abs=1e-12) and got[1] == expected[1]
 
 
+def test_recall_at_fixed_precision_equal_to_the_threshold_qualifies_however_batched():
+    """Ten users whose mean P@3 is 15/30 = 1/2 exactly (Fractions): k = 3 qualifies for
+    min_precision=0.5 whatever the batches; fed as [user 0], [users 1-9] the float64 sum of P@3
+    came out one ulp under 1/2 and k = 3 was dropped."""
+    from fractions import Fraction
+
+    rng = np.random.default_rng(3)
+    n, items = int(rng.integers(3, 12)), 6
+    scores = torch.from_numpy(rng.permutation(n * items).reshape(n, items).astype(np.float32))
+    labels = (rng.random((n, items)) < 0.5).astype(np.float32)
+    labels[:, 0] = 1
+    order = np.argsort(-scores.numpy(), axis=1, kind="stable")
+    hits = [[int(labels[u, order[u, :k]].sum()) for k in (1, 2, 3)] for u in range(n)]
+    precision = [sum(Fraction(h[k - 1], k) for h in hits) / n for k in (1, 2, 3)]
+    recall = [sum(Fraction(h[k - 1], int(labels[u].sum())) for u, h in enumerate(hits)) / n for k in (1, 2, 3)]
+    assert precision[2] == Fraction(1, 2)
+    expected = max((r, k) for k, (p, r) in enumerate(zip(precision, recall), 1) if p >= Fraction(1, 2))
+    for batches in ([range(n)], [range(1), range(1, n)]):
+        metric = R.RecallAtFixedPrecision(max_k=3, min_precision=0.5)
+        for rows in batches:
+            metric.update((scores[list(rows)], torch.from_numpy(labels[list(rows)])))
+        got = metric.compute()
+        assert got[1] == expected[1] and got[0] == pytest.approx(float(expected[0]), abs=1e-12)
+
+
 def test_recall_at_fixed_precision_is_its_own_metric():
     """It picks a k on the mean curves: no RankingMetrics API (intervals, per-user values), its
     state saved and loaded under its own configuration, and (recall, k) scalars in an Engine."""

@@ -137,7 +137,10 @@ class RecallAtFixedPrecision(StatefulMetric):
     go to the largest k; when no k qualifies, or the best recall is 0, ``(0.0, max_k)``.
     ``adaptive_k=True``: P@k divides by min(k, the user's candidates). As torchmetrics by default
     (``empty_target_action="neg"``), users without a relevant item count, with zero curves
-    (``ignore_zero_hits=False``). ``compute()`` returns ``(recall, k)``; the curves are
+    (``ignore_zero_hits=False``). A mean P@k reaches ``min_precision`` up to the rounding of its
+    float64 sum ((n + 64) 2^-52 for n users), so that a mean equal to it in exact arithmetic
+    qualifies however the users were batched or spread over processes. ``compute()`` returns
+    ``(recall, k)``; the curves are
     :meth:`curves`. It holds the :class:`RankingMetrics` of the two curves, whose state it
     saves and loads under its own configuration. A pick of k on the mean curves is no mean over
     users: it has no confidence interval, per-user values or groups.
@@ -204,9 +207,13 @@ class RecallAtFixedPrecision(StatefulMetric):
 
     def compute(self) -> tuple:
         curves = self.curves()
+        (count,) = self._curves._reduced("_count")
+        # a mean of n values in [0, 1] summed in float64 is off by at most about n * 2**-53: a P@k
+        # equal to min_precision in exact arithmetic reaches it however the sums were added
+        slack = (float(count) + 64) * 2.0**-52
         best = None
         for k, (precision, recall) in enumerate(zip(curves["precision"], curves["recall"]), start=1):
-            if precision >= self.min_precision and (best is None or (recall, k) > best):
+            if precision >= self.min_precision - slack and (best is None or (recall, k) > best):
                 best = (recall, k)
         if best is None or best[0] == 0.0:
             return 0.0, self.max_k
