@@ -155,6 +155,45 @@ def test_integer_scores_equal_their_float64_values_in_every_ranking_input(name, 
     assert _computed(SCORE_TAKERS[name](), [(y_pred, y)]) == as_float
 
 
+@pytest.mark.parametrize("dtype", list(INTEGER_SCORES) + [torch.bool], ids=str)
+@pytest.mark.parametrize("form", ["dense_exclusion", "sparse_exclusion", "listed_exclusion", "sparse_targets"])
+def test_integer_scores_with_exclusions_and_sparse_targets_equal_the_reference(dtype, form):
+    """Integer and bool scores whose width another input gives (an exclusion, sparse targets)
+    are their float64 values, as with dense labels: NDCG@1..4 and Recall from the numpy
+    reference over the candidates (item 4 excluded for the first user)."""
+    import references as ref
+
+    base = INTEGER_SCORES.get(dtype, torch.tensor([[1, 0, 1, 1, 0]]))
+    y_pred = torch.cat([base, base.flip(1)]).to(dtype)
+    y = torch.tensor([[0.0, 2.0, 0.0, 1.0, 3.0], [1.0, 0.0, 0.0, 2.0, 0.0]])
+    excluded = [{4}, set()]
+    mask = torch.zeros(2, 5, dtype=torch.bool)
+    mask[0, 4] = True
+    parts = {
+        "dense_exclusion": (y_pred, y, mask),
+        "sparse_exclusion": (y_pred, y, mask.to_sparse()),
+        "listed_exclusion": (y_pred, y, R.ItemIds(torch.tensor([[4], [-1]]))),
+        "sparse_targets": (y_pred, y.to_sparse(), mask),
+    }[form]
+    metric = R.RankingMetrics([1, 2, 4], metrics=["ndcg", "recall"])
+    metric.update(parts)
+    rankings = ref.candidate_rankings(y_pred.to(torch.float64).numpy(), excluded)
+    expected = ref.candidate_metric_means(rankings, y.numpy(), [1, 2, 4])
+    got = metric.compute()
+    for name in ("ndcg", "recall"):
+        assert [got[f"{name}@{k}"] for k in (1, 2, 4)] == pytest.approx(expected[name], abs=1e-12), name
+
+
+def test_integer_scores_with_only_listed_inputs_are_refused_as_maybe_ranked_ids():
+    """With ItemIds targets and no exclusion tensor, nothing gives the catalog's width: integer
+    y_pred may be ranked ids, and is refused with the hint, the state unchanged."""
+    metric = R.NDCG([2])
+    with pytest.raises(TypeError, match=r"floating-point scores.*pass RankedItems\(y_pred\)"):
+        metric.update((torch.tensor([[3, 1, 2, 0]]), R.ItemIds(torch.tensor([[1]])), R.ItemIds(torch.tensor([[0]]))))
+    metric.update((torch.tensor([[3.0, 1, 2, 0]]), R.ItemIds(torch.tensor([[2]]))))
+    assert metric.compute() == pytest.approx([1 / np.log2(3)], abs=1e-12)  # item 2 ranked second, alone relevant
+
+
 @pytest.mark.parametrize("dtype", [torch.uint16, torch.uint32, torch.uint64, torch.complex64, torch.float8_e4m3fn])
 def test_unsupported_score_dtypes_still_refused(dtype):
     y_pred = torch.tensor([[3.0, 1.0, 2.0]]).to(dtype)

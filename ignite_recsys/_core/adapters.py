@@ -196,7 +196,9 @@ def _parse_ranking_input(output: Any, num_items: Optional[int] = None) -> Rankin
         return RankingInput(scores.shape[0], scores.shape[1], scores.device, scores=scores, labels=labels)
     _check_types(y_pred, y, exclude)
     result = _batch_shape(y_pred, y, exclude, num_items)
-    _set_predictions(result, y_pred)
+    # integer scores are told from ranked ids by their width where another input or num_items gives it
+    width_given = isinstance(y, torch.Tensor) or isinstance(exclude, torch.Tensor) or num_items is not None
+    _set_predictions(result, y_pred, integers_accepted=width_given)
     _set_targets(result, y)
     if exclude is not None:
         _set_exclusion(result, exclude)
@@ -260,12 +262,17 @@ def _batch_shape(y_pred: Any, y: Any, exclude: Any, num_items: Optional[int]) ->
     return RankingInput(batch, num_items, device)
 
 
-def _set_predictions(result: RankingInput, y_pred: Any) -> None:
-    """``y_pred`` as ranked ids (their checks among the value checks) or floating-point scores."""
+def _set_predictions(result: RankingInput, y_pred: Any, integers_accepted: bool) -> None:
+    """``y_pred`` as ranked ids (their checks among the value checks) or scores: floating-point,
+    or, where ``integers_accepted`` (their width is the catalog's, given by another input),
+    integer and bool scores as an exact floating-point copy (``INTEGER_SCORE_DTYPES``), as the
+    dense path takes them."""
     if isinstance(y_pred, RankedItems):
         result.ranked_ids = y_pred.ids
         _check_ids(result, "y_pred", y_pred.ids, per_row_unique=True)
         return
+    if integers_accepted and y_pred.dtype in checks.INTEGER_SCORE_DTYPES:
+        y_pred = y_pred.detach().to(checks.INTEGER_SCORE_DTYPES[y_pred.dtype])
     hint = "" if y_pred.is_floating_point() or y_pred.dtype == torch.bool else f"; {RANKED_IDS_HINT}"
     checks.check_dtype("y_pred", y_pred, checks.SCORE_DTYPES, "floating-point scores", hint)
     result.scores = y_pred.detach()
