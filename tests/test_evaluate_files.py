@@ -998,6 +998,24 @@ def test_negative_integer_ids_of_a_mapped_test_table_are_read_in_a_run_frame(tmp
         R.evaluate(frame, dense, ["mrr@10"], progress=False)
 
 
+def test_bfloat16_grades_are_read_and_meet_the_threshold_as_bfloat16_labels_do():
+    """bfloat16 grades (no numpy dtype) raised numpy's "unsupported ScalarType" naming no
+    argument; read exactly, they keep their dtype: 0.7 as bfloat16 (0.69921875) meets the
+    threshold 0.7 rounded to bfloat16, as RankingMetrics counts the same bfloat16 labels."""
+    grades = torch.tensor([0.7, 1.0], dtype=torch.bfloat16)
+    assert float(grades[0]) == 0.69921875 and float(torch.tensor(0.7, dtype=torch.bfloat16)) == 0.69921875
+    labels = torch.zeros(2, 3, dtype=torch.bfloat16)
+    labels[0, 0], labels[1, 1] = grades
+    scores = torch.tensor([[0.9, 0.1, 0.2], [0.1, 0.9, 0.2]])
+    metric = R.RankingMetrics([1], metrics=["hit_rate"], relevance_threshold=0.7, per_user=True)
+    metric.update((scores, labels))
+    assert metric.per_user()["hit_rate@1"].tolist() == [1.0, 1.0]
+    test = Interactions(torch.tensor([0, 1]), torch.tensor([0, 1]), grades, num_items=3)
+    assert test.csr(torch.arange(2)).values().dtype == torch.bfloat16
+    result = R.evaluate(lambda users: scores[users], test, ["hit_rate@1"], relevance_threshold=0.7, per_user=True)
+    assert result.per_user()["hit_rate@1"].tolist() == [1.0, 1.0]
+
+
 def test_float32_grades_meet_the_threshold_as_float32_labels_do(tmp_path):
     """A float32 grade 0.7 was stored as float64 0.699999988 and missed relevance_threshold=0.7,
     where RankingMetrics on the same float32 labels counts it (the threshold is compared in the

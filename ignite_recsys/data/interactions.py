@@ -100,8 +100,11 @@ _NARROW_GRADES = {np.dtype(np.float32): torch.float32, np.dtype(np.float16): tor
 
 def _grades(values: Any, count: int) -> tuple:
     """(the grades of ``count`` interactions as float64 numpy, the torch dtype the targets give
-    them: float32 or float16 where given so, else float64); a TypeError or ValueError for values
-    that are not numbers, of another length, NaN or infinite."""
+    them: bfloat16, float32 or float16 where given so, else float64); a TypeError or ValueError for values
+    that are not numbers, of another length, NaN or infinite. bfloat16 tensors (no numpy dtype)
+    are read through their exact float32 values and keep their dtype in the targets."""
+    if isinstance(values, torch.Tensor) and values.dtype == torch.bfloat16:
+        return _grades(values.float(), count)[0], torch.bfloat16
     values = _to_numpy(column("values", values))
     if values.dtype.kind not in "biuf":
         raise TypeError(f"values must be numbers (the grades), got dtype {values.dtype}")
