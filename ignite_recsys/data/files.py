@@ -411,9 +411,9 @@ def table_columns(path: Any, format: str, wanted: dict, what: str) -> dict:
                     f"its columns are {names}",
                 )
             chosen[role] = found[0]
-    problem = repeated_column(what, list(chosen.values()), names)
-    if problem:
-        raise FileFormatError(path, None, None, problem)
+    repeated = repeated_column(what, list(chosen.values()), names)
+    if repeated:
+        raise FileFormatError(path, None, None, repeated)
     return chosen
 
 

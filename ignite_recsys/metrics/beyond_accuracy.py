@@ -93,13 +93,14 @@ class CatalogCounts(CutoffResults, StatefulMetric):
         """A state saved before any batch fixed its catalog size ((len(top_k), 0) counts: nothing
         counted) as zero counts of the size this metric is given, which it then loads under."""
         per_rank = state_dict.get(_PER_RANK) if isinstance(state_dict, Mapping) else None
-        if self.num_items is None or not isinstance(per_rank, (list, tuple)):
+        size = self.num_items
+        if size is None or not isinstance(per_rank, (list, tuple)):
             return state_dict
 
         def sized(entry: Any) -> Any:
             counts = entry.get("_counts") if isinstance(entry, Mapping) else None
             if isinstance(counts, torch.Tensor) and counts.dim() == 2 and counts.shape[1] == 0:
-                return {**entry, "_counts": counts.new_zeros(counts.shape[0], self.num_items)}
+                return {**entry, "_counts": counts.new_zeros(counts.shape[0], size)}
             return entry
 
         return {**state_dict, _PER_RANK: [sized(entry) for entry in per_rank]}
