@@ -184,6 +184,88 @@ def test_negatives_are_never_excluded_items_nor_test_items():
 
 
 @pytest.mark.parametrize("sampling", ["uniform", "popularity"])
+@pytest.mark.parametrize("row", [[0, -1], [3, 0, -1], [-1, 0], [0, -1, -1, 7]])
+def test_padding_does_not_make_item_0_a_negative(sampling, row):
+    # -1 pads a row of test items; a test item 0 in a padded row stays a positive: never drawn
+    # as a negative, not counted among the candidates. The test items score 1, every other item
+    # 0, so with pessimistic ties a test item ranks 1 exactly when no negative is a test item.
+    items, n = 12, 300
+    positives = torch.tensor([row])
+    tested = sorted(item for item in row if item >= 0)
+    scores = torch.zeros(1, items, dtype=torch.float64)
+    scores[0, tested] = 1.0
+    weights = torch.ones(items) if sampling == "popularity" else None
+    metric = SampledMetrics(
+        top_k=[1],
+        metrics=["hit_rate"],
+        num_negatives=n,
+        sampling=sampling,
+        item_weights=weights,
+        ties="pessimistic",
+        estimators=["naive"],
+        per_user=True,
+    )
+    metric.update((scores, positives))
+    ranks = metric.sampled_ranks()
+    assert ranks[positives[0] >= 0].tolist() == [1.0] * len(tested)
+    assert metric.compute()["hit_rate@1/naive"] == 1.0
+    assert metric.num_candidates() == (items - len(tested) + 1,) * 3
+
+
+def _bad_scores(scores, positives):
+    return (torch.full_like(scores, math.nan), positives)
+
+
+def _bad_ids(scores, positives):
+    return (scores, positives + scores.shape[1])
+
+
+@pytest.mark.parametrize("bad", [_bad_scores, _bad_ids])
+@pytest.mark.parametrize("seeded", ["int", "generator"])
+def test_a_refused_batch_draws_nothing_for_the_next(bad, seeded):
+    # the same updates in the same order draw the same negatives: a batch refused in between
+    # (its error raised, nothing added) leaves the sampler where it was
+    scores, positives = _ranked_scores(12), torch.arange(12) * 5
+
+    def metric():
+        seed = 0 if seeded == "int" else torch.Generator().manual_seed(0)
+        return SampledMetrics(top_k=[10], num_negatives=20, estimators=["naive"], seed=seed, per_user=True)
+
+    clean, refused = metric(), metric()
+    for target in (clean, refused):
+        target.update((scores[:6], positives[:6]))
+    with pytest.raises(ValueError):
+        refused.update(bad(scores[6:], positives[6:]))
+    for target in (clean, refused):
+        target.update((scores[6:], positives[6:]))
+    assert torch.equal(clean.sampled_ranks(), refused.sampled_ranks())
+    assert clean.compute() == refused.compute()
+
+
+def test_a_model_refused_for_its_output_draws_nothing_for_the_next():
+    scores, positives = _ranked_scores(12), torch.arange(12) * 5
+    wrong = {"shape": False}
+
+    def model(users, items):
+        out = scores[users.unsqueeze(1), items]
+        return out[:, :-1] if wrong["shape"] else out
+
+    def metric():
+        return SampledMetrics(num_negatives=20, estimators=["naive"], model=model, num_items=300, per_user=True)
+
+    clean, refused = metric(), metric()
+    for target in (clean, refused):
+        target.update((torch.arange(6), positives[:6]))
+    wrong["shape"] = True
+    with pytest.raises(ValueError, match="model"):
+        refused.update((torch.arange(6, 12), positives[6:]))
+    wrong["shape"] = False
+    for target in (clean, refused):
+        target.update((torch.arange(6, 12), positives[6:]))
+    assert torch.equal(clean.sampled_ranks(), refused.sampled_ranks())
+
+
+@pytest.mark.parametrize("sampling", ["uniform", "popularity"])
 def test_negatives_are_drawn_with_the_given_probabilities(sampling):
     users, items, n = 400, 50, 200
     weights = torch.arange(1.0, items + 1) if sampling == "popularity" else None

@@ -247,6 +247,18 @@ class SampledMetrics(StatefulMetric):
             self._generators[key] = torch.Generator(device).manual_seed(self.seed + idist.get_rank())
         return self._generators[key]
 
+    def _apply(self, inputs: Any) -> None:
+        """The batch added, or refused with the sampler where it was: a batch refused (its values
+        checked on the host, or the model's scores of the wrong shape) draws nothing for later ones."""
+        generator = self._generator(self._inputs_device(inputs))
+        before = None if generator is None else generator.get_state()  # None: torch's default (the meta tests)
+        try:
+            super()._apply(inputs)
+        except BaseException:
+            if generator is not None:
+                generator.set_state(before)
+            raise
+
     # Checkpoints -------------------------------------------------------------------------------
     def state_dict(self):
         """The state (see :class:`StatefulMetric`) and each process's negative sampler
@@ -362,9 +374,12 @@ class SampledMetrics(StatefulMetric):
         generator = self._generator(device)
         batch, width, n = positives.shape[0], positives.shape[1], self.num_negatives
         valid = positives >= 0
-        index = positives.clamp(0, num_items - 1)
-        is_positive = torch.zeros((batch, num_items), dtype=torch.bool, device=device)
-        is_positive.scatter_(1, index, valid)
+        index = positives.clamp(0, num_items - 1)  # what the scores are read at (padding's weight is 0)
+        # padding and ids outside the catalog (refused below) marked in a spare column, not at a real
+        # item: a scatter of False there would overwrite a test item's True (duplicate indices)
+        spare = torch.where(valid & (positives < num_items), positives, num_items)
+        is_positive = torch.zeros((batch, num_items + 1), dtype=torch.bool, device=device)
+        is_positive = is_positive.scatter_(1, spare, True)[:, :num_items]
         allowed = ~is_positive if exclude is None else ~(is_positive | exclude)
         negatives, count, empty = self._sample(allowed, (batch, width, n), generator)
         if self.model is not None:
