@@ -507,6 +507,21 @@ def test_evaluate_with_sampled_negatives():
         evaluate(lambda users: scores[users], test, ["ndcg@10"], sampled={"negatives": 10}, progress=False)
 
 
+@pytest.mark.parametrize("ties", ["pessimistic", "random"])
+def test_evaluate_sampled_keeps_item_0_a_positive_of_a_padded_user(ties):
+    # user 0's one test item is item 0, which it scores above every other item; user 1 has two
+    # test items, so user 0's row of test items is padded: item 0 must still rank first
+    from ignite_recsys import Interactions, evaluate
+
+    num_items = 50
+    scores = torch.arange(num_items, 0, -1, dtype=torch.float64).repeat(2, 1)
+    test = Interactions(torch.tensor([0, 1, 1]), torch.tensor([0, 10, 20]), num_items=num_items)
+    sampled = {"num_negatives": 100, "seed": 0, "estimators": ["naive"], "ties": ties}
+    result = evaluate(lambda users: scores[users], test, ["hit_rate@1"], sampled=sampled, per_user=True, progress=False)
+    assert list(result.user_ids) == [0, 1, 1]
+    assert result.per_user()["hit_rate@1/naive"].tolist()[0] == 1.0
+
+
 @pytest.mark.slow  # (a subprocess and the full-catalog estimators of two runs: about a minute on a busy machine)
 def test_evaluate_sampled_reads_a_run_as_scores(tmp_path):
     import json
