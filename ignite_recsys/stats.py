@@ -53,7 +53,7 @@ class PairedTestResult:
 @dataclass(frozen=True)
 class PerUserValues:
     """Per-user values with the users they belong to: ``values`` (1-D, a tensor, array or
-    sequence) and ``user_ids`` (1-D, as many, any ids that compare equal for the same user), so
+    sequence) and ``user_ids`` (1-D, as many, ids of one kind, the same id for the same user), so
     that :func:`paired_test` and :class:`~ignite_recsys.Report` pair them with another model's by
     user rather than by position (the same users in another order are put in order; other
     users are refused). :meth:`EvaluationResult.to_report` gives them.
@@ -79,6 +79,12 @@ class PerUserValues:
                 f"PerUserValues needs one user id per value, got {_length(self.values)} values and "
                 f"{_length(self.user_ids)} user ids"
             )
+        if not isinstance(self.user_ids, (torch.Tensor, np.ndarray)):
+            numbers_ = {"integers": "numbers", "floats": "numbers"}
+            kinds = {_KIND_NAMES.get(_python_kind(type(id_)), "other values") for id_ in self.user_ids}
+            kinds = sorted({numbers_.get(kind, kind) for kind in kinds})
+            if len(kinds) > 1:  # numpy would make every id text (1 pairs with "1"), or True a 1
+                raise ValueError(f"PerUserValues: user_ids mixes {' and '.join(kinds)}: give every id of one kind")
 
 
 def _length(values: Any) -> int:
@@ -169,11 +175,65 @@ def _user_ids_of(value: Any) -> Any:
     return None
 
 
+_KIND_NAMES = {"b": "booleans", "i": "integers", "u": "integers", "f": "floats", "U": "text", "S": "bytes"}
+
+
+def _python_kind(kind: type) -> str:
+    """The numpy kind letter of a Python or numpy scalar type (``O`` for any other)."""
+    for types, letter in (
+        ((bool, np.bool_), "b"),
+        ((numbers.Integral,), "i"),
+        ((numbers.Real,), "f"),
+        ((str,), "U"),
+        ((bytes,), "S"),
+    ):
+        if issubclass(kind, types):
+            return letter
+    return "O"
+
+
+def _array_kind(array: np.ndarray) -> str:
+    """The numpy kind letter of an array's ids; of an object array, that of its elements where
+    they are all of one kind (``O`` where mixed)."""
+    if array.dtype.kind != "O":
+        return array.dtype.kind
+    kinds = {_python_kind(type(id_)) for id_ in array.ravel()}
+    return kinds.pop() if len(kinds) == 1 else "O"
+
+
+def _id_arrays(ids_a: Any, ids_b: Any) -> Optional[tuple]:
+    """Two 1-D sequences of user ids as numpy arrays whose ``==`` is exact equality of ids: both
+    of one kind (integers, floats, text, ...), integer-valued floats beside integers read as
+    int64 (numpy would compare int64 and float64 as floats, so that 2**53 + 1 equals 2**53);
+    None where a float id beside integers is not an integer (then no id of one equals the
+    other's). A ValueError where one holds numbers and the other text or other values."""
+    a, b = (np.asarray(ids.cpu() if isinstance(ids, torch.Tensor) else ids) for ids in (ids_a, ids_b))
+    kinds = [_KIND_NAMES.get(_array_kind(array), "other values") for array in (a, b)]
+    if kinds[0] == kinds[1]:
+        return a, b
+    if set(kinds) != {"integers", "floats"}:
+        raise ValueError(
+            f"a's user ids are {kinds[0]} and b's are {kinds[1]} (e.g. read from a CSV file and from a TREC "
+            "file), so the users cannot be paired: give both ids of one kind"
+        )
+    exact = []
+    for array in (a, b):
+        if array.dtype.kind == "f":
+            whole = np.isfinite(array) & (np.floor(array) == array) & (array >= -(2.0**63)) & (array < 2.0**63)
+            if not whole.all():
+                return None
+            array = array.astype(np.int64)
+        exact.append(array)
+    return exact[0], exact[1]
+
+
 def same_users(a: Any, b: Any) -> bool:
     """Whether two 1-D sequences of user ids (tensors, arrays, lists) hold the same ids in the
-    same order."""
-    a = a.cpu().numpy() if isinstance(a, torch.Tensor) else np.asarray(a)
-    b = b.cpu().numpy() if isinstance(b, torch.Tensor) else np.asarray(b)
+    same order (compared exactly, see ``_id_arrays``)."""
+    arrays = _id_arrays(a, b)
+    if arrays is None:
+        return False
+    a, b = arrays
     return a.shape == b.shape and bool((a == b).all())
 
 
@@ -204,7 +264,10 @@ def _paired(a: Any, b: Any, first: np.ndarray, second: np.ndarray) -> tuple:
 def _alignment(ids_a: Any, ids_b: Any) -> Optional[np.ndarray]:
     """For each user of ``ids_a``, the position of the same id in ``ids_b``: where both hold the
     same ids, each once, in any order; else None."""
-    a, b = (np.asarray(ids.cpu() if isinstance(ids, torch.Tensor) else ids) for ids in (ids_a, ids_b))
+    arrays = _id_arrays(ids_a, ids_b)
+    if arrays is None:
+        return None
+    a, b = arrays
     if a.ndim != 1 or a.shape != b.shape:
         return None
     try:

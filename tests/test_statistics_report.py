@@ -339,6 +339,44 @@ def test_per_user_values_pair_by_their_ids():
         R.PerUserValues(values.reshape(2, 2), [[1, 2], [3, 4]])
 
 
+def test_user_ids_are_compared_exactly_whatever_their_type():
+    # numpy compares int64 with float64 as floats: 2**53 + 1 as an integer equalled 2**53 as a
+    # float, and a's users were paired with b's others. Integer-valued float ids beside integers
+    # are compared as integers; text beside numbers is refused naming both kinds.
+    big = 2**53
+    values, other = np.array([0.9, 0.1, 0.5, 0.3]), np.array([0.2, 0.8, 0.4, 0.35])
+    ids = np.array([big, big + 1, big + 2, big + 3], dtype=np.int64)
+    moved = np.array([big + 1, big, big + 3, big + 2], dtype=np.int64)
+    exact = [list(moved).index(user) for user in ids]
+    expected = sps.ttest_rel(values, other[exact]).pvalue
+    a = R.PerUserValues(values, ids)
+    assert R.paired_test(a, R.PerUserValues(other, moved)).p_value == pytest.approx(expected, rel=1e-12)
+    # the same ids as float64 are no longer those users (2**53 + 1 rounds to 2**53): refused
+    rounded = R.PerUserValues(other, moved.astype(np.float64))
+    with pytest.raises(ValueError, match="different users"):
+        R.paired_test(a, rounded)
+    with pytest.raises(ValueError, match="different users"):
+        R.Report({"A": {"ndcg@10": a}, "B": {"ndcg@10": rounded}}, baseline="B")
+    # small integer-valued floats are the integers they hold, in any order
+    small = R.PerUserValues(other[[1, 0, 3, 2]], [2.0, 1.0, 4.0, 3.0])
+    expected = sps.ttest_rel(values, other).pvalue
+    assert R.paired_test(R.PerUserValues(values, [1, 2, 3, 4]), small).p_value == pytest.approx(expected, rel=1e-12)
+    assert R.paired_test(R.PerUserValues(values, torch.tensor([1, 2, 3, 4])), small).p_value == pytest.approx(
+        expected, rel=1e-12
+    )
+    with pytest.raises(ValueError, match="different users"):  # 1.5 is no integer user
+        R.paired_test(R.PerUserValues(values, [1, 2, 3, 4]), R.PerUserValues(other, [1.5, 2.0, 3.0, 4.0]))
+    # text beside integers: refused naming the kinds, also for text in an object array
+    for text in (["1", "2", "3", "4"], np.array(["1", "2", "3", "4"], dtype=object)):
+        with pytest.raises(ValueError, match="a's user ids are integers and b's are text"):
+            R.paired_test(R.PerUserValues(values, [1, 2, 3, 4]), R.PerUserValues(other, text))
+    # one list mixing integers and text (numpy would make them all text) or booleans: refused
+    with pytest.raises(ValueError, match="user_ids mixes numbers and text"):
+        R.PerUserValues(values, [1, "2", 3, 4])
+    with pytest.raises(ValueError, match="user_ids mixes booleans and numbers"):
+        R.PerUserValues(values, [True, 2, 3, 4])
+
+
 def test_paired_test_of_a_metric_without_per_user_values_names_it():
     metric = R.NDCG([5])
     with pytest.raises(ValueError, match=r"a \(NDCG\) keeps no per-user values: build it with per_user=True"):
