@@ -25,7 +25,8 @@ from ._core.input_checks import InputWarning
 from ._registry import ALL_METRICS, CUTOFF_METRICS, REGISTRY, ranking_metrics_options
 from .data._optional import require
 from .data.files import read_interactions
-from .data.interactions import Interactions, user_batches
+from .data._arrow import numpy_of
+from .data.interactions import Interactions, column, user_batches
 from .data.runs import SCORE_PRECISIONS, RunStream, SplitUserError, grouped_chunks, run_chunks, user_pieces
 from .inputs import RankedItems, UserIds
 from .metrics import RankingMetrics
@@ -347,6 +348,7 @@ def evaluate(
               ``(users, K)`` tensor of their ranked items as dense item ids (the test table's
               numbering), best first, ``-1`` padded; a test table that numbered integer item ids
               of its own is refused (ValueError: ``map_ids=False`` keeps them, or pass a run).
+              A user the test table lacks is skipped and counted, as a run's rows are.
         test: the test interactions, an :class:`~ignite_recsys.Interactions` or a file path (a
             TREC qrels file, a parquet/CSV table: see :func:`~ignite_recsys.data.read_interactions`).
             Its users are the users evaluated; its values are the grades.
@@ -678,6 +680,20 @@ def _dense_user_ids(users: Any) -> torch.Tensor:
     return torch.as_tensor(values, dtype=torch.int64)
 
 
+def _mapped_user_ids(test: Any, users: Any) -> torch.Tensor:
+    """The dense ids of the users of ``(users, ranked)`` through the test table's user map; a user
+    the map does not hold gets a negative id of its own (-1, -2, ...; the same id twice, the same
+    one), which no test user has: its list is skipped and counted, as a run's rows are."""
+    given = column("users", users)
+    codes = test.user_map.encode(given, name="users")
+    unknown = np.flatnonzero(codes < 0)
+    if unknown.size:
+        missing = numpy_of(given) if not isinstance(given, np.ndarray) else given
+        _, first = np.unique(missing[unknown], return_inverse=True)
+        codes[unknown] = -1 - first.reshape(-1)
+    return torch.from_numpy(codes)
+
+
 def _from_ranked(given: tuple, feed: _Feed, catalog: Optional[int] = None) -> None:
     if len(given) != 2:
         raise TypeError("scores as a tuple must be (users, ranked): user ids (n,) and ranked item ids (n, K)")
@@ -695,7 +711,7 @@ def _from_ranked(given: tuple, feed: _Feed, catalog: Optional[int] = None) -> No
         )
     test = feed.test
     _check_model_ids(test, ("item",), _RANKED_IDS)  # their users are original ids, their items dense ids
-    dense = test.user_ids(users) if test.user_map is not None else _dense_user_ids(users)
+    dense = _mapped_user_ids(test, users) if test.user_map is not None else _dense_user_ids(users)
     if dense.ndim != 1 or len(dense) != len(ranked):
         raise ValueError(
             f"users must be 1-D with one id per row of ranked ({len(ranked)}), got shape {tuple(dense.shape)}"

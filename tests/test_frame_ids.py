@@ -219,6 +219,51 @@ def test_ranked_lists_with_users_that_are_not_integer_ids_are_refused():
     assert result["mrr@2"] == pytest.approx(np.mean([v["recip_rank"] for v in expected.values()]))
 
 
+@pytest.mark.parametrize("mapped", [False, True])
+def test_ranked_lists_of_users_the_test_table_lacks_are_skipped_and_counted(mapped):
+    """A user of (users, ranked) without test interactions is skipped and counted, as a run's
+    rows are, whether the table maps its user ids (text ids, a frame) or not (dense ids): with a
+    map it raised. pytrec_eval's values over the test users (a test user the lists miss: 0)."""
+    pytrec_eval = pytest.importorskip("pytrec_eval")
+    ranked = torch.tensor([[1, 0, 2], [2, 1, 0], [0, 1, 2], [1, 2, 0]])
+    if mapped:
+        test = Interactions(["a", "a", "b", "c"], torch.tensor([0, 1, 2, 0]), num_items=3)
+        users, names = ["a", "b", "zz", "yy"], ["a", "b", "zz", "yy"]
+    else:
+        test = Interactions(torch.tensor([0, 0, 1, 2]), torch.tensor([0, 1, 2, 0]), num_items=3)
+        users, names = torch.tensor([0, 1, 5, 7]), ["0", "1", "5", "7"]
+    result = R.evaluate((users, ranked), test, ["recall@1", "mrr@3"], progress=False)
+    assert result.info["run_rows_not_in_test"] == 2 and result.info["test_users_not_in_run"] == 1
+    tested = ["a", "b", "c"] if mapped else ["0", "1", "2"]
+    qrels = {tested[0]: {"0": 1, "1": 1}, tested[1]: {"2": 1}, tested[2]: {"0": 1}}
+    run = {name: {str(item): 3.0 - rank for rank, item in enumerate(row.tolist())} for name, row in zip(names, ranked)}
+    expected = pytrec_eval.RelevanceEvaluator(qrels, {"recall_1", "recip_rank"}).evaluate(run)
+    for key, measure in (("recall@1", "recall_1"), ("mrr@3", "recip_rank")):
+        want = np.mean([expected[user][measure] if user in expected else 0.0 for user in tested])
+        assert result[key] == pytest.approx(want, abs=1e-12)
+    twice = users[:3] + ["zz"] if mapped else torch.tensor([0, 1, 5, 5])
+    with pytest.raises(ValueError, match="users must be distinct"):
+        R.evaluate((twice, ranked), test, ["recall@1"], progress=False)
+
+
+def test_user_ids_of_a_table_without_a_user_map_are_its_integer_users():
+    """Interactions.user_ids on a table of dense user ids: 2.7 read as user 2, True as 1, an
+    unsigned id past int64 as -1 and a user the table lacks passed through. Refused as a mapped
+    table refuses them; the table's own users come back as they are."""
+    test = Interactions(torch.tensor([0, 2, 3]), torch.tensor([1, 4, 5]))
+    assert test.user_ids([3, 0]).tolist() == [3, 0]
+    assert test.user_ids(np.array([2], dtype=np.uint8)).tolist() == [2]
+    for bad, error, message in (
+        ([2.7], TypeError, "users must hold integer or string ids, got dtype float64"),
+        ([True], TypeError, "users must hold integer or string ids, got dtype bool"),
+        (["2"], TypeError, "no user map"),
+        (np.array([2**64 - 1], dtype=np.uint64), ValueError, "does not fit in int64"),
+        ([99, 2, -4], ValueError, r"users: \[99, -4\] are not users of the table"),
+    ):
+        with pytest.raises(error, match=message):
+            test.user_ids(bad)
+
+
 def test_a_frame_with_an_unread_grade_column_warns():
     """A frame with a `rating` column and no value=: every row is read as grade 1, where
     read_interactions reads that column of the same table as grades (NDCG@3 1.0 against

@@ -561,9 +561,18 @@ class Interactions:
         return self.user_map.decode(users)
 
     def user_ids(self, original: Any) -> torch.Tensor:
-        """Dense user ids of original ids (strings through ``user_map``); unknown ids raise."""
+        """Dense user ids of original ids (strings through ``user_map``); unknown ids raise. A
+        table without a user map numbers its users by their integer ids themselves: those must be
+        integers (a TypeError for floats, bools, text) of users of the table."""
         if self.user_map is None:
-            return torch.as_tensor(np.asarray(original), dtype=torch.int64)
+            values = column("users", original)
+            if id_kind("users", values) != "int":
+                raise TypeError("users: the table numbers its users by integer ids (it has no user map), got text ids")
+            dense = _check_int_ids("users", numpy_of(values) if _is_arrow(values) else values, negative=True)
+            unknown = ~np.isin(dense, self._users.numpy())
+            if unknown.any():
+                raise ValueError(f"users: {dense[unknown][:5].tolist()} are not users of the table")
+            return torch.from_numpy(np.array(dense, dtype=np.int64))
         codes = self.user_map.encode(original, name="users")
         if (codes < 0).any():
             raise ValueError(f"users: {column('users', original)[codes < 0][:5].tolist()} are not in the user map")
