@@ -26,7 +26,7 @@ from ._registry import ALL_METRICS, CUTOFF_METRICS, REGISTRY, ranking_metrics_op
 from .data._optional import require
 from .data.files import read_interactions
 from .data._arrow import numpy_of
-from .data.interactions import Interactions, column, user_batches
+from .data.interactions import IdMap, Interactions, column, user_batches
 from .data.runs import SCORE_PRECISIONS, RunStream, SplitUserError, grouped_chunks, run_chunks, user_pieces
 from .inputs import RankedItems, UserIds
 from .metrics import RankingMetrics
@@ -356,7 +356,8 @@ def evaluate(
             ``"ndcg@10,recall@20"``; see :func:`parse_metrics` for the accepted spellings.
         exclude: interactions whose items are not recommended to their users (the training
             history): an Interactions with the same id maps as ``test`` (``user_map=`` and
-            ``item_map=test.item_map``) or a file path (read with them; repeated pairs merged).
+            ``item_map=test.item_map``) or a file path (read with them, or where ``test`` has
+            no map, its integer ids read as the dense ids; repeated pairs merged).
         num_items: the catalog size (default: the test table's). When it is known (given here
             or to the test table), ranked ids and a run's integer item ids at or past it are
             refused, and the metrics are told it.
@@ -510,6 +511,8 @@ def _tables(test: Any, exclude: Any, num_items: Optional[int], is_model: bool) -
     if exclude is not None:
         if not isinstance(exclude, Interactions):  # a file read with the maps extends them: copies, not the caller's
             test = _with_own_maps(test)
+        if isinstance(exclude, (str, os.PathLike)) and (test.user_map is None or test.item_map is None):
+            exclude = _exclusion_of_dense_ids(exclude, test)
         exclude = _interactions(exclude, "exclude", user_map=test.user_map, item_map=test.item_map, duplicates="max")
         if exclude.item_map is not test.item_map or exclude.user_map is not test.user_map:
             raise ValueError(
@@ -579,6 +582,24 @@ _RANKED_IDS = (
     "ids of the lists, give it the item_map= IdMap they are numbered by, or pass the lists as a run table of "
     "(user, item, score) rows, whose ids are mapped"
 )
+
+
+def _exclusion_of_dense_ids(path: Any, test: Interactions) -> Interactions:
+    """An exclusion file read against a test table that numbers its users or items by their
+    integer ids themselves (no map): the file's ids of such a role are read as integers (a text id
+    not written as an integer, such as ``07``, refused naming its line) and are those dense ids;
+    the other role's through the test table's map."""
+    given = {}
+    for role, test_map in (("user", test.user_map), ("item", test.item_map)):
+        if test_map is None:  # an empty map of integer ids: the file's ids read as integers, in it
+            test_map = IdMap.derived_map()
+            test_map.kind = "int"
+        given[role] = test_map
+    read = read_interactions(path, user_map=given["user"], item_map=given["item"], duplicates="max")
+    users = np.repeat(read.users.numpy(), np.diff(read._offsets.numpy()))
+    users, items = given["user"].decode(users), given["item"].decode(read._items)
+    values = None if read._values is None else read._values.numpy()
+    return Interactions(users, items, values, user_map=test.user_map, item_map=test.item_map, duplicates="max")
 
 
 def _with_own_maps(test: Interactions) -> Interactions:

@@ -808,6 +808,32 @@ def test_a_trec_exclusion_file_against_integer_ids_is_refused_naming_the_file(tm
     assert excluded["mrr@10"] == 1.0  # user 7's relevant item first once item 2 is out; user 8's first
 
 
+@pytest.mark.parametrize("users", ["dense", "text"])
+def test_an_exclusion_file_against_a_table_of_dense_ids(tmp_path, users):
+    """A test table numbering its items (and users) by their integer ids themselves, built from
+    tensors, and the training history as a CSV file of the same ids: read as those ids (it was
+    refused, its message suggesting integer ids in both, which it had). pytrec_eval on the run
+    without the excluded rows; an id written 01 is refused naming its line."""
+    names = ["0", "1", "2"] if users == "dense" else ["ann", "bob", "cid"]
+    given = torch.tensor([0, 0, 1, 2]) if users == "dense" else ["ann", "ann", "bob", "cid"]
+    test = Interactions(given, torch.tensor([3, 4, 0, 2]), num_items=6)
+    rows = [(0, 1, 0.9), (0, 3, 0.8), (0, 5, 0.7), (0, 4, 0.6), (1, 2, 0.9), (1, 0, 0.8), (2, 5, 0.9), (2, 2, 0.1)]
+    run = {"user": [names[u] if users == "text" else u for u, _, _ in rows], "item": [i for _, i, _ in rows],
+           "score": [x for _, _, x in rows]}  # fmt: skip
+    train = [(0, 1), (0, 5), (1, 2), (2, 4)]
+    (tmp_path / "train.csv").write_text("user,item\n" + "".join(f"{names[u]},{i}\n" for u, i in train))
+    result = R.evaluate(run, test, ["mrr@3", "recall@2"], exclude=tmp_path / "train.csv", per_user=True, progress=False)
+    left = {names[u]: {str(i): x for v, i, x in rows if v == u and (u, i) not in train} for u in range(3)}
+    qrels = {names[0]: {"3": 1, "4": 1}, names[1]: {"0": 1}, names[2]: {"2": 1}}
+    expected = pytrec_eval.RelevanceEvaluator(qrels, {"recip_rank", "recall_2"}).evaluate(left)
+    for key, measure in (("mrr@3", "recip_rank"), ("recall@2", "recall_2")):
+        assert result[key] == pytest.approx(np.mean([expected[u][measure] for u in names]), abs=1e-12), key
+    assert result["mrr@3"] == pytest.approx(5 / 6)  # 1, 1, 1/2; with the history in the lists 1/2 each
+    (tmp_path / "bad.csv").write_text(f"user,item\n{names[0]},1\n{names[1]},02\n")
+    with pytest.raises(FileFormatError, match=r"bad.csv, line 3, column item: item id '02' is not written as an"):
+        R.evaluate(run, test, ["mrr@3"], exclude=tmp_path / "bad.csv", progress=False)
+
+
 @pytest.mark.parametrize("role", ["user", "item"])
 def test_an_exclusion_id_of_another_spelling_than_integer_test_ids_is_refused(tmp_path, role):
     """A test table of integer ids and an exclusion table with "01": the run's "01" is another item
