@@ -264,6 +264,32 @@ def test_user_ids_of_a_table_without_a_user_map_are_its_integer_users():
             test.user_ids(bad)
 
 
+@pytest.mark.parametrize(
+    "users, error, message",
+    [
+        (["a", None, "b"], TypeError, "users must not hold missing values, got None at row 1"),
+        (["a", float("nan"), "b"], TypeError, "users must not hold missing values, got nan at row 1"),
+        ([1, "a", 2], TypeError, r"users must hold integer or string ids, got a int \(1\)"),
+        (["a", 1, "b"], TypeError, r"users must hold integer or string ids, got a int \(1\)"),
+    ],
+)
+def test_a_list_of_text_ids_beside_other_values_is_refused_naming_one(users, error, message):
+    """numpy makes a list of text and other values all text: None was the user "None", NaN the
+    user "nan", 1 the user "1" (a run's 1 beside text ids too). Refused naming the value, for a
+    table, a frame given as a dict of lists, and a run; a pandas column of objects names the
+    missing value rather than the first integer."""
+    items = torch.tensor([0, 1, 2])
+    with pytest.raises(error, match=message):
+        Interactions(users, items)
+    with pytest.raises(error, match=message):
+        Interactions.from_frame({"user": users, "item": [0, 1, 2]})
+    test = Interactions(["a", "b"], torch.tensor([0, 1]), num_items=3)
+    with pytest.raises((TypeError, R.data.FileFormatError), match="run|row 1"):
+        R.evaluate({"user": users, "item": [0, 1, 2], "score": [1.0, 0.5, 0.2]}, test, ["mrr@2"], progress=False)
+    with pytest.raises(TypeError, match="users must not hold missing values, got None at row 1"):
+        Interactions.from_frame(pd.DataFrame({"user": [1, None, 2], "item": [0, 1, 2]}, dtype=object))
+
+
 def test_a_frame_with_an_unread_grade_column_warns():
     """A frame with a `rating` column and no value=: every row is read as grade 1, where
     read_interactions reads that column of the same table as grades (NDCG@3 1.0 against

@@ -49,9 +49,20 @@ def column(name: str, values: Any) -> Any:
         values = values.to_numpy()
     elif hasattr(values, "to_numpy") and not isinstance(values, np.ndarray):  # pandas
         values = values.to_numpy()
-    array = np.asarray(values)
+    array = array_as_given(values)
     if array.ndim != 1:
         raise ValueError(f"{name} must be 1-D (one entry per interaction), got shape {array.shape}")
+    return array
+
+
+def array_as_given(values: Any) -> np.ndarray:
+    """``np.asarray(values)``, except that a list or tuple holding text beside other values (a
+    number, None, NaN) is an object array of them as given, where numpy would make all of them
+    text (1 read as "1", None as "None"): the caller then names the odd value."""
+    array = np.asarray(values)
+    if array.dtype.kind in "US" and isinstance(values, (list, tuple)):
+        if not all(isinstance(value, (str, bytes)) for value in values):
+            return np.asarray(values, dtype=object)
     return array
 
 
@@ -74,6 +85,9 @@ def id_kind(name: str, values: Any) -> str:
         return "str"
     if values.dtype.kind == "O":
         if len(values) and not all(isinstance(value, str) for value in values):
+            missing = next(((row, value) for row, value in enumerate(values) if _is_missing(value)), None)
+            if missing is not None:  # named before another kind: pandas makes a column with one object
+                raise TypeError(f"{name} must not hold missing values, got {missing[1]!r} at row {missing[0]}")
             odd = next(value for value in values if not isinstance(value, str))
             raise TypeError(
                 f"{name} must hold integer or string ids, got a {type(odd).__name__} ({odd!r}) among objects"
@@ -116,6 +130,13 @@ def _grades(values: Any, count: int) -> tuple:
         row = int(np.argmax(~np.isfinite(values)))
         raise ValueError(f"values must be finite grades, got {values[row]} at row {row}")
     return values, dtype
+
+
+def _is_missing(value: Any) -> bool:
+    """Whether an object is a missing value: None, a float NaN, pandas' NA or NaT."""
+    return (
+        value is None or (isinstance(value, float) and value != value) or type(value).__name__ in ("NAType", "NaTType")
+    )
 
 
 def _check_int_ids(name: str, values: np.ndarray, negative: bool = False) -> np.ndarray:

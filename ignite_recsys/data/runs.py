@@ -38,7 +38,7 @@ from .files import (
     table_columns,
     trec_chunks,
 )
-from .interactions import Interactions, frame_columns
+from .interactions import Interactions, array_as_given, frame_columns
 
 RUN_TIES = ("docid", "order")
 RUN_COLUMNS = (USER_COLUMNS, ITEM_COLUMNS, SCORE_COLUMNS)  # the usual names of a run table's columns
@@ -174,7 +174,7 @@ def _arrow(values: Any, name: str) -> Any:
         from_pandas = module.startswith("pandas")  # pandas' missing values: None and NaN
         if from_pandas:
             values = values.to_numpy()
-        values = np.asarray(values) if not isinstance(values, np.ndarray) else values
+        values = array_as_given(values) if not isinstance(values, np.ndarray) else values
         try:
             array = pa.array(values, from_pandas=from_pandas or values.dtype == object)
         except (pa.ArrowInvalid, pa.ArrowTypeError) as error:
