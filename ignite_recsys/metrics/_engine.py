@@ -1,7 +1,9 @@
 """How the metrics meet an Ignite ``Engine``: the functions that a metric's ``attach``,
 ``completed`` and ``iteration_completed`` call (:class:`~ignite_recsys.metrics._state.StatefulMetric`).
 They decide the keys the metrics write into ``engine.state.metrics`` (never overwriting another
-metric's key silently), the scalar keys to log, and the optional inputs read from a dict output.
+metric's key silently, where its keys are known when it is attached: not the keys of another
+library's dict result, which Ignite writes at the epoch's end), the scalar keys to log, and the
+optional inputs read from a dict output.
 
 Keys. A metric attached as ``name`` writes ``compute()``'s result under ``name`` and, when that
 result holds several values, one scalar per value under a key that starts with ``name``:
