@@ -96,6 +96,51 @@ def test_tie_average_reads_the_tied_group_past_the_last_cut_off(rng, target, exc
         np.testing.assert_allclose(got, expected[name], atol=1e-10, err_msg=name)
 
 
+def test_tie_average_first_hit_is_exact_in_large_tied_groups():
+    """HitRate and MRR under ties='average' read P(first hit at slot x of a group of n tied items
+    holding r relevant ones) = C(n - x, r - 1) / C(n, r): exact rational values (fractions), to
+    a few ulps, also with 300,000 tied items after groups without a relevant item, where a ratio
+    of lgamma terms of about n ln n lost 1e-9."""
+    import math
+    from fractions import Fraction
+
+    n = 300_000
+    rows = [  # (sizes of the tied groups, best first; relevant items in each)
+        ([1, 1, 1, 5, n], [0, 0, 0, 0, 7]),
+        ([4, n], [2, 3]),
+        ([n], [1]),
+        ([2, 3, n], [0, 0, 40]),
+    ]
+    width = max(sum(sizes) for sizes, _ in rows)
+    scores = torch.full((len(rows), width), -math.inf, dtype=torch.float64)
+    labels = torch.zeros(len(rows), width)
+    for row, (sizes, relevant) in enumerate(rows):
+        start = 0
+        for group, (size, hits) in enumerate(zip(sizes, relevant)):
+            scores[row, start : start + size] = float(len(sizes) - group)
+            labels[row, start : start + hits] = 1.0
+            start += size
+    top_k = [1, 5, 10, 50]
+    hit_rate = R.HitRate(top_k, relevance_threshold=1.0, ties="average")
+    mrr = R.MRR(top_k, ties="average")
+    for metric in (hit_rate, mrr):
+        metric.update((scores, labels))
+    expected_hr, expected_rr = [], []
+    for k in top_k:
+        hr_sum, rr_sum = Fraction(0), Fraction(0)
+        for sizes, relevant in rows:
+            first = next(group for group, hits in enumerate(relevant) if hits)  # earlier groups: no hit
+            start, size, hits = sum(sizes[:first]), sizes[first], relevant[first]
+            for slot in range(1, min(k - start, size) + 1):
+                chance = Fraction(math.comb(size - slot, hits - 1), math.comb(size, hits))
+                hr_sum += chance
+                rr_sum += chance / (start + slot)
+        expected_hr.append(float(hr_sum / len(rows)))
+        expected_rr.append(float(rr_sum / len(rows)))
+    np.testing.assert_allclose(hit_rate.compute(), expected_hr, rtol=1e-14, atol=0)
+    np.testing.assert_allclose(mrr.compute(), expected_rr, rtol=1e-14, atol=0)
+
+
 @pytest.mark.parametrize(
     "options",
     [

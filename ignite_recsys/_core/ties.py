@@ -82,25 +82,25 @@ def tie_expectations(top_scores, top_relevant, top_gains, last_group, continues)
     hit = relevant / size
     others = (slot - 1) * (relevant - 1) / (size - 1).clamp(min=1)
     hit_times_hits_so_far = hit * (hits_before_group + 1 + others)
-    first_hit = (hits_before_group == 0) * _first_success_probability(slot, size, relevant)
+    first_hit = (hits_before_group == 0) * _first_success_probability(slot, size, relevant, start)
     return hit, expected_gains, hit_times_hits_so_far, first_hit
 
 
-def _first_success_probability(slot, size, successes):
+def _first_success_probability(slot, size, successes, start):
     """P(the first of ``successes`` marked items in a random order of ``size`` is at ``slot``)
-    = C(size - slot, successes - 1) / C(size, successes)."""
+    = C(size - slot, successes - 1) / C(size, successes) = r / (n - x + 1) * prod_{s < x} (1 - r /
+    (n - s + 1)) (n = size, r = successes, x = slot): the items before it unmarked, it marked. The
+    product as a sum of ``log1p`` over the group's earlier slots (``start``: the position its
+    group starts at), exact to a few ulps where a ratio of ``lgamma`` terms of about n ln n each
+    lost n ln n ulps (1e-9 at a million tied items)."""
     possible = (successes >= 1) & (slot <= size - successes + 1)
     n, x, r = size, slot, successes.clamp(min=1)
-    rest = (n - x).clamp(min=0)
-    log_p = (
-        torch.lgamma(rest + 1)
-        - torch.lgamma(r)
-        - torch.lgamma((rest - r + 1).clamp(min=1) + 1)
-        - torch.lgamma(n + 1)
-        + torch.lgamma(r + 1)
-        + torch.lgamma(n - r + 1)
-    )
-    return torch.where(possible, torch.exp(log_p), torch.zeros_like(log_p))
+    # the factor of each slot for the slots after it; past n - r + 1 no slot is possible (0, unread)
+    log_factor = torch.where(x <= n - r, torch.log1p(-r / (n - x + 1)), torch.zeros_like(x))
+    running = log_factor.cumsum(1)
+    before_group = torch.where(start > 0, running.gather(1, (start - 1).clamp(min=0)), 0.0)
+    log_unmarked_before = running - log_factor - before_group
+    return torch.where(possible, r / (n - x + 1) * torch.exp(log_unmarked_before), torch.zeros_like(x))
 
 
 def tie_continues(tie: torch.Tensor) -> torch.Tensor:
