@@ -91,8 +91,8 @@ def _first_success_probability(slot, size, successes, start):
     = C(size - slot, successes - 1) / C(size, successes) = r / (n - x + 1) * prod_{s < x} (1 - r /
     (n - s + 1)) (n = size, r = successes, x = slot): the items before it unmarked, it marked. The
     product as a sum of ``log1p`` over the group's earlier slots (``start``: the position its
-    group starts at), exact to a few ulps where a ratio of ``lgamma`` terms of about n ln n each
-    lost n ln n ulps (1e-9 at a million tied items)."""
+    group starts at): exact to a few ulps, where a ratio of ``lgamma`` terms of about n ln n each
+    would lose n ln n ulps (1e-9 at a million tied items)."""
     possible = (successes >= 1) & (slot <= size - successes + 1)
     n, x, r = size, slot, successes.clamp(min=1)
     # the factor of each slot for the slots after it; past n - r + 1 no slot is possible (0, unread)
