@@ -145,6 +145,24 @@ def test_what_is_held_stays_bounded():
     assert 0 < most < gathering.GATHER_UP_TO + gathering.GATHER_BELOW
 
 
+def test_tiny_batches_are_held_in_a_bounded_number():
+    """Batches of one user over 2 items: their scores stay far below the held-scores limit, but
+    each held batch costs about a kilobyte of its own (5,000 held took megabytes; 262,000 1-item
+    batches 280 MiB). At most MAX_HELD_BATCHES are held, and the stream's value is the numpy
+    reference's."""
+    generator = torch.Generator().manual_seed(4)
+    scores = torch.rand(5000, 2, generator=generator)
+    labels = (torch.rand(5000, 2, generator=generator) < 0.5).float()
+    metric = R.HitRate([1], relevance_threshold=1.0, ignore_zero_hits=False)
+    most = 0
+    for row in range(5000):
+        metric.update((scores[row : row + 1], labels[row : row + 1]))
+        most = max(most, len(metric._held))
+    assert most == gathering.MAX_HELD_BATCHES - 1  # ranked when the limit is reached
+    best = scores.numpy().argmax(1)  # no ties among random floats
+    assert metric.compute() == [pytest.approx(labels.numpy()[np.arange(5000), best].mean(), abs=1e-15)]
+
+
 @pytest.mark.parametrize(
     "make",
     [

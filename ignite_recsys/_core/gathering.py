@@ -6,7 +6,9 @@ feeds 472 batches of 1-2 users over 1,682 items) spends far more on them than on
 on CPU, a plain ``(scores, labels)`` batch of fewer than ``GATHER_BELOW`` scores is copied and held,
 and the held batches are ranked as one batch:
 
-- when they hold ``GATHER_UP_TO`` scores or more;
+- when they hold ``GATHER_UP_TO`` scores or more, or ``MAX_HELD_BATCHES`` batches (a held batch
+  costs about a kilobyte of its own whatever its size: 1-item batches would otherwise take
+  hundreds of megabytes before their scores reach the first limit);
 - before any batch that is not held (so batches are counted in the order they came);
 - before any read of the state: ``compute``, the per-user values, ``state_dict``, the reduction
   across processes.
@@ -17,7 +19,8 @@ checks of its own or a custom gain function): a bad batch still raises in its ow
 before any state changes. The ranking step's per-user values depend on each user's row alone, and
 the state takes them batch by batch as it would have without holding: the state, and so every
 result, is the same, to the last bit, as without holding.
-Memory is bounded: at most ``GATHER_UP_TO + GATHER_BELOW`` scores and labels are held.
+Memory is bounded: at most ``GATHER_UP_TO + GATHER_BELOW`` scores and labels, in at most
+``MAX_HELD_BATCHES`` batches, are held.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from .tuning import cpu_tuned
 
 GATHER_BELOW = 1 << 17  # a batch of fewer scores than this is held (on CPU)
 GATHER_UP_TO = 1 << 18  # the held batches are ranked once they hold this many scores
+MAX_HELD_BATCHES = 1 << 10  # ... or this many batches
 SAFE_LABEL = 64.0  # the largest label held: 2 ** 64 - 1 and every other built-in gain stay finite
 
 
@@ -65,6 +69,14 @@ class HeldBatches:
 
     def __bool__(self) -> bool:
         return bool(self._scores)
+
+    def __len__(self) -> int:
+        return len(self._scores)
+
+    def full(self) -> bool:
+        """Whether the held batches are to be ranked now (``GATHER_UP_TO`` scores or
+        ``MAX_HELD_BATCHES`` batches)."""
+        return self.entries >= GATHER_UP_TO or len(self) >= MAX_HELD_BATCHES
 
     def accepts(self, scores: torch.Tensor, labels: torch.Tensor) -> bool:
         """Whether a batch joins the held ones as it is: the same number of items and dtypes."""

@@ -39,7 +39,7 @@ import torch
 
 from .. import _validation as V
 from .._core.adapters import RankingInput, parse_ranking_input
-from .._core.gathering import GATHER_UP_TO, HeldBatches, holdable
+from .._core.gathering import HeldBatches, holdable
 from .._core.input_checks import raise_if_invalid, warn_if_suspicious, warn_user
 from .._core.ranking import RankedBatch, RankingRequest, rank_input
 from .._core.relevance import RankingHints
@@ -377,7 +377,7 @@ class RankingMean(UserMean):
         if not self._held.accepts(scores, labels):
             self._apply_held()
         self._held.hold(scores, labels)
-        if self._held.entries >= GATHER_UP_TO:
+        if self._held.full():
             self._apply_held()
         return True
 
