@@ -44,7 +44,7 @@ def with_run_items(run: Any, test: Any, catalog: int, given: Any, columns: Any, 
     left to the run's reader, which refuses them naming their row."""
     import copy
 
-    from .data._arrow import kept
+    from .data._arrow import kept, numpy_of
     from .data._optional import require
     from .data.runs import _as_kind, _is_float, run_chunks
 
@@ -53,13 +53,17 @@ def with_run_items(run: Any, test: Any, catalog: int, given: Any, columns: Any, 
     pa = require("pyarrow", "reading a run")
     pc = require("pyarrow.compute", "reading a run")
     items = copy.copy(test.item_map)  # _add replaces its arrays: the test table's map is not touched
+    new: list = []
     for chunk in run_chunks(run, columns, format).chunks:
         ranked = chunk[2].dictionary_decode() if pa.types.is_dictionary(chunk[2].type) else chunk[2]
         if _is_float(ranked):
             continue
         # as the run's reader reads them against the map (an integer map holds text ids written as integers only)
         distinct, readable = _as_kind(pc.unique(ranked), items.kind)
-        items.encode(distinct if readable is None else kept(distinct, readable), add=True, name="run items")
+        distinct = distinct if readable is None else kept(distinct, readable)
+        new.append(kept(distinct, items.encode(distinct, name="run items") < 0))
+    if new:  # added at once, sorted: the numbering, and so the negatives drawn, whatever the chunks and rows' order
+        items.encode(np.concatenate([numpy_of(part) for part in new]), add=True, name="run items")
     if len(items) == len(test.item_map):
         return test, catalog
     if given is not None and len(items) > given:
@@ -76,11 +80,13 @@ def with_run_items(run: Any, test: Any, catalog: int, given: Any, columns: Any, 
 def run_scores(
     run: Any, test: Any, catalog: int, ties: str, columns: Any, format: Any, score_precision: str = "float64"
 ) -> tuple:
-    """(scores, notes): a run (a file or a table) as a model's scores, ``users -> (batch, catalog)``
-    float64, each listed item scored minus its position in the user's list (``ties`` orders equal
-    scores, at ``score_precision``), every item the run does not list for the user ``-inf`` (below
-    the listed ones, tied together); and the warnings of a run that ranks no test item
-    (:func:`unranked_test_items`). The run is read whole: a user's rows need not be contiguous."""
+    """(scores, notes, counts): a run (a file or a table) as a model's scores, ``users -> (batch,
+    catalog)`` float64, each listed item scored minus its position in the user's list (``ties``
+    orders equal scores, at ``score_precision``), every item the run does not list for the user
+    ``-inf`` (below the listed ones, tied together); a test user the run lacks has an empty list,
+    which counts 0 (its test items ``-inf``, every other item 0); the warnings of a run that ranks
+    no test item (:func:`unranked_test_items`); and the counts of ``result.info``. The run is read
+    whole: a user's rows need not be contiguous."""
     from .data.runs import RunStream, SplitUserError, grouped_chunks, run_chunks
 
     def lists(chunks):
@@ -108,14 +114,27 @@ def run_scores(
 
     def scores(users: torch.Tensor) -> torch.Tensor:
         table = np.full((len(users), catalog), -np.inf)
+        missing = []
         for row, user in enumerate(users.cpu().numpy()):
             which = list_of_user[user] if user < len(list_of_user) else -1
             if which >= 0:
                 ranked = items[offsets[which] : offsets[which + 1]]
                 table[row, ranked] = -np.arange(len(ranked), dtype=np.float64)
+            else:
+                missing.append(row)
+        if missing:  # an empty list counts 0: its test items below every other item, whatever the tie rule
+            table[missing] = 0.0
+            graded = test.item_ids(users.cpu()[missing])
+            rows, columns = np.nonzero(((graded.ids >= 0) & (graded.grades >= 1)).numpy())
+            table[np.asarray(missing)[rows], graded.ids.numpy()[rows, columns]] = -np.inf
         return torch.from_numpy(table).to(users.device)
 
-    return scores, unranked_test_items(stream, test, positions, items, lengths, catalog)
+    counts = {
+        "run_rows": stream.rows,
+        "run_rows_not_in_test": stream.rows_outside,
+        "test_users_not_in_run": int((~stream.seen).sum()),
+    }
+    return scores, unranked_test_items(stream, test, positions, items, lengths, catalog), counts
 
 
 def unranked_test_items(stream: Any, test: Any, positions: np.ndarray, items: np.ndarray, lengths, catalog: int):
@@ -144,13 +163,13 @@ def unranked_test_items(stream: Any, test: Any, positions: np.ndarray, items: np
 
 
 def _read_run(run: Any, test: Any, catalog: int, known: Any, run_options: tuple) -> tuple:
-    """(test, catalog, scores, notes) of a sampled run (:func:`with_run_items`, :func:`run_scores`);
+    """(test, catalog, scores, notes, counts) of a sampled run (:func:`with_run_items`, :func:`run_scores`);
     each note warned (``InputWarning``) at evaluate()'s caller."""
     test, catalog = with_run_items(run, test, catalog, known, run_options[1], run_options[2])
-    scores, notes = run_scores(run, test, catalog, *run_options)
+    scores, notes, counts = run_scores(run, test, catalog, *run_options)
     for note in notes:
         warnings.warn(note, InputWarning, stacklevel=4)
-    return test, catalog, scores, notes
+    return test, catalog, scores, notes, counts
 
 
 def _per_item_values(metric: Any, labels: dict, kept_users: list, test: Any) -> tuple:
@@ -202,8 +221,9 @@ def evaluate_sampled(
             "ids to their (batch, num_items) scores, a run file or a run table (not ranked lists)"
         )
     notes: list = []
+    counts: dict = {}  # a run's: its rows, those of users outside the test table, the test users it lacks
     if not callable(scores) or hasattr(scores, "columns") or hasattr(scores, "column_names"):
-        test, catalog, scores, notes = _read_run(scores, test, catalog, known, run_options)
+        test, catalog, scores, notes, counts = _read_run(scores, test, catalog, known, run_options)
     unsupported = [item.key for item in requested if item.name not in METRICS or item.k is None]
     if unsupported:
         raise ValueError(f"evaluate(..., sampled=...) computes {list(METRICS)} at cut-offs, got {unsupported}")
@@ -244,5 +264,6 @@ def evaluate_sampled(
         return {key: bounds.get(label, (math.nan, math.nan)) for key, label in labels.items()}
 
     kept, user_ids = _per_item_values(metric, labels, kept_users, test) if per_user else (None, None)
-    info = {"test_users": len(test.users), "test_items": int(metric._state()[1]), "sampled": options, "warnings": notes}
+    info = {"test_users": len(test.users), "test_items": int(metric._state()[1]), **counts}
+    info.update(sampled=options, warnings=notes)
     return means, intervals() if world_size > 1 else intervals, level, kept, user_ids, info

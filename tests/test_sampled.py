@@ -768,6 +768,79 @@ def test_a_sampled_run_draws_its_negatives_among_every_item_it_ranks():
     assert evaluate(run, mapped, ["mrr@4", "hit_rate@1"], **options).means == reference(items)
 
 
+def test_a_sampled_run_numbers_its_items_whatever_its_chunks_and_row_order(tmp_path, monkeypatch):
+    """The run's items the test table lacks join the catalog in sorted order, all at once: added
+    chunk by chunk, each chunk sorted, their numbering (and so the negatives a seed draws)
+    depended on where the reader cut the file (3 MiB of text, a million parquet rows), on its
+    format and on its rows' order. Reference: the same run with integer ids numbered the
+    documented way (the test table's items, then the run's others sorted), on one chunk."""
+    pd = pytest.importorskip("pandas")
+    from ignite_recsys.data import files
+    from ignite_recsys import Interactions, evaluate
+
+    rng = np.random.default_rng(7)
+    names = [f"d{j}" for j in rng.permutation(40)]
+    users = [f"u{u}" for u in range(8)]
+    rows = [(user, item, float(score)) for user in users
+            for score, item in enumerate(rng.choice(names, 15, replace=False))]  # fmt: skip
+    judged = {user: list(rng.choice(names, 2, replace=False)) for user in users}
+    test = Interactions.from_frame(pd.DataFrame([(u, i) for u, items in judged.items() for i in items],
+                                                columns=["user", "item"]))  # fmt: skip
+    options = dict(sampled={"num_negatives": 6, "seed": 3, "ties": "pessimistic", "estimators": ["naive"]})
+    options.update(per_user=True, progress=False)
+    metrics = ["ndcg@5", "mrr@7"]
+
+    def values(run, **more):
+        result = evaluate(run, test, metrics, **options, **more)
+        return {key: value.tolist() for key, value in result.per_user().items()}
+
+    frame = pd.DataFrame(rows, columns=["user", "item", "score"])
+    shuffled = frame.sample(frac=1.0, random_state=1)
+    for name, table in (("run", frame), ("shuffled", shuffled)):
+        with open(tmp_path / f"{name}.trec", "w") as out:
+            out.writelines(f"{u} Q0 {i} 0 {x} t\n" for u, i, x in table.itertuples(index=False))
+        table.to_csv(tmp_path / f"{name}.csv", index=False)
+    order = list(test.item_map.ids) + sorted(set(frame.item) - set(test.item_map.ids))
+    number = {item: position for position, item in enumerate(order)}
+    dense_test = Interactions(
+        torch.tensor([users.index(u) for u, items in judged.items() for _ in items]),
+        torch.tensor([number[i] for items in judged.values() for i in items]),
+        num_items=len(order),
+    )
+    dense_run = frame.assign(user=frame.user.map(users.index), item=frame.item.map(number))
+    result = evaluate(dense_run, dense_test, metrics, **options)
+    expected = {key: value.tolist() for key, value in result.per_user().items()}
+    assert values(frame) == expected
+    monkeypatch.setattr(files, "CHUNK_BYTES", 64)  # a few lines a chunk
+    for run in ("run.trec", "shuffled.trec", "run.csv", "shuffled.csv"):
+        assert values(tmp_path / run) == expected, run
+    assert values(shuffled) == expected
+
+
+def test_a_sampled_run_counts_a_test_user_it_lacks_as_an_empty_list():
+    """A test user the run does not rank has an empty list: its test items rank last, below every
+    negative (0 at every cut-off up to the number of negatives, as an empty list counts 0 in the
+    full-catalog evaluation), where they were tied with every negative and ranked by the tie rule,
+    1st with ties='optimistic'. result.info counts the run's rows, those of users outside the test
+    table and the test users it lacks."""
+    pd = pytest.importorskip("pandas")
+    from ignite_recsys import Interactions, evaluate
+
+    test = Interactions.from_frame(pd.DataFrame({"user": ["a", "b", "c", "d"], "item": [3, 4, 5, 6]}), map_ids=False)
+    # a ranks its test item first; z is no test user; b, c and d are not in the run
+    run = pd.DataFrame({"user": ["a", "a", "z"], "item": [3, 7, 1], "score": [2.0, 1.0, 1.0]})
+    for ties in ("optimistic", "random", "pessimistic"):
+        sampled = {"num_negatives": 5, "seed": 0, "ties": ties, "estimators": ["naive"]}
+        result = evaluate(run, test, ["hit_rate@1", "mrr@5", "mrr@6"], num_items=10, sampled=sampled, per_user=True,
+                          progress=False)  # fmt: skip
+        assert result.per_user()["hit_rate@1/naive"].tolist() == [1.0, 0.0, 0.0, 0.0], ties
+        assert result.per_user()["mrr@5/naive"].tolist() == [1.0, 0.0, 0.0, 0.0], ties
+        assert result.per_user()["mrr@6/naive"].tolist() == [1.0] + [1 / 6] * 3, ties  # last of 6
+        assert result["hit_rate@1/naive"] == 0.25
+        assert (result.info["run_rows"], result.info["run_rows_not_in_test"]) == (3, 1)
+        assert result.info["test_users_not_in_run"] == 3
+
+
 def test_a_sampled_run_with_items_the_catalog_cannot_hold_is_refused(tmp_path):
     """Items past num_items of a table of dense ids, or text ids written otherwise than the test
     table's integer ids (07 for 7), were left out of the candidates without a word; refused, as
