@@ -355,3 +355,52 @@ def test_inputs_that_require_grad_are_accepted_and_leave_no_graph(factory):
     for name, value in vars(metric).items():
         if isinstance(value, torch.Tensor):
             assert value.grad_fn is None, name
+
+
+# --- Sparse tensors with entries outside their shape -------------------------------------------
+def _sparse_outside():
+    """Sparse targets and exclusions whose stored entries lie outside their (batch, num_items)
+    shape: torch's constructors do not check indices by default, so item 7 of a 4-item catalog
+    counted as relevant (Recall@2 0.75) and a negative index crashed in an IndexError."""
+    coo = torch.sparse_coo_tensor
+    cases = {
+        "y csr column past": (
+            "y",
+            torch.sparse_csr_tensor(torch.tensor([0, 1]), torch.tensor([7]), torch.ones(1), (1, 4)),
+        ),
+        "y coo column past": ("y", coo(torch.tensor([[0], [4]]), torch.ones(1), (1, 4))),
+        "y coo column negative": ("y", coo(torch.tensor([[0], [-2]]), torch.ones(1), (1, 4))),
+        "y coo row past": ("y", coo(torch.tensor([[1], [2]]), torch.ones(1), (1, 4))),
+        "exclude coo column past": ("exclude", coo(torch.tensor([[0], [9]]), torch.tensor([True]), (1, 4))),
+        "exclude csr column negative": (
+            "exclude",
+            torch.sparse_csr_tensor(torch.tensor([0, 1]), torch.tensor([-1]), torch.tensor([True]), (1, 4)),
+        ),
+    }
+    return cases
+
+
+SPARSE_OUTSIDE = _sparse_outside()
+
+
+@pytest.mark.filterwarnings("ignore:Sparse")
+@pytest.mark.parametrize("factory", ["ndcg", "ranking_metrics", "r_precision", "item_coverage", "novelty"])
+@pytest.mark.parametrize("case", sorted(SPARSE_OUTSIDE))
+def test_sparse_entries_outside_the_shape_are_refused(factory, case):
+    role, matrix = SPARSE_OUTSIDE[case]
+    y_pred, y = GOOD_01
+    bad = (y_pred, matrix) if role == "y" else (y_pred, y, matrix)
+    message = rf"{role} \(sparse\) holds an entry outside its \(batch, num_items\) shape"
+    _assert_refused_and_untouched(ALL_FACTORIES[factory](), GOOD_01, bad, ValueError, message)
+
+
+def test_a_refused_first_batch_leaves_the_first_batch_warnings_to_the_next():
+    """The warnings that look at the first batch (here: integral scores beside fractional labels,
+    as if swapped) look at the first batch accepted: a refused one used them up."""
+    suspicious = (torch.tensor([[3.0, 1.0, 2.0, 0.0]]), torch.tensor([[0.9, 0.1, 0.7, 0.2]]))
+    bad = (torch.tensor([[0.3, math.nan, 0.2, 0.1]]), torch.tensor([[1.0, 0.0, 0.0, 1.0]]))
+    for metric in (R.NDCG(2, relevance_threshold=None), R.RankingMetrics(2, relevance_threshold=None)):
+        with pytest.raises(ValueError, match="NaN"):
+            metric.update(bad)
+        with pytest.warns(R.InputWarning, match="y_pred holds integral values while y holds fractional ones"):
+            metric.update(suspicious)

@@ -393,6 +393,19 @@ def test_state_round_trip_and_constant_size():
         ((torch.zeros(4, 10), torch.tensor([0, 1, 2, 10])), "outside"),
         ((torch.zeros(4, 10), torch.tensor([0, 1, 2, -2])), "outside"),
         ((torch.full((4, 10), math.nan), torch.tensor([0, 1, 2, 3])), "NaN"),
+        # a NaN no draw may read (item 9, no test item, 5 negatives of 9): refused whatever the draw
+        ((torch.zeros(4, 10).index_fill_(1, torch.tensor([9]), math.nan), torch.tensor([0, 1, 2, 3])), "NaN"),
+        ((torch.zeros(0, 10), torch.zeros(0, dtype=torch.int64)), "at least one user"),
+        ((torch.zeros(4, 10), torch.zeros(4, 0, dtype=torch.int64)), "at least one user and one item id"),
+        ((torch.zeros(4, 0), torch.tensor([0, 1, 2, 3])), "at least one item column"),
+        (
+            (torch.zeros(4, 10), torch.tensor([0, 1, 2, 3]), torch.sparse_coo_tensor([[0], [12]], [True], (4, 10))),
+            r"exclude \(sparse\) holds an entry outside",
+        ),
+        (
+            (torch.zeros(4, 10), torch.tensor([0, 1, 2, 3]), torch.sparse_coo_tensor([[0], [-1]], [True], (4, 10))),
+            r"exclude \(sparse\) holds an entry outside",
+        ),
         (
             (torch.zeros(4, 10), torch.tensor([0, 1, 2, 3]), torch.ones(4, 10, dtype=torch.bool).fill_diagonal_(False)),
             "no candidate",

@@ -27,7 +27,7 @@ import torch
 from . import input_checks as checks
 from ..inputs import ItemIds, RankedItems, UserGroups, UserIds
 from .input_checks import RANKED_IDS_HINT, check_id_range
-from .item_sets import ItemTable, entries_bound, sort_id_rows, sorted_rows
+from .item_sets import ItemTable, entries_bound, sort_id_rows, sorted_rows, sparse_outside
 from .tuning import cpu_tuned
 
 
@@ -138,6 +138,12 @@ class RankingInput:
     @property
     def has_exclusion(self) -> bool:
         return self._excluded is not None or self.excluded_list is not None
+
+
+_OUTSIDE = (
+    "{name} (sparse) holds an entry outside its (batch, num_items) shape: a negative index or one at or "
+    "past its size (torch's sparse constructors do not check them unless check_invariants=True)"
+)
 
 
 def _is_sparse(value: Any) -> bool:
@@ -298,6 +304,7 @@ def _set_targets(result: RankingInput, y: Any) -> None:
     elif _is_sparse(y):
         checks.check_dtype("y", y, checks.LABEL_DTYPES, "bool, integer or floating-point relevance")
         result.targets = ItemTable.from_sparse(y.detach())
+        result.invalid[_OUTSIDE.format(name="y")] = sparse_outside(y)
         if result.ranked_ids is not None:  # on CPU the largest row, read on the host; elsewhere the entries
             result.targets_width = entries_bound(y) if cpu_tuned(y.device) else min(y._nnz(), y.shape[1])
         result.invalid["y holds an item twice for one user"] = result.targets.duplicated
@@ -318,6 +325,7 @@ def _set_exclusion(result: RankingInput, exclude: Any) -> None:
             # duplicate entries summed (torch's meaning), once for every reader; elsewhere
             # ItemTable merges them with static shapes (coalesce reads its size on the host)
             exclude = exclude.coalesce()
+        result.invalid[_OUTSIDE.format(name="exclude")] = sparse_outside(exclude)
         result.excluded_list = exclude
     else:
         exclude = _dense_or_error("exclude", exclude, "bool (batch, num_items) (dense or sparse), or ItemIds")

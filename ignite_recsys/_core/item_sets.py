@@ -54,8 +54,10 @@ class ItemTable:
         duplicate entries of an uncoalesced COO tensor are summed, as torch defines it: on CPU by
         ``coalesce``; elsewhere by ``_merged`` (the sum on the first entry of a key, 0 on the
         others), which keeps the shapes static (``coalesce`` reads its output size on the host)."""
-        num_users = matrix.shape[0]
+        num_users, num_items = matrix.shape[0], matrix.shape[1]
         users, items, values, uncoalesced = _sparse_entries(matrix)
+        # an entry outside the shape (refused by the value checks, ``sparse_outside``) stays in its bounds
+        users, items = users.clamp(0, max(num_users - 1, 0)), items.clamp(0, max(num_items - 1, 0))
         keys = torch.add(items.to(torch.int64), users.to(torch.int64), alpha=1 << ITEM_BITS)
         if uncoalesced:
             keys, order = torch.sort(keys, stable=True)
@@ -158,6 +160,34 @@ class ItemTable:
         out = torch.full((self.num_users + 1, k + 1), fill, dtype=torch.float64, device=values.device)
         out.index_put_((users, column), values.gather(0, order))
         return out[: self.num_users, :k]
+
+
+def sparse_outside(matrix: torch.Tensor) -> torch.Tensor:
+    """0-d bool: a stored entry of a sparse COO or CSR tensor lies outside its shape (a negative
+    index, or one at or past its size): torch's constructors do not check their indices unless
+    asked (``check_invariants``). Tensor code, no host read."""
+    if matrix.layout == torch.sparse_coo:
+        return ~_inside(matrix._indices(), matrix.shape).all()
+    columns = matrix.col_indices()
+    return ((columns < 0) | (columns >= matrix.shape[1])).any()
+
+
+def _inside(indices: torch.Tensor, shape: torch.Size) -> torch.Tensor:
+    """(nnz,) bool: the entry's (row, column) of a COO tensor's ``indices`` lies in ``shape``
+    (compared with Python ints: no tensor copied to the device)."""
+    rows, columns = indices[0], indices[1]
+    return (rows >= 0) & (rows < shape[0]) & (columns >= 0) & (columns < shape[1])
+
+
+def dense_of_sparse(matrix: torch.Tensor) -> tuple:
+    """(``matrix.to_dense()``, 0-d bool ``sparse_outside``) of a sparse COO or CSR tensor, the
+    entries outside its shape left out (torch would write them past its memory)."""
+    coo = matrix if matrix.layout == torch.sparse_coo else matrix.to_sparse_coo()
+    indices, values = coo._indices(), coo._values()
+    inside = _inside(indices, coo.shape)
+    kept = torch.where(inside, values, torch.zeros((), dtype=values.dtype, device=values.device))
+    safe = torch.sparse_coo_tensor(torch.where(inside, indices, 0), kept, coo.shape)
+    return safe.to_dense(), ~inside.all()
 
 
 def _sparse_entries(matrix: torch.Tensor) -> tuple:

@@ -258,12 +258,17 @@ class StatefulMetric(Metric):
 
     @reinit__is_reduced
     def update(self, output: Any) -> None:
-        with self._thread_setting():
-            inputs = self._parse(output)
-            if self._hold(inputs):
-                return
-            self._apply_held()
-            self._apply(inputs)
+        looked_at = self._inputs_looked_at  # the warnings on a first batch: for the first one accepted
+        try:
+            with self._thread_setting():
+                inputs = self._parse(output)
+                if self._hold(inputs):
+                    return
+                self._apply_held()
+                self._apply(inputs)
+        except BaseException:
+            self._inputs_looked_at = looked_at
+            raise
 
     def _apply(self, inputs: Any) -> None:
         """Add one checked batch to the state (nothing if its value checks fail)."""

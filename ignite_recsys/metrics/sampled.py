@@ -20,6 +20,7 @@ from ignite.exceptions import NotComputableError
 
 from .. import _validation as V
 from .._core import sampled_estimators as E
+from .._core.item_sets import dense_of_sparse
 from .._core.input_checks import check_dense_tensor, check_dtype, values_only
 from .._tdist import t_intervals
 from ._state import BatchTotals, StatefulMetric, _identity
@@ -295,11 +296,16 @@ class SampledMetrics(StatefulMetric):
             first = "users" if self.model is not None else "scores"
             raise TypeError(f"update expects ({first}, positives) or ({first}, positives, exclude), got {output!r:.80}")
         head, positives = output[0], output[1]
-        exclude = output[2] if len(output) == 3 else None
+        exclude, outside = (output[2] if len(output) == 3 else None), None
         check_dense_tensor("positives", positives)
         check_dtype("positives", positives, (torch.int32, torch.int64), "item ids")
         if positives.ndim not in (1, 2):
             raise ValueError(f"positives must be (batch,) or (batch, p) item ids, got shape {tuple(positives.shape)}")
+        if positives.shape[0] == 0 or positives.numel() == 0:
+            raise ValueError(
+                f"positives must hold at least one user and one item id (-1 padded) per user, got shape "
+                f"{tuple(positives.shape)}"
+            )
         positives = positives.reshape(positives.shape[0], -1).to(torch.int64)
         batch = positives.shape[0]
         if self.model is not None:
@@ -318,6 +324,8 @@ class SampledMetrics(StatefulMetric):
                     f"got shape {tuple(head.shape)}"
                 )
             num_items = head.shape[1]
+            if num_items == 0:
+                raise ValueError(f"scores must hold at least one item column, got shape {tuple(head.shape)}")
             if self.num_items is not None and num_items != self.num_items:
                 raise ValueError(
                     f"scores has {num_items} columns, the metric was built with num_items={self.num_items}"
@@ -329,7 +337,7 @@ class SampledMetrics(StatefulMetric):
             if not isinstance(exclude, torch.Tensor):
                 raise TypeError(f"exclude must be a bool tensor (batch, num_items), got {type(exclude).__name__}")
             if exclude.layout != torch.strided:
-                exclude = exclude.to_dense()
+                exclude, outside = dense_of_sparse(exclude)
             if exclude.shape != (batch, num_items):
                 raise ValueError(
                     f"exclude must be (batch, num_items) = ({batch}, {num_items}), got shape {tuple(exclude.shape)}"
@@ -340,7 +348,7 @@ class SampledMetrics(StatefulMetric):
                 raise ValueError(
                     f"{name} is on {tensor.device}, the {'users' if self.model else 'scores'} on {head.device}"
                 )
-        return head, positives, exclude, num_items
+        return head, positives, exclude, num_items, outside
 
     def _inputs_device(self, inputs: Any) -> torch.device:
         return inputs[0].device
@@ -369,7 +377,7 @@ class SampledMetrics(StatefulMetric):
         return chosen.view(shape), count[:, 0], empty
 
     def _batch_totals(self, inputs: Any) -> BatchTotals:
-        head, positives, exclude, num_items = inputs
+        head, positives, exclude, num_items, outside = inputs
         device = head.device
         generator = self._generator(device)
         batch, width, n = positives.shape[0], positives.shape[1], self.num_negatives
@@ -417,7 +425,10 @@ class SampledMetrics(StatefulMetric):
             torch.where(valid, candidates, float("inf")).amin().reshape(()),
             torch.where(valid, candidates, float("-inf")).amax().reshape(()),
         )
-        nan_scores = (positive_scores.isnan() | negative_scores.isnan()).any(2) & valid
+        if self.model is None:  # every score given is read for NaN, not only those the draw picked
+            nan_scores = head.isnan().any()
+        else:
+            nan_scores = ((positive_scores.isnan() | negative_scores.isnan()).any(2) & valid).any()
         invalid = {
             f"positives holds item ids outside [0, {num_items}) other than -1 (no item)": (
                 (positives < -1) | (positives >= num_items)
@@ -425,8 +436,17 @@ class SampledMetrics(StatefulMetric):
             "a user has no candidate negative (every item is excluded or a test item)": (
                 empty.unsqueeze(1) & valid
             ).any(),
-            "the scores of a test item or of its sampled negatives hold NaN": nan_scores.any(),
+            (
+                "scores hold NaN"
+                if self.model is None
+                else "the model's scores of a test item or of its sampled negatives hold NaN"
+            ): nan_scores,
         }
+        if outside is not None:
+            invalid[
+                "exclude (sparse) holds an entry outside its (batch, num_items) shape: a negative index or one at or "
+                "past its size"
+            ] = outside
         invalid = {message: flag.to(device) for message, flag in invalid.items()}
         rows = torch.where(valid, ranks.to(torch.float64), torch.nan).view(-1) if self.keeps_per_user else None
         return BatchTotals(sums, invalid, rows)
