@@ -65,7 +65,7 @@ COMPARE_EXAMPLES = """\
 examples:
   ignite-recsys compare --qrels test.qrels --run baseline.trec --run model.trec --metrics ndcg@10,recall@20
   ignite-recsys compare --qrels test.qrels --run a.trec --run b.trec --run c.trec --metrics ndcg@10 \\
-      --test randomization --format latex --output table.tex
+      --stat-test randomization --format latex --output table.tex
 """
 
 
@@ -410,9 +410,13 @@ def _render_comparison(report: Report, results: dict, args: argparse.Namespace) 
     lines += [
         "",
         f"diff, p: against {baseline} ({test} on the users both count; {args.correction}-corrected p over "
-        f"{len(report.tests)} comparisons); +/-: significantly higher/lower at {args.alpha:g}",
+        f"{len(report.tests)} comparison{'s' if len(report.tests) != 1 else ''}); +/-: significantly "
+        f"higher/lower at {args.alpha:g}",
         _info_line(results[baseline].info) + f" (of {baseline})",
     ]
+    for name, result in results.items():  # a compared run's own users and rows, where they differ
+        if name != baseline and _info_line(result.info) != _info_line(results[baseline].info):
+            lines.append(_info_line(result.info) + f" (of {name})")
     return "\n".join(lines).rstrip()
 
 

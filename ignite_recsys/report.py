@@ -37,7 +37,11 @@ _LATEX_SPECIAL = {
     "}": r"\}",
     "~": r"\textasciitilde{}",
     "^": r"\textasciicircum{}",
+    "<": r"\textless{}",
+    ">": r"\textgreater{}",
+    "|": r"\textbar{}",
 }
+_MARKDOWN_SPECIAL = {char: f"\\{char}" for char in "\\`*[]<>|"}  # a backslash: the character as written
 
 
 # the metrics where a lower value is better (their Report columns are bold at the lowest mean)
@@ -54,6 +58,12 @@ def _metric_of(column: str) -> str:
 
 def _latex_escape(text: str) -> str:
     return "".join(_LATEX_SPECIAL.get(char, char) for char in text)
+
+
+def _markdown_escape(text: str) -> str:
+    """A model or column name as written in a Markdown table cell (``|`` would start a cell,
+    ``*`` emphasis, ``<x>`` an HTML tag)."""
+    return "".join(_MARKDOWN_SPECIAL.get(char, char) for char in text)
 
 
 def _column_k(metric: Any, column: str) -> Any:
@@ -157,6 +167,13 @@ class Report:
         self._summary: dict = {}  # (model, column) -> (mean, low, high)
         per_user: dict = {}
         for model, cells in results.items():
+            summary_level = getattr(cells, "level", None) if callable(getattr(type(cells), "to_report", None)) else None
+            if summary_level is not None and cells._per_user is None and summary_level != self.level:
+                raise ValueError(
+                    f"results[{model!r}] holds intervals at level={summary_level:g} (evaluate(..., level=...)) and "
+                    f"no per-user values, but the Report shows level={self.level:g}: pass level={summary_level:g} to "
+                    "Report, or evaluate with per_user=True (the intervals are then computed at the Report's level)"
+                )
             cells = _row_of(cells, self.level)
             if not isinstance(cells, Mapping):
                 raise TypeError(
@@ -250,6 +267,7 @@ class Report:
                     continue
                 mean, low, high = self._summary[model, column]
                 text = f"{mean:.{self.digits}f}"
+                text = text[1:] if text.startswith("-") and float(text) == 0 else text  # -0.0000: 0 as shown
                 if model in best[column]:
                     text = bold(text)
                 mark = {"†": dagger, "‡": double_dagger, "": ""}[self.marker(model, column)]
@@ -263,19 +281,23 @@ class Report:
         lowest = [column for column in self.columns if column in self.lower_is_better]
         best = f"best per column (the lowest for {', '.join(lowest)})" if lowest else "best per column"
         text = f"Mean ± half-width of the {level} confidence interval; bold: {best}."
-        if self.baseline is not None:
+        if self.baseline is not None and self.tests:
             test = {"t": "paired t-test", "randomization": "paired randomization test"}[self.method]
+            count = f"{len(self.tests)} comparison{'s' if len(self.tests) > 1 else ''}"
             text += (
-                f" {dagger}/{double_dagger}: significantly higher/lower than {self.baseline} ({test}, "
-                f"{self.correction.capitalize()}-adjusted p < {self.alpha:g} over {len(self.tests)} comparisons)."
+                f" {dagger}/{double_dagger}: significantly higher/lower than {self.baseline} ({test} on the users "
+                f"both models count, {self.correction.capitalize()}-adjusted p < {self.alpha:g} over {count})."
             )
+        elif self.baseline is not None:
+            text += f" No test against {self.baseline}: no column holds per-user values of it and another model."
         return text
 
     def to_markdown(self) -> str:
         """The table in GitHub Markdown, followed by the caption line."""
-        lines = ["| Model | " + " | ".join(self.columns) + " |", "|:--|" + "--:|" * len(self.columns)]
+        header = " | ".join(_markdown_escape(column) for column in self.columns)
+        lines = [f"| Model | {header} |", "|:--|" + "--:|" * len(self.columns)]
         for model, row in zip(self.models, self._cells(lambda t: f"**{t}**", "±", "†", "‡")):
-            lines.append(f"| {model} | " + " | ".join(row) + " |")
+            lines.append(f"| {_markdown_escape(model)} | " + " | ".join(row) + " |")
         return "\n".join(lines) + "\n\n" + self.caption()
 
     def to_latex(self, label: Optional[str] = None) -> str:
@@ -283,7 +305,7 @@ class Report:
         ``\\label``."""
         rows = self._cells(lambda t: f"\\textbf{{{t}}}", "$\\pm$", "$^{\\dagger}$", "$^{\\ddagger}$")
         caption = _latex_escape(self.caption("@D@", "@DD@")).replace("±", "$\\pm$").replace("@DD@", "$\\ddagger$")
-        caption = caption.replace("@D@", "$\\dagger$").replace("<", "$<$")
+        caption = caption.replace("@D@", "$\\dagger$")
         lines = ["\\begin{table}", "\\centering", f"\\caption{{{caption}}}"]
         if label is not None:
             lines.append(f"\\label{{{label}}}")

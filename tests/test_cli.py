@@ -229,6 +229,30 @@ def test_compare_randomization_markdown_latex_and_names(tmp_path, cli):
     assert code == 2 and "--name" in err
 
 
+def test_compare_help_example_parses_and_each_run_names_its_missing_users(tmp_path, cli):
+    """The example of compare --help uses the flags the command has (it gave --test, the alias of
+    --qrels, for the statistical test); the table's footer names each compared run's own test
+    users missing from it, where only the baseline's were printed."""
+    from ignite_recsys.cli import COMPARE_EXAMPLES, _parser
+
+    example = COMPARE_EXAMPLES.split("\n", 2)[2].replace("\\\n", " ").split("ignite-recsys", 1)[1].split()
+    arguments = _parser().parse_args(example)
+    assert arguments.method == "randomization" and arguments.qrels == "test.qrels"
+    qrels_path, paths, qrels, runs = _files(tmp_path, seed=5, runs=2, users=30)
+    missing = [user for user in qrels if user not in runs[1]]
+    assert missing and set(runs[0]) != set(runs[1])
+    code, out, err = cli(
+        "compare", "--qrels", qrels_path, "--run", paths[0], "--run", paths[1], "--metrics", "ndcg@10", "--trec-eval"
+    )
+    assert code == 0, err
+    absent = [len([user for user in qrels if user not in run]) for run in runs]
+    assert f"{absent[0]} not in the run (empty lists)" in out.split("(of run0.trec)")[0].splitlines()[-1]
+    assert out.rstrip().endswith(
+        f"{absent[1]} not in the run (empty lists); 0 run row(s) of users not in the test set (of run1.trec)"
+    )
+    assert "over 1 comparison)" in out
+
+
 def test_compare_bolds_the_lowest_fall_out(tmp_path, cli):
     """fall-out is better lower: the table bolds the run of the lowest mean (numpy from the
     formula: non-relevant items in the top 5 over all non-relevant items), not of the highest."""

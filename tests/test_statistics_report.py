@@ -91,7 +91,7 @@ def test_markers_match_scipy_and_holm():
         row = next(line for line in text.splitlines() if line.startswith(f"| {m} |"))
         cell = row.split(" | ")[1 + ["a", "b"].index(c)]
         assert cell.split(" ± ")[0].endswith(mark) if mark else not any(x in cell for x in "†‡")
-    assert "higher/lower than base (paired t-test, Holm-adjusted p < 0.05 over 4 comparisons)" in text
+    assert "than base (paired t-test on the users both models count, Holm-adjusted p < 0.05 over 4 comparisons)" in text
 
 
 def test_interval_cells_match_scipy():
@@ -406,3 +406,40 @@ def test_columns_of_metrics_where_lower_is_better_are_bold_at_their_lowest():
     )
     tied = R.Report({"a": {"ndcg@5": (0.50004, (0.4, 0.6))}, "b": {"ndcg@5": (0.50003, (0.4, 0.6))}}).to_markdown()
     assert "| a | **0.5000** ± 0.1000 |" in tied and "| b | **0.5000** ± 0.1000 |" in tied
+
+
+def test_a_result_of_another_level_without_per_user_values_is_refused():
+    """A result evaluated with level=0.9 and no per-user values carries 90% intervals: the table
+    showed them under a caption saying 95%. Refused unless the Report's level is the result's;
+    with it, the cell is scipy's 90% half-width."""
+    rng = np.random.default_rng(1)
+    scores = torch.from_numpy(rng.random((40, 12)))
+    test = R.Interactions(torch.arange(40).repeat_interleave(2), torch.from_numpy(rng.integers(0, 12, 80)),
+                          num_items=12, duplicates="max")  # fmt: skip
+    result = R.evaluate(lambda users: scores[users], test, ["recall@3"], level=0.9, progress=False)
+    with pytest.raises(ValueError, match=r"results\['A'\] holds intervals at level=0.9 .* Report shows level=0.95"):
+        R.Report({"A": result})
+    kept = R.evaluate(lambda users: scores[users], test, ["recall@3"], per_user=True, progress=False).per_user()
+    values = kept["recall@3"].numpy()
+    half = (values.std(ddof=1) / np.sqrt(len(values))) * sps.t.ppf(0.95, len(values) - 1)
+    report = R.Report({"A": result}, level=0.9, digits=6)
+    assert f"| A | **{values.mean():.6f}** ± {half:.6f} |" in report.to_markdown()
+    assert "90% confidence interval" in report.caption()
+
+
+def test_names_are_escaped_and_a_zero_shows_without_its_sign():
+    """Model and column names as written, in Markdown (| would start a cell, * emphasis, <x> a
+    tag) and LaTeX (< > | print other glyphs in its default font); a mean of -1e-5 at four
+    digits shows 0.0000 (it showed -0.0000, bold beside 0.0000); a baseline without any test
+    says so in the caption, and one comparison is singular."""
+    values = np.array([-1e-5, 1e-5, -2e-5, 0.0])
+    report = R.Report({"BM25|tuned": {"c*d<e>": (-1e-5, (-1e-4, 1e-4))}, "m": {"c*d<e>": (0.0, (-1e-4, 1e-4))}},
+                      baseline="m")  # fmt: skip
+    markdown = report.to_markdown()
+    assert "| Model | c\\*d\\<e\\> |" in markdown and "| BM25\\|tuned | **0.0000** ± 0.0001 |" in markdown
+    assert "-0.0000" not in markdown
+    assert "No test against m" in report.caption()
+    latex = report.to_latex()
+    assert "BM25\\textbar{}tuned" in latex and "c*d\\textless{}e\\textgreater{}" in latex
+    one = R.Report({"a": {"x": values + 1}, "b": {"x": values}}, baseline="b")
+    assert "over 1 comparison)" in one.caption()
