@@ -167,13 +167,7 @@ class Report:
         self._summary: dict = {}  # (model, column) -> (mean, low, high)
         per_user: dict = {}
         for model, cells in results.items():
-            summary_level = getattr(cells, "level", None) if callable(getattr(type(cells), "to_report", None)) else None
-            if summary_level is not None and cells._per_user is None and summary_level != self.level:
-                raise ValueError(
-                    f"results[{model!r}] holds intervals at level={summary_level:g} (evaluate(..., level=...)) and "
-                    f"no per-user values, but the Report shows level={self.level:g}: pass level={summary_level:g} to "
-                    "Report, or evaluate with per_user=True (the intervals are then computed at the Report's level)"
-                )
+            _check_summary_level(model, cells, self.level)
             cells = _row_of(cells, self.level)
             if not isinstance(cells, Mapping):
                 raise TypeError(
@@ -319,6 +313,19 @@ class Report:
             lines.append(" & ".join([_latex_escape(model)] + row) + " \\\\")
         lines += ["\\bottomrule", "\\end{tabular}", "\\end{table}"]
         return "\n".join(lines)
+
+
+def _check_summary_level(model: str, value: Any, level: float) -> None:
+    """A ValueError for an evaluation result without per-user values whose intervals are at
+    another level than the Report's (its cells would show them under the Report's level)."""
+    if not callable(getattr(type(value), "to_report", None)) or value._per_user is not None:
+        return
+    if getattr(value, "level", level) != level:
+        raise ValueError(
+            f"results[{model!r}] holds intervals at level={value.level:g} (evaluate(..., level=...)) and no "
+            f"per-user values, but the Report shows level={level:g}: pass level={value.level:g} to Report, or "
+            "evaluate with per_user=True (the intervals are then computed at the Report's level)"
+        )
 
 
 def _row_of(value: Any, level: float) -> Any:
