@@ -253,6 +253,9 @@ def test_user_ids_of_a_table_without_a_user_map_are_its_integer_users():
     test = Interactions(torch.tensor([0, 2, 3]), torch.tensor([1, 4, 5]))
     assert test.user_ids([3, 0]).tolist() == [3, 0]
     assert test.user_ids(np.array([2], dtype=np.uint8)).tolist() == [2]
+    for empty in ([], (), np.array([], dtype=np.int64)):  # an empty list reads as float64
+        ids = test.user_ids(empty)
+        assert ids.dtype == torch.int64 and ids.tolist() == []
     for bad, error, message in (
         ([2.7], TypeError, "users must hold integer or string ids, got dtype float64"),
         ([True], TypeError, "users must hold integer or string ids, got dtype bool"),

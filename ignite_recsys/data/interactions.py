@@ -587,6 +587,8 @@ class Interactions:
         integers (a TypeError for floats, bools, text) of users of the table."""
         if self.user_map is None:
             values = column("users", original)
+            if not len(values):  # no ids (an empty list reads as float64): none to look up
+                return torch.zeros(0, dtype=torch.int64)
             if id_kind("users", values) != "int":
                 raise TypeError("users: the table numbers its users by integer ids (it has no user map), got text ids")
             dense = _check_int_ids("users", numpy_of(values) if _is_arrow(values) else values, negative=True)
