@@ -160,6 +160,29 @@ def test_negative_labels_are_not_relevant(rng):
         np.testing.assert_allclose(got, expected[name], atol=1e-12, err_msg=name)
 
 
+def test_plus_inf_labels_are_relevant_and_refused_where_gains_weigh(rng):
+    """+inf is a label above every threshold: relevant in the metrics that count relevant items
+    (the values of the same labels at 1), and refused, state untouched, where its gain weighs."""
+    scores = torch.from_numpy(rng.permutation(4 * 30).reshape(4, 30).astype(np.float32))
+    grades = (rng.random((4, 30)) < 0.2).astype(np.float64)
+    grades[:, 0] = 1.0
+    labels = torch.tensor(np.where(grades > 0, np.inf, 0.0), dtype=torch.float32)
+    counting = [name for name in CUTOFF_CLASSES if name != "ndcg"]
+    expected = metric_means(scores.numpy(), grades, [1, 3, 50])
+    got = run_metric(R.RankingMetrics([1, 3, 50], metrics=counting), [(scores, labels)])
+    for name in counting:
+        np.testing.assert_allclose([got[f"{name}@{k}"] for k in (1, 3, 50)], expected[name], atol=1e-12, err_msg=name)
+    weighed = R.RankingMetrics([1, 3, 50])
+    weighed.update((scores, torch.tensor(grades)))
+    before = weighed.compute()
+    with pytest.raises(ValueError, match="infinite label has an infinite gain"):
+        weighed.update((scores, labels))
+    assert weighed.compute() == before
+    linear = R.RankingMetrics([1, 3, 50], metrics=["ndcg", "rbp"], gain_function="linear_rank")
+    with pytest.raises(ValueError, match=r"'linear_rank' \(an infinite label has an infinite gain\)"):
+        linear.update((scores, labels))  # the message blames no overflow of 2**y
+
+
 @pytest.mark.parametrize("items", [9, 30_011])  # 30k: the strided label pass and the group selection
 @pytest.mark.parametrize(
     "options",

@@ -524,9 +524,14 @@ def gain_flags(gain_function: GainFunction, *gain_tensors: Optional[torch.Tensor
     finite = (
         torch.isfinite(used[0]).all() if len(used) == 1 else torch.stack([torch.isfinite(g).all() for g in used]).all()
     )
+    why = {
+        "exp_rank": "2**y overflows float64 for y >= 1024, and an infinite label has an infinite gain",
+        "exp_rank_shifted": "2**(y - threshold + 1) overflows float64 for y >= threshold + 1023, and an infinite "
+        "label has an infinite gain",
+        "linear_rank": "an infinite label has an infinite gain",
+    }.get(gain_function if isinstance(gain_function, str) else "", "the function returned a value that is not finite")
     flags = {
-        f"y gives an infinite or NaN gain under gain_function={name} (2**y overflows float64 for "
-        "y >= 1024, and an infinite label has an infinite gain); rescale the labels or use "
+        f"y gives an infinite or NaN gain under gain_function={name} ({why}); rescale the labels or use "
         "another gain_function": ~finite
     }
     if callable(gain_function):
