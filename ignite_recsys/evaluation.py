@@ -596,9 +596,8 @@ def _exclusion_of_dense_ids(path: Any, test: Interactions) -> Interactions:
             test_map.kind = "int"
         given[role] = test_map
     read = read_interactions(path, user_map=given["user"], item_map=given["item"], duplicates="max")
-    users = np.repeat(read.users.numpy(), np.diff(read._offsets.numpy()))
-    users, items = given["user"].decode(users), given["item"].decode(read._items)
-    values = None if read._values is None else read._values.numpy()
+    users, items, values = read.pairs()
+    users, items = given["user"].decode(users), given["item"].decode(items)
     return Interactions(users, items, values, user_map=test.user_map, item_map=test.item_map, duplicates="max")
 
 

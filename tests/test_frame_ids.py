@@ -311,3 +311,24 @@ def test_a_frame_with_an_unread_grade_column_warns():
     with warnings.catch_warnings():  # no grade column of a usual name: nothing to say
         warnings.simplefilter("error")
         R.Interactions.from_frame(frame.drop(columns="rating"))
+
+
+@pytest.mark.parametrize("graded", [False, True])
+def test_pairs_give_back_every_interaction_user_by_user(graded):
+    """Interactions.pairs(): the table's rows as dense (user, item, grade), ordered by user, the
+    duplicates merged by the table's rule: the same multiset as the pairs given."""
+    rng = np.random.default_rng(5)
+    users, items = rng.integers(0, 40, 300), rng.integers(0, 1000, 300)
+    unique = {}
+    for user, item, grade in zip(users, items, rng.integers(1, 5, 300).astype(float)):
+        unique[(int(user), int(item))] = max(grade, unique.get((int(user), int(item)), 0.0))
+    keys = list(unique)
+    table = Interactions(
+        [u for u, _ in keys], [i for _, i in keys], [unique[k] for k in keys] if graded else None, num_items=1000
+    )
+    got_users, got_items, got_grades = table.pairs()
+    assert got_users.dtype == got_items.dtype == np.int64 and (np.diff(got_users) >= 0).all()
+    want = sorted((u, i, unique[(u, i)] if graded else None) for u, i in keys)
+    got = sorted(zip(got_users.tolist(), got_items.tolist(), got_grades.tolist() if graded else [None] * len(keys)))
+    assert got == want
+    assert (got_grades is None) == (not graded)

@@ -566,6 +566,16 @@ class Interactions:
         """Whether grades were given (else every interaction has grade 1)."""
         return self._values is not None
 
+    def pairs(self) -> tuple:
+        """Every interaction as ``(users, items, grades)``: int64 numpy dense ids, user by user,
+        and the float grades (None when none were given).
+
+        >>> Interactions([3, 1, 3], [0, 2, 1], [5.0, 1.0, 4.0]).pairs()
+        (array([1, 3, 3]), array([2, 0, 1]), array([1., 5., 4.]))
+        """
+        users = np.repeat(self._users.numpy(), np.diff(self._offsets.numpy()))
+        return users, self._items.numpy(), None if self._values is None else self._values.numpy()
+
     def __len__(self) -> int:
         return len(self._items)
 
