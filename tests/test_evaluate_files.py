@@ -830,6 +830,10 @@ def test_an_exclusion_file_against_a_table_of_dense_ids(tmp_path, users):
     for key, measure in (("mrr@3", "recip_rank"), ("recall@2", "recall_2")):
         assert result[key] == pytest.approx(np.mean([expected[u][measure] for u in names]), abs=1e-12), key
     assert result["mrr@3"] == pytest.approx(5 / 6)  # 1, 1, 1/2; with the history in the lists 1/2 each
+    if users == "dense":  # a TREC exclusion's text ids against the table's integer ids: refused, no map blamed
+        (tmp_path / "train.qrels").write_text("".join(f"{u} 0 {i} 1\n" for u, i in train))
+        with pytest.raises(FileFormatError, match=r"train.qrels: a TREC file's ids are text, and the user ids it is "):
+            R.evaluate(run, test, ["mrr@3"], exclude=tmp_path / "train.qrels", progress=False)
     (tmp_path / "bad.csv").write_text(f"user,item\n{names[0]},1\n{names[1]},02\n")
     with pytest.raises(FileFormatError, match=r"bad.csv, line 3, column item: item id '02' is not written as an"):
         R.evaluate(run, test, ["mrr@3"], exclude=tmp_path / "bad.csv", progress=False)

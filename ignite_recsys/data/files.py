@@ -369,8 +369,9 @@ def read_trec_qrels(
                 path,
                 None,
                 None,
-                f"a TREC file's ids are text, and the {role} map given holds integer ids (a table of integer ids "
-                "numbered them): write these rows as a CSV or parquet table, whose integer ids the map reads",
+                f"a TREC file's ids are text, and the {role} ids it is read against are integers (those of a "
+                "table of integer ids, mapped or not): write these rows as a CSV or parquet table, whose integer "
+                "ids are read as integers",
             )
     try:
         return Interactions(
