@@ -23,6 +23,8 @@ from typing import Any, Callable, Optional, Union
 
 import torch
 
+from ._core.item_sets import MAX_NUM_ITEMS
+
 TIE_RULES = ("stable", "average")
 GAIN_FUNCTIONS = ("exp_rank", "linear_rank", "binary", "exp_rank_shifted", "exponential", "linear")
 # The descriptive names of the built-in gains and the ignite names they stand for.
@@ -87,11 +89,11 @@ class Interval(Constraint):
         what = "an int" if self.kind is int else "a finite number"
         if self.kind is int and self.low == 1 and self.high is None:
             return "a positive int" + (" or None" if self.optional else "")
-        bounds = []
+        bounds, shown = [], (lambda bound: str(int(bound)) if self.kind is int else f"{bound:g}")
         if self.low is not None:
-            bounds.append(f"{'>=' if self.low_included else '>'} {self.low:g}")
+            bounds.append(f"{'>=' if self.low_included else '>'} {shown(self.low)}")
         if self.high is not None:
-            bounds.append(f"{'<=' if self.high_included else '<'} {self.high:g}")
+            bounds.append(f"{'<=' if self.high_included else '<'} {shown(self.high)}")
         text = what + (" " + " and ".join(bounds) if bounds else "")
         return text + (" or None" if self.optional else "")
 
@@ -131,6 +133,23 @@ class Interval(Constraint):
 
 def positive_int(optional: bool = False) -> Interval:
     return Interval(int, 1, optional=optional)
+
+
+@dataclass(frozen=True)
+class CatalogSize(Interval):
+    """A number of items: a positive int up to 2**32 (the ranking keeps item ids in 32 bits)."""
+
+    kind: type = int
+    low: Optional[float] = 1
+    high: Optional[float] = MAX_NUM_ITEMS
+
+    @property
+    def expected(self) -> str:  # type: ignore[override]
+        return "a positive int up to 2**32 (the widest catalog ranked)" + (" or None" if self.optional else "")
+
+
+def catalog_size(optional: bool = False) -> Interval:
+    return CatalogSize(optional=optional)
 
 
 def positive_real(optional: bool = False) -> Interval:
@@ -288,6 +307,10 @@ def check_choice(name: str, value: Any, choices: Sequence[str]) -> str:
 
 def check_positive_int(name: str, value: Any) -> int:
     return positive_int().check(name, value, {})
+
+
+def check_catalog_size(name: str, value: Any) -> int:
+    return catalog_size().check(name, value, {})
 
 
 def check_level(value: Any) -> float:

@@ -522,7 +522,7 @@ def _tables(test: Any, exclude: Any, num_items: Optional[int], is_model: bool) -
         if is_model:  # ids of its own, numbered after the test's, are no model's ids
             _check_model_ids(test, why=_MODEL_IDS_EXCLUDED)
     if num_items is not None:
-        num_items = V.check_positive_int("num_items", num_items)
+        num_items = V.check_catalog_size("num_items", num_items)
         if num_items <= test._max_item:
             raise ValueError(
                 f"num_items={num_items} is too small for the test table, whose items go up to id {test._max_item}: "

@@ -427,3 +427,37 @@ def test_a_refused_first_batch_leaves_the_first_batch_warnings_to_the_next():
             metric.update(bad)
         with pytest.warns(R.InputWarning, match="y_pred holds integral values while y holds fractional ones"):
             metric.update(suspicious)
+
+
+def test_a_catalog_wider_than_2_to_the_32_is_refused_and_one_of_2_to_the_32_is_ranked_exactly():
+    """Item ids are kept in 32 bits: a sparse target 2**32 + 10 wide gave user 0's item 2**32 + 7
+    to user 1 as its item 7 (recall 0.5 where no item of user 1 is ranked). Such widths and
+    num_items are refused, state untouched; at exactly 2**32 items the top ids are each user's own
+    (recall by hand: the set of ranked ids against the set of relevant ones)."""
+    wide, top = 2**32 + 10, 2**32 - 1
+    ranked = R.RankedItems(torch.tensor([[5, 6], [7, 8]]))
+    leaking = torch.sparse_coo_tensor(torch.tensor([[0, 1], [2**32 + 7, 100]]), torch.ones(2), (2, wide))
+    metric = R.Recall([2], ignore_zero_hits=False)
+    narrow = torch.zeros(2, 10)
+    narrow[0, 5] = 1.0
+    metric.update((ranked, narrow))
+    before = metric.compute()
+    with pytest.raises(ValueError, match=r"at most 2\*\*32 columns .* got 4294967306"):
+        metric.update((ranked, leaking))
+    assert metric.compute() == before
+    for build in (
+        lambda: R.Recall([2], num_items=wide),
+        lambda: R.RankingMetrics([2], num_items=wide),
+        lambda: R.Interactions(torch.tensor([0]), torch.tensor([1]), num_items=wide),
+    ):
+        with pytest.raises(ValueError, match=r"num_items must be .*2\*\*32"):
+            build()
+    with pytest.raises(ValueError, match=r"item id 4294967303 is 2\*\*32 or more"):
+        R.Interactions(torch.tensor([0, 1]), torch.tensor([2**32 + 7, 100]))
+    relevant = {0: {top, top - 2}, 1: {7}}
+    lists = [[top, 3], [top - 1, 7]]
+    table = R.Interactions(torch.tensor([0, 0, 1]), torch.tensor([top, top - 2, 7]), num_items=2**32)
+    expected = [len(set(row) & relevant[user]) / len(relevant[user]) for user, row in enumerate(lists)]
+    for target in (table.csr(torch.tensor([0, 1])), table.item_ids(torch.tensor([0, 1]))):
+        got = R.functional.recall(R.RankedItems(torch.tensor(lists)), target, [2], num_items=2**32)
+        assert got[:, 0].tolist() == expected  # [0.5, 1.0]

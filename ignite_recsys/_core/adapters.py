@@ -27,7 +27,7 @@ import torch
 from . import input_checks as checks
 from ..inputs import ItemIds, RankedItems, UserGroups, UserIds
 from .input_checks import RANKED_IDS_HINT, check_id_range
-from .item_sets import ItemTable, entries_bound, sort_id_rows, sorted_rows, sparse_outside
+from .item_sets import MAX_NUM_ITEMS, ItemTable, entries_bound, sort_id_rows, sorted_rows, sparse_outside
 from .tuning import cpu_tuned
 
 
@@ -261,6 +261,11 @@ def _batch_shape(y_pred: Any, y: Any, exclude: Any, num_items: Optional[int]) ->
         raise ValueError("y_pred and y must hold at least one user (batch dimension is 0)")
     if num_items == 0:
         raise ValueError("y_pred and y must hold at least one item (num_items dimension is 0)")
+    if num_items is not None and num_items > MAX_NUM_ITEMS:
+        raise ValueError(
+            f"y_pred, y and exclude must have at most 2**32 columns (the widest catalog ranked, item ids below "
+            f"2**32), got {num_items}"
+        )
     device = _device(y_pred)
     for name, value in (("y", y), ("exclude", exclude)):
         if value is not None and _device(value) != device:

@@ -33,6 +33,7 @@ import torch
 from . import tuning
 
 ITEM_BITS = 32  # keys are user << 32 | item: item ids below 2**32, users below 2**31
+MAX_NUM_ITEMS = 1 << ITEM_BITS  # the widest catalog: every input and num_items is checked against it
 _NO_ITEM = -1
 ROW_PADDING = 1 << 62  # fills sorted id rows past a user's items: above every item id
 

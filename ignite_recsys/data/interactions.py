@@ -19,6 +19,7 @@ import numpy as np
 import torch
 
 from .._core.input_checks import InputWarning
+from .._core.item_sets import MAX_NUM_ITEMS
 from ..inputs import ItemIds
 from ._arrow import TextIndex, arrow_of, kept, numpy_of, plain_text
 
@@ -418,6 +419,8 @@ class Interactions:
             isinstance(num_items, bool) or not isinstance(num_items, (int, np.integer)) or num_items < 1
         ):
             raise ValueError(f"num_items must be a positive int or None, got {num_items!r}")
+        if num_items is not None and num_items > MAX_NUM_ITEMS:
+            raise ValueError(f"num_items must be at most 2**32 (the widest catalog the metrics rank), got {num_items}")
         user_column, item_column = column("users", users), column("items", items)
         if len(user_column) != len(item_column):
             raise ValueError(
@@ -455,6 +458,11 @@ class Interactions:
                 values = merged
             user_codes, item_codes = user_codes[first], item_codes[first]
         self._explicit_num_items = None if num_items is None else int(num_items)
+        if len(item_codes) and item_codes.max() >= MAX_NUM_ITEMS:
+            raise ValueError(
+                f"items: item id {int(item_codes.max())} is 2**32 or more, past the widest catalog the metrics "
+                "rank; number the items densely (an item_map, or from_frame with map_ids=True)"
+            )
         if num_items is not None and len(item_codes) and item_codes.max() >= num_items:
             raise ValueError(f"items must be below num_items={num_items}, got item id {int(item_codes.max())}")
         starts = (

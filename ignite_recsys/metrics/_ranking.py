@@ -266,7 +266,7 @@ class RankingMean(UserMean):
         ),
         "relevance_threshold": V.positive_real(optional=True),
         "ties": V.Options(V.TIE_RULES),
-        "num_items": V.positive_int(optional=True),
+        "num_items": V.catalog_size(optional=True),
         "num_threads": V.positive_int(optional=True),
     }
     optional_output_keys = ("exclude",)  # a dict output {"y_pred", "y", "exclude"} passes its exclusion

@@ -58,7 +58,7 @@ class CatalogCounts(CutoffResults, StatefulMetric):
     A subclass declares its registry ``entry`` and turns the counts into values (``_from_counts``)."""
 
     optional_output_keys = ("exclude",)  # a dict output {"y_pred", "y", "exclude"} passes its exclusion
-    _parameter_constraints = {"top_k": V.TOP_K, "num_items": V.positive_int(optional=True)}
+    _parameter_constraints = {"top_k": V.TOP_K, "num_items": V.catalog_size(optional=True)}
     _checked_by_shape = ("num_items",)  # a state whose size came from the batches loads under a given size
     _counts: torch.Tensor
     top_k: list

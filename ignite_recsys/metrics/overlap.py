@@ -58,7 +58,7 @@ class _TwoLists(CutoffResults, UserMean):
     required_output_keys = ("y_pred_a", "y_pred_b")
     optional_output_keys = ("y", "exclude")
     _counted = "user"
-    _parameter_constraints = {"top_k": V.TOP_K, "num_items": V.positive_int(optional=True)}
+    _parameter_constraints = {"top_k": V.TOP_K, "num_items": V.catalog_size(optional=True)}
     num_items: Optional[int] = None
     top_k: list
     _copies: DeviceCopies

@@ -171,7 +171,7 @@ class SampledMetrics(StatefulMetric):
             lambda name, value, arguments: V.CALLABLE.check(name, value, arguments) if value is not None else None,
             (3, "model"),
         ),
-        "num_items": V.positive_int(optional=True),
+        "num_items": V.catalog_size(optional=True),
         "seed": V.Custom("an int >= 0 or a torch.Generator", _check_seed, (-1, 1.5, "0", None, True)),
         "per_user": V.BOOLEAN,
     }
