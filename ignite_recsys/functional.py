@@ -51,10 +51,11 @@ import torch
 from . import _validation as V
 from ._core.adapters import parse_ranking_input
 from ._core.input_checks import raise_if_invalid
-from ._registry import ALL_METRICS, DEFAULT_METRICS, LIST_ENTRIES, REGISTRY, RankingEntry, ranking_metrics_options
+from ._registry import LIST_ENTRIES, REGISTRY, RankingEntry, ranking_metrics_options
 from . import metrics
 from .metrics._ranking import RankingConfig, RankingMean
 from .metrics._users import UserMean
+from .metrics.ranking_metrics import check_metric_names
 
 # the arguments every function takes, checked as the classes check them
 _COMMON = {
@@ -109,9 +110,7 @@ def ranking_metrics(
     "r_precision": (batch,) tensor}`` (NaN: a user not counted). ``metrics``: registry names
     (None: the default set); ``conventions``: RankingMetrics' convention arguments
     (``gain_function``, ``map_normalization``, ...)."""
-    names = list(DEFAULT_METRICS) if metrics is None else list(metrics)
-    for name in names:
-        V.check_choice("metrics", name, ALL_METRICS)
+    names = check_metric_names("metrics", metrics, {})
     known = ranking_metrics_options()
     for argument in conventions:
         if argument not in known:
@@ -134,16 +133,18 @@ def _function_of(entry: RankingEntry):
     without cut-off; the class's defaults."""
     defaults = _class_defaults(entry)
 
-    def metric_values(y_pred, y, top_k=None, exclude=None, **options):
-        common = {name: options.pop(name, default) for name, default in defaults.items()}
-        unknown = set(options) - {option.name for option in entry.options}
-        if unknown:
-            raise TypeError(f"{entry.name}() got an unexpected keyword argument {sorted(unknown)[0]!r}")
-        if entry.has_cutoff and top_k is None:
-            raise TypeError(f"{entry.name}() missing 1 required argument: 'top_k'")
-        chosen = {entry.name: _checked_options(entry, options)}
-        top_k = top_k if entry.has_cutoff else None
-        _, values = _values(entry.name, [entry], chosen, y_pred, y, exclude, {"top_k": top_k, **common})
+    def metric_values(*args: Any, **kwargs: Any) -> torch.Tensor:
+        try:  # the arguments as the signature below binds them (``exclude`` third without a cut-off)
+            bound = signature.bind(*args, **kwargs)
+        except TypeError as error:
+            raise TypeError(f"{entry.name}(): {error}") from None
+        bound.apply_defaults()
+        given = dict(bound.arguments)
+        inputs = [given.pop(name) for name in ("y_pred", "y", "exclude")]
+        top_k = given.pop("top_k", None)
+        common = {name: given.pop(name) for name in defaults}
+        chosen = {entry.name: _checked_options(entry, given)}
+        _, values = _values(entry.name, [entry], chosen, *inputs, {"top_k": top_k, **common})
         return values if entry.has_cutoff else values[:, 0]
 
     keyword = inspect.Parameter.KEYWORD_ONLY
@@ -154,7 +155,8 @@ def _function_of(entry: RankingEntry):
     parameters.append(inspect.Parameter("exclude", positional, default=None))
     parameters += [inspect.Parameter(name, keyword, default=default) for name, default in defaults.items()]
     parameters += [inspect.Parameter(option.name, keyword, default=option.default) for option in entry.options]
-    metric_values.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]
+    signature = inspect.Signature(parameters)
+    metric_values.__signature__ = signature  # type: ignore[attr-defined]
     metric_values.__name__ = metric_values.__qualname__ = entry.name
     shape = "(batch, len(top_k)) per cut-off, ascending" if entry.has_cutoff else "(batch,)"
     conventions = "".join(

@@ -159,6 +159,50 @@ def test_each_function_takes_the_defaults_of_its_class(name):
         assert function[argument].default == cls.parameters[argument].default, argument
 
 
+@pytest.mark.parametrize("name", list(ALL_METRICS))
+def test_each_function_binds_its_arguments_as_its_signature_says(name):
+    """``exclude`` passed by position lands where the signature puts it: third for r_precision,
+    whose third positional was read as a top_k and dropped (0.5 where item 0's exclusion gives
+    1.0). By hand: scores rank items 0-3, items 1 and 2 relevant, item 0 excluded, so item 1
+    is first (the values at k = 1 below; R-precision's top 2 both relevant). A call the
+    signature refuses raises a TypeError naming the function."""
+    scores, labels = torch.tensor([[0.9, 0.8, 0.7, 0.6]]), torch.tensor([[0, 1, 1, 0]])
+    excluded = torch.tensor([[True, False, False, False]])
+    function, has_cutoff = getattr(F, name), REGISTRY[name].has_cutoff
+    by_position = function(scores, labels, 1, excluded) if has_cutoff else function(scores, labels, excluded)
+    by_keyword = function(scores, labels, **({"top_k": 1} if has_cutoff else {}), exclude=excluded)
+    without = function(scores, labels, **({"top_k": 1} if has_cutoff else {}))
+    assert torch.equal(by_position, by_keyword) and not torch.equal(by_position, without), name
+    by_hand = {"ndcg": 1.0, "recall": 0.5, "precision": 1.0, "mrr": 1.0, "hit_rate": 1.0, "r_precision": 1.0}
+    if name in by_hand:
+        assert by_position.flatten().tolist() == [by_hand[name]]
+    wrong = (scores, labels, 1, excluded, 3) if has_cutoff else (scores, labels, excluded, 2)
+    with pytest.raises(TypeError, match=rf"^{name}\(\): too many positional arguments"):
+        function(*wrong)
+    with pytest.raises(TypeError, match=rf"^{name}\(\): got an unexpected keyword argument"):
+        function(scores, labels, **({"top_k": 1} if has_cutoff else {}), exclud=excluded)
+    if not has_cutoff:  # a cut-off given to a metric without one was dropped
+        with pytest.raises(TypeError, match=rf"^{name}\(\): got an unexpected keyword argument 'top_k'"):
+            function(scores, labels, top_k=5)
+
+
+@pytest.mark.parametrize(
+    "metrics, error, message",
+    [
+        ([], ValueError, "metrics must name at least one metric"),
+        (["ndcg", "ndcg"], ValueError, "metrics must not contain duplicates"),
+        ("ndcg", TypeError, "metrics must be a sequence of metric names"),
+        (["ndcg", "nope"], ValueError, "metrics"),
+    ],
+)
+def test_ranking_metrics_function_checks_metrics_as_the_class_does(metrics, error, message):
+    scores, labels = torch.tensor([[0.9, 0.8]]), torch.tensor([[0, 1]])
+    with pytest.raises(error, match=message):
+        R.RankingMetrics([1], metrics=metrics)
+    with pytest.raises(error, match=message):
+        F.ranking_metrics(scores, labels, [1], metrics)
+
+
 def test_hit_rate_function_counts_a_label_above_zero_as_its_class_does():
     scores = torch.tensor([[3.0, 2.0, 1.0], [3.0, 2.0, 1.0], [3.0, 2.0, 1.0]])
     labels = torch.tensor([[0.5, 0.0, 0.0], [0.5, 0.0, 1.0], [0.0, 0.0, 0.0]])

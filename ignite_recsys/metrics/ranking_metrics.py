@@ -13,7 +13,8 @@ from ._ranking import RankingMean, option_parameters
 from ._state import _PER_RANK, StatefulMetric, _identity
 
 
-def _check_metrics(name: str, metrics: Any, arguments: Any) -> list:
+def check_metric_names(name: str, metrics: Any, arguments: Any) -> list:
+    """The ``metrics`` argument: registry names, distinct (None: the default set)."""
     if metrics is None:
         return list(DEFAULT_METRICS)
     if isinstance(metrics, str) or not isinstance(metrics, Sequence):
@@ -62,7 +63,7 @@ class RankingMetrics(RankingMean):
         "top_k": V.TOP_K,
         "metrics": V.Custom(
             "a sequence of distinct metric names, or None for the default metrics",
-            _check_metrics,
+            check_metric_names,
             ("ndcg", [], ["ndcg", "ndcg"], ["no such metric"], 3),
         ),
         # gain_function, map_normalization, recall_normalization, ...: the registry's options
