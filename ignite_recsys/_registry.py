@@ -354,8 +354,9 @@ ENTRIES: tuple = (
                 "max_grade",
                 "err_max_grade",
                 4.0,
-                "the grade whose stopping probability is 1 - 2^-g_max (gdeval and ir-measures: 4)",
-                constraint=V.positive_real(),
+                "the grade whose stopping probability is 1 - 2^-g_max (gdeval and ir-measures: 4); at most "
+                "1023, as 2^g_max must be a float64",
+                constraint=V.Interval(float, 0, 1023, low_included=False),
             ),
         ),
         reproduces="ir-measures ERR@k, gdeval",

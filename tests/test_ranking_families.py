@@ -117,6 +117,18 @@ def test_err_refuses_grades_above_max_grade():
         R.ERR(3, ties="average")
 
 
+def test_err_max_grade_stays_within_float64():
+    """2**max_grade must be a float64: 1024 raised an OverflowError in update, it is refused when
+    the metric is built; at 1023 a grade-1023 item first stops the cascade there (ERR 1, by hand:
+    (2**1023 - 1) / 2**1023 rounds to 1)."""
+    for build in (lambda: R.ERR(2, max_grade=1024), lambda: R.RankingMetrics(2, ["err"], err_max_grade=1e6)):
+        with pytest.raises(ValueError, match=r"max_grade must be a finite number > 0 and <= 1023"):
+            build()
+    metric = R.ERR(2, max_grade=1023)
+    metric.update((torch.tensor([[0.9, 0.1]]), torch.tensor([[1023.0, 0.0]])))
+    assert metric.compute() == [1.0]
+
+
 @pytest.mark.parametrize("k", peer_cases.CUTOFFS)
 def test_fall_out_over_the_listed_candidates(k):
     """With ranked ids, the candidates are the listed ids (every item of ``full``: the whole catalog)."""
