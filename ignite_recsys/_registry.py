@@ -162,16 +162,29 @@ GAIN = Option(
 )
 
 
+_DISCOUNT_CHECKED = 1 << 20  # the most positions a callable discount is checked at (8 MiB)
+
+
 def _check_discount(name: str, value: Any, arguments: Mapping) -> Any:
-    if callable(value):
-        positions = torch.arange(1, 5, dtype=torch.float64)
-        weights = value(positions)
-        if not isinstance(weights, torch.Tensor) or weights.shape != positions.shape:
-            raise ValueError(f"{name} must map a tensor of 1-based positions to one weight each, got {weights!r:.60}")
-        if not bool(torch.isfinite(weights).all()) or bool((weights < 0).any()):
-            raise ValueError(f"{name} must give finite weights >= 0, got {weights.tolist()} for positions 1-4")
-        return value
-    return V.check_choice(name, value, DISCOUNTS)
+    """A discount name, or a callable whose weights are checked (finite, >= 0) at every position
+    up to the largest cut-off (at most the first 2**20)."""
+    if not callable(value):
+        return V.check_choice(name, value, DISCOUNTS)
+    try:
+        deepest = max(V.check_top_k(arguments.get("top_k", 4)))
+    except (TypeError, ValueError):  # top_k's own check names what is wrong with it
+        deepest = 4
+    positions = torch.arange(1, min(max(deepest, 4), _DISCOUNT_CHECKED) + 1, dtype=torch.float64)
+    weights = value(positions)
+    if not isinstance(weights, torch.Tensor) or weights.shape != positions.shape:
+        raise ValueError(f"{name} must map a tensor of 1-based positions to one weight each, got {weights!r:.60}")
+    bad = ~torch.isfinite(weights.to(torch.float64)) | (weights < 0)
+    if bool(bad.any()):
+        position = int(bad.nonzero()[0, 0]) + 1
+        raise ValueError(
+            f"{name} must give finite weights >= 0, got {float(weights[position - 1])} at position {position}"
+        )
+    return value
 
 
 DISCOUNTS = ("log2", "log2_clip")
@@ -180,7 +193,8 @@ DISCOUNT = Option(
     "discount",
     "log2",
     'the weight of rank i: ``"log2"`` 1 / log2(i + 1), ``"log2_clip"`` 1 / log2(max(i, 2)) (LensKit\'s '
-    "default ``LogRankWeight``), or a callable mapping a float64 tensor of 1-based positions to weights",
+    "default ``LogRankWeight``), or a callable mapping a float64 tensor of 1-based positions to weights (a "
+    "function of the positions alone: its weights are computed once per length and kept)",
     choices=(Choice("log2", "trec_eval, ranx, RecBole, torchmetrics, RecTools"), Choice("log2_clip", "LensKit")),
     constraint=V.Custom(
         "one of ['log2', 'log2_clip'] or a callable of the 1-based positions",

@@ -116,7 +116,7 @@ def ranking_metrics(
         if argument not in known:
             raise TypeError(f"ranking_metrics() got an unexpected keyword argument {argument!r}")
     entries = [REGISTRY[name] for name in names]
-    options = {entry.name: _checked_options(entry, conventions, "argument") for entry in entries}
+    options = {entry.name: _checked_options(entry, {**conventions, "top_k": top_k}, "argument") for entry in entries}
     keys, values = _values("ranking_metrics", entries, options, y_pred, y, exclude, locals())
     return dict(zip(keys, values.unbind(1)))
 
@@ -143,7 +143,7 @@ def _function_of(entry: RankingEntry):
         inputs = [given.pop(name) for name in ("y_pred", "y", "exclude")]
         top_k = given.pop("top_k", None)
         common = {name: given.pop(name) for name in defaults}
-        chosen = {entry.name: _checked_options(entry, given)}
+        chosen = {entry.name: _checked_options(entry, {**given, "top_k": top_k})}
         _, values = _values(entry.name, [entry], chosen, *inputs, {"top_k": top_k, **common})
         return values if entry.has_cutoff else values[:, 0]
 

@@ -10,6 +10,7 @@ import pytest
 import torch
 
 import ignite_recsys as R
+from ignite_recsys import functional as F
 from conftest import CUTOFF_CLASSES, random_batch, run_metric
 from references import metric_means
 
@@ -290,6 +291,8 @@ GOOD = (
         (lambda y: y.sum(), ValueError, "one gain per relevance value"),
         (lambda y: y.tolist(), TypeError, "must return a torch.Tensor"),
         (lambda y: y > 0, TypeError, "real gains"),
+        # label 2 gains less than label 1: the ideal ranking (by label) is not the best, NDCG > 1
+        (lambda y: 10.0 - y, ValueError, "gains must not decrease as the label grows"),
     ],
 )
 @pytest.mark.parametrize("ties", ["stable", "average"])
@@ -309,6 +312,35 @@ def test_custom_gain_output_is_checked(gain, error, message, ties):
         metric.update(GOOD)
     for key, value in _state(metric).items():
         assert torch.equal(before[key], value), key
+
+
+@pytest.mark.parametrize(
+    "discount, position, weight",
+    [
+        (lambda p: torch.where(p == 5, torch.inf, 1 / p), 5, "inf"),
+        (lambda p: torch.where(p >= 7, -1.0, 1 / p), 7, "-1.0"),
+    ],
+)
+def test_custom_discount_is_checked_at_every_position_used(discount, position, weight):
+    """A callable discount is checked up to the largest cut-off (it was checked at positions 1-4
+    only: infinite at 5 gave DCG NaN and NDCG 0, negative from 7 an NDCG below the truth); a
+    discount only used where it is sound gives the numpy values of its weights 1 / p."""
+    scores, labels = GOOD
+    message = rf"discount must give finite weights >= 0, got {weight} at position {position}"
+    for build in (
+        lambda: R.NDCG([10], discount=discount),
+        lambda: R.DCG([2, 10], discount=discount),
+        lambda: R.RankingMetrics([10], ["ndcg"], discount=discount),
+        lambda: F.ndcg(scores, labels, 10, discount=discount),
+        lambda: F.ranking_metrics(scores, labels, [3, 10], ["dcg"], discount=discount),
+    ):
+        with pytest.raises(ValueError, match=message):
+            build()
+    gains = 2.0 ** labels.numpy() - 1
+    order = np.argsort(-scores.numpy(), axis=1, kind="stable")
+    dcg = (np.take_along_axis(gains, order, 1)[:, :4] / np.arange(1, 5)).sum(1)
+    ideal = (-np.sort(-gains, axis=1)[:, :4] / np.arange(1, 5)).sum(1)
+    np.testing.assert_allclose(F.ndcg(scores, labels, 4, discount=discount)[:, 0].numpy(), dcg / ideal, atol=1e-12)
 
 
 def test_custom_gain_matches_reference(rng):

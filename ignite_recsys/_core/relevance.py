@@ -538,6 +538,12 @@ def gain_flags(gain_function: GainFunction, *gain_tensors: Optional[torch.Tensor
         flags[f"gain_function={name} returned a negative gain for a relevant label; gains must be >= 0"] = torch.stack(
             [(g < 0).any() for g in used]
         ).any()
+        ideal = gain_tensors[-1]
+        if ideal is not None and ideal.ndim == 2 and ideal.shape[1] > 1:  # the ideal ranking orders by label
+            flags[
+                f"gain_function={name} gave a label a larger gain than a higher label of the same user; the ideal "
+                "ranking orders items by label, so gains must not decrease as the label grows"
+            ] = (ideal[:, 1:] > ideal[:, :-1]).any()
     return flags
 
 
