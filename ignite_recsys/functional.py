@@ -140,11 +140,11 @@ def _function_of(entry: RankingEntry):
             raise TypeError(f"{entry.name}(): {error}") from None
         bound.apply_defaults()
         given = dict(bound.arguments)
-        inputs = [given.pop(name) for name in ("y_pred", "y", "exclude")]
+        y_pred, y, exclude = given.pop("y_pred"), given.pop("y"), given.pop("exclude")
         top_k = given.pop("top_k", None)
         common = {name: given.pop(name) for name in defaults}
         chosen = {entry.name: _checked_options(entry, {**given, "top_k": top_k})}
-        _, values = _values(entry.name, [entry], chosen, *inputs, {"top_k": top_k, **common})
+        _, values = _values(entry.name, [entry], chosen, y_pred, y, exclude, {"top_k": top_k, **common})
         return values if entry.has_cutoff else values[:, 0]
 
     keyword = inspect.Parameter.KEYWORD_ONLY

@@ -183,7 +183,16 @@ def test_state_is_a_few_sums_that_do_not_grow():
         paired.update((scores_a, scores_b, y))
     state = paired.state_dict()["__metric_state_per_rank"][0]
     assert {key: tuple(value.shape) for key, value in state.items()} == shapes
-    assert sorted(shapes) == ["_count", "_num_invalid_updates", "_shift", "_sum_a", "_sum_b", "_sum_d", "_sum_d2"]
+    assert sorted(shapes) == [
+        "_count",
+        "_num_invalid_updates",
+        "_shift",
+        "_sum_a",
+        "_sum_b",
+        "_sum_d",
+        "_sum_d2",
+        "_sum_d_deviations",
+    ]
     restored = R.Paired(R.MRR(TOP_K))
     restored.load_state_dict(paired.state_dict())
     assert restored.compute() == paired.compute()

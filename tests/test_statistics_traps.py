@@ -257,3 +257,43 @@ def test_group_intervals_of_groups_far_apart_match_scipy():
     loaded = R.AveragePopularity([1], popularity, num_groups=2)
     loaded.load_state_dict(state)
     np.testing.assert_allclose(loaded.confidence_interval_groups()[0][0], metric.confidence_interval_groups()[0][0])
+
+
+def _exact_variance(values) -> float:
+    """The sample variance of float64 values in exact rational arithmetic, rounded once."""
+    from fractions import Fraction
+
+    exact = [Fraction(float(value)) for value in values]
+    mean = sum(exact) / len(exact)
+    return float(sum((value - mean) ** 2 for value in exact) / (len(exact) - 1))
+
+
+@pytest.mark.parametrize("spread", [1e-3, 1e-5])
+@pytest.mark.parametrize("batch", [2, 4000])
+def test_spread_far_below_the_values_keeps_its_digits(spread, batch):
+    """Values 1e8 + U(0, spread) in two groups: the deviations from the shift are summed on their
+    own, so the squares are not corrected by a difference of totals near 4e11 (its rounding put
+    group_gap's Welch half-width 2.7e-4 off at spread 1e-3, and at 1e-5 gave a group a variance
+    of exactly 0, or +24% in one batch). Against the exact variances: the Welch half-width and
+    degrees of freedom to 1e-6, each interval's half-width to the rounding of its ends near 1e8."""
+    rng = np.random.default_rng(3)
+    values = 1e8 + rng.random(4000) * spread
+    groups = np.arange(4000) % 2
+    metric = R.AveragePopularity(1, torch.tensor(values), num_groups=2)  # user u lists item u: its value
+    for start in range(0, 4000, batch):
+        users = torch.arange(start, min(start + batch, 4000))
+        metric.update((R.RankedItems(users.unsqueeze(1)), torch.zeros(len(users), 4000), R.UserGroups(users % 2)))
+    kept = [values[groups == group] for group in (0, 1)]
+    variances = [_exact_variance(group) for group in kept]
+    [gap] = R.group_gap(metric)
+    shares = [variance / len(group) for variance, group in zip(variances, kept)]
+    df = sum(shares) ** 2 / sum(share**2 / (len(group) - 1) for share, group in zip(shares, kept))
+    half = st.t.ppf(0.975, df) * np.sqrt(sum(shares))
+    assert gap.df == pytest.approx(df, rel=1e-6)
+    assert (gap.confidence_interval[1] - gap.confidence_interval[0]) / 2 == pytest.approx(half, rel=1e-6)
+    ulp = np.spacing(1e8)  # the ends are rounded there
+    intervals = [interval for [interval] in metric.confidence_interval_groups()] + metric.confidence_interval()
+    for (low, high), part in zip(intervals, kept + [values]):
+        exact = st.t.ppf(0.975, len(part) - 1) * np.sqrt(_exact_variance(part) / len(part))
+        assert abs((high - low) / 2 - exact) <= 2 * ulp
+        assert (low + high) / 2 == pytest.approx(part.mean(), rel=1e-13)  # a float64 sum's quotient

@@ -3,10 +3,11 @@ intervals and results per user group.
 
 A :class:`UserMean` turns each batch into per-user values (:class:`UserRows`: a (batch,
 num_values) float64 tensor and whether each user counts) and keeps, per value, the sum over the
-counted users, their sum of squared deviations from a shift (for
+counted users, their sum of deviations from a shift and of their squares (for
 :meth:`UserMean.confidence_interval`) and their count, summed across processes. The shift is the
 mean of the first counted users, kept in the state: the squares of values far from 0 (popularity
-counts near 1e8) then keep the precision of their spread, which sum(x²) - n mean² cancels away.
+counts near 1e8) then keep the precision of their spread, which sum(x²) - n mean² cancels away,
+and the deviations' own sum brings them to the mean without a difference of totals.
 ``per_user=True`` also keeps each batch's values on the metric's device (the one state that
 grows with the users; off by default, not part of ``state_dict()``), and ``num_groups=G`` the
 same sums per user group.
@@ -43,6 +44,13 @@ class UserRows:
     users: Optional[torch.Tensor] = None
 
 
+def saved_entry(state_dict: Any) -> Optional[Mapping]:
+    """This process's entry of a state dict saved per process (None for another form)."""
+    per_rank = state_dict.get(_PER_RANK) if isinstance(state_dict, Mapping) else None
+    saved = per_rank[idist.get_rank()] if isinstance(per_rank, Sequence) and len(per_rank) > idist.get_rank() else None
+    return saved if isinstance(saved, Mapping) else None
+
+
 def check_group_ids(groups: torch.Tensor, num_groups: int) -> dict:
     """Value check of an update's group ids (run on the device): within [0, num_groups)."""
     outside = (groups < 0) | (groups >= num_groups)
@@ -53,24 +61,28 @@ class UserMean(StatefulMetric):
     """The mean over counted users of per-user values (``_user_rows``): states ``_sum``
     (num_values,) and ``_count``, with
 
-    - state ``_sum_squares`` (num_values,): the counted users' sum of squared deviations from
-      ``_shift`` (num_values,), the mean of the first batch with counted users (0 before one),
+    - states ``_sum_squares`` and ``_sum_deviations`` (num_values,): the counted users' sums of
+      squared deviations and of deviations from ``_shift`` (num_values,), the mean of the first
+      batch with counted users (0 before one),
       read by :meth:`confidence_interval` (:func:`centered_moments`);
     - ``per_user=True``: each batch's values kept on the metric's device, returned by
       :meth:`per_user` (in user-id order when the updates carry :class:`~ignite_recsys.UserIds`);
     - ``num_groups=G``: states ``_group_sum`` (G, num_values), ``_group_count`` (G,) and
-      ``_group_sum_squares`` (G, num_values), accumulated by one ``index_add`` each, the squares
-      about ``_group_shift`` (G, num_values), each group's own shift (the mean of its first counted
-      users), read by :meth:`compute_groups` and :meth:`confidence_interval_groups`.
+      ``_group_sum_squares`` and ``_group_sum_deviations`` (G, num_values), accumulated by one
+      ``index_add`` each, the deviations about ``_group_shift`` (G, num_values), each group's own
+      shift (the mean of its first counted users), read by :meth:`compute_groups` and
+      :meth:`confidence_interval_groups`.
     """
 
     _parameter_constraints = {"per_user": V.BOOLEAN, "num_groups": V.positive_int(optional=True)}
     _sum_squares: torch.Tensor
     _shift: torch.Tensor
+    _sum_deviations: torch.Tensor
     _group_sum: torch.Tensor
     _group_count: torch.Tensor
     _group_sum_squares: torch.Tensor
     _group_shift: torch.Tensor
+    _group_sum_deviations: torch.Tensor
     _per_user_rows: list
     _per_user_ids: list
 
@@ -82,20 +94,27 @@ class UserMean(StatefulMetric):
         self._add_mean_states()
         self.add_state("_sum_squares", lambda: (self._num_values(),))
         self.add_state("_shift", lambda: (self._num_values(),), optional=True)  # saved without: 0
+        # sum (x - _shift), summed from the small deviations (saved without: _sum - _count * _shift)
+        self.add_state("_sum_deviations", lambda: (self._num_values(),), optional=True)
         if num_groups is not None:
             self.add_state("_group_sum", lambda: (num_groups, self._num_values()))
             self.add_state("_group_count", (num_groups,))
             self.add_state("_group_sum_squares", lambda: (num_groups, self._num_values()))
             # saved without it (squares about _shift): _shift, on load
             self.add_state("_group_shift", lambda: (num_groups, self._num_values()), optional=True)
+            self.add_state("_group_sum_deviations", lambda: (num_groups, self._num_values()), optional=True)
         super().__init__(output_transform, device, skip_unrolling)
 
     def load_state_dict(self, state_dict: Any) -> None:
-        per_rank = state_dict.get(_PER_RANK) if isinstance(state_dict, Mapping) else None
-        saved = per_rank[idist.get_rank()] if isinstance(per_rank, Sequence) and per_rank else None
+        saved = saved_entry(state_dict)
         super().load_state_dict(state_dict)
-        if self.num_groups is not None and isinstance(saved, Mapping) and "_group_shift" not in saved:
-            self._group_shift.copy_(self._shift.expand_as(self._group_shift))  # the squares' centre then
+        if saved is not None and not {"_sum_deviations", "_shift"} <= set(saved):  # about the shift loaded
+            self._sum_deviations.copy_(self._sum - self._count * self._shift)
+        if self.num_groups is not None and saved is not None:
+            if "_group_shift" not in saved:
+                self._group_shift.copy_(self._shift.expand_as(self._group_shift))  # the squares' centre then
+            if not {"_group_sum_deviations", "_group_shift"} <= set(saved):
+                self._group_sum_deviations.copy_(self._group_sum - self._group_count.unsqueeze(1) * self._group_shift)
         self._rows_lost = True  # the loaded users' rows are not in the state: per_user() raises until reset
 
     def reset(self) -> None:
@@ -136,7 +155,9 @@ class UserMean(StatefulMetric):
         sums = weighted.t().contiguous().sum(1)
         shift, deviation = shifted(values, sums, count, self._count, self._shift)
         squares = (deviation * deviation * weights).t().contiguous().sum(1)
+        deviations = (deviation * weights).t().contiguous().sum(1)
         totals = {"_sum": sums, "_count": count, "_sum_squares": squares, "_shift": shift, **rows.extra}
+        totals["_sum_deviations"] = deviations
         invalid = rows.invalid
         if self.num_groups is not None and rows.groups is not None:  # (_check_user_tags: groups given)
             invalid = {**invalid, **check_group_ids(rows.groups, self.num_groups)}
@@ -173,8 +194,10 @@ class UserMean(StatefulMetric):
         deviation = values - self._shift
         sums = _piece_sums(values * weights, sizes)
         squares = _piece_sums(deviation * deviation * weights, sizes)
+        deviations = _piece_sums(deviation * weights, sizes)
         self._sum.copy_(torch.cat([self._sum.unsqueeze(0), sums]).cumsum(0)[-1])
         self._sum_squares.copy_(torch.cat([self._sum_squares.unsqueeze(0), squares]).cumsum(0)[-1])
+        self._sum_deviations.copy_(torch.cat([self._sum_deviations.unsqueeze(0), deviations]).cumsum(0)[-1])
         self._count.add_(weight.sum())  # a count: exact in any order
         self._shift.add_(0.0)  # what each update adds to it (center - shift = +0.0)
 
@@ -297,7 +320,9 @@ class UserMean(StatefulMetric):
                 f"{type(self).__name__}.confidence_interval(): the state has no sums of squares (it was loaded "
                 "from a state dict without them); update from a reset"
             )
-        total, count, deviations = centered_moments(self._sum, self._count, self._sum_squares, self._shift)
+        total, count, deviations = centered_moments(
+            self._sum, self._count, self._sum_squares, self._shift, self._sum_deviations
+        )
         name = type(self).__name__
         if count < 2:
             raise NotComputableError(
@@ -314,7 +339,11 @@ class UserMean(StatefulMetric):
             raise RuntimeError(f"{type(self).__name__}.{method}() needs the metric to be built with num_groups")
         self._checked()
         total, count, deviations = centered_moments(
-            self._group_sum, self._group_count.unsqueeze(1), self._group_sum_squares, self._group_shift
+            self._group_sum,
+            self._group_count.unsqueeze(1),
+            self._group_sum_squares,
+            self._group_shift,
+            self._group_sum_deviations,
         )
         return total, count.squeeze(1), deviations
 
@@ -366,6 +395,7 @@ def _group_totals(index: torch.Tensor, values: torch.Tensor, weight: torch.Tenso
         "_group_sum": sums,
         "_group_count": counts,
         "_group_sum_squares": zeros.index_add(0, index, deviation * deviation * weights),
+        "_group_sum_deviations": zeros.index_add(0, index, deviation * weights),
         "_group_shift": center - state_shift,
     }
 
@@ -401,22 +431,30 @@ def shifted(values: torch.Tensor, sums: torch.Tensor, count: torch.Tensor, state
     return center - state_shift, values - center
 
 
-def centered_moments(total: Any, count: Any, squares: Any, shift: Any) -> tuple:
+def centered_moments(total: Any, count: Any, squares: Any, shift: Any, deviations: Any) -> tuple:
     """(sums, counts, sums of squared deviations from the mean), over all processes, from each
-    process's sums of values ``total``, ``count`` and sums of squared deviations ``squares`` from
-    its own ``shift`` (shapes broadcast): with m the mean of all processes and c a process's shift,
-    its share is sum (x - m)^2 = sum (x - c)^2 + 2 (c - m) sum (x - c) + n (c - m)^2, reduced by a sum
-    (Chan, Golub & LeVeque's pairwise update, for a common centre)."""
-    all_total: Any = total
-    all_count: Any = count
-    if idist.get_world_size() > 1:
+    process's sums of values ``total``, ``count``, and its sums of the deviations ``deviations``
+    and of their squares ``squares`` from its own ``shift`` c (shapes broadcast). With m the mean
+    of all processes, a process's share is sum (x - m)^2 = sum (x - c)^2 + 2 (c - m) sum (x - c)
+    + n (c - m)^2, reduced by a sum (Chan, Golub & LeVeque's pairwise update, for a common
+    centre). c - m is taken from the deviations, not from the totals: (c - r) - sum (x - r) / N
+    about r, the count-weighted mean of the shifts; in one process c - m = -sum (x - c) / n and
+    the share sum (x - c)^2 - (sum (x - c))^2 / n, none of it rounded at the scale of the values."""
+    world = idist.get_world_size()
+    all_total, all_count, weighted_shift = total, count, count * shift
+    if world > 1:
         all_total, all_count = idist.all_reduce(total.clone()), idist.all_reduce(count.clone())
-    mean = torch.where(all_count > 0, all_total / all_count.clamp(min=1), shift)
-    offset = shift - mean
-    deviations: Any = squares + 2 * offset * (total - count * shift) + count * offset * offset
-    if idist.get_world_size() > 1:
-        deviations = idist.all_reduce(deviations)
-    return all_total, all_count, deviations.clamp(min=0)
+        weighted_shift = idist.all_reduce(weighted_shift)
+    counted = all_count.clamp(min=1)
+    own = shift - torch.where(all_count > 0, weighted_shift / counted, shift)  # c - r
+    spread: Any = count * own + deviations  # sum (x - r) of this process
+    if world > 1:
+        spread = idist.all_reduce(spread)
+    offset = own - spread / counted  # c - m
+    shares: Any = squares + 2 * offset * deviations + count * offset * offset
+    if world > 1:
+        shares = idist.all_reduce(shares)
+    return all_total, all_count, shares.clamp(min=0)
 
 
 def gathered_rows(rows: torch.Tensor) -> torch.Tensor:

@@ -12,7 +12,7 @@ from .._tdist import paired_t_p_value, t_quantile
 from ..inputs import UserGroups, UserIds
 from ..stats import PairedTestResult
 from ._state import BatchTotals, StatefulMetric, _identity
-from ._users import UserMean, centered_moments, shifted
+from ._users import UserMean, centered_moments, saved_entry, shifted
 
 _PAIRED_FIELDS = ("mean_a", "mean_b", "mean_difference", "p_value")
 
@@ -98,6 +98,10 @@ class Paired(StatefulMetric):
     }
     metric: Any  # the metric of each model (a UserMean)
     level: float
+    _sum_d: torch.Tensor
+    _count: torch.Tensor
+    _shift: torch.Tensor
+    _sum_d_deviations: torch.Tensor
 
     def __init__(
         self,
@@ -113,9 +117,17 @@ class Paired(StatefulMetric):
         for key in ("_sum_a", "_sum_b", "_sum_d", "_sum_d2"):
             self.add_state(key, (size,))
         self.add_state("_shift", (size,), optional=True)  # of _sum_d2 (saved without: 0)
+        # sum (d - _shift) from the small deviations (saved without: _sum_d - _count * _shift)
+        self.add_state("_sum_d_deviations", (size,), optional=True)
         super().__init__(
             output_transform, device=metric._device if device is None else device, skip_unrolling=skip_unrolling
         )
+
+    def load_state_dict(self, state_dict: Any) -> None:
+        saved = saved_entry(state_dict)
+        super().load_state_dict(state_dict)
+        if saved is not None and not {"_sum_d_deviations", "_shift"} <= set(saved):  # about the shift loaded
+            self._sum_d_deviations.copy_(self._sum_d - self._count * self._shift)
 
     def _model_rows(self, model: str, y_pred: Any, rest: tuple):
         name = type(self.metric).__name__
@@ -161,11 +173,14 @@ class Paired(StatefulMetric):
         sums = {key: (value * weights).t().contiguous().sum(1) for key, value in values.items()}
         shift, deviation = shifted(difference, sums["_sum_d"], count, self._count, self._shift)
         sums["_sum_d2"] = (deviation * deviation * weights).t().contiguous().sum(1)
+        sums["_sum_d_deviations"] = (deviation * weights).t().contiguous().sum(1)
         return BatchTotals({**sums, "_shift": shift, "_count": count}, {**a.invalid, **b.invalid})
 
     def compute(self) -> Any:
         sum_a, sum_b = self._checked("_sum_a", "_sum_b")
-        sum_d, count, deviations = centered_moments(self._sum_d, self._count, self._sum_d2, self._shift)
+        sum_d, count, deviations = centered_moments(
+            self._sum_d, self._count, self._sum_d2, self._shift, self._sum_d_deviations
+        )
         n = float(count)
         if n < 2:
             raise NotComputableError(
