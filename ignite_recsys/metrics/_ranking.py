@@ -498,4 +498,5 @@ class RankingMean(UserMean):
         # ignite keeps no sums of squares: confidence_interval() says so instead of guessing
         state["_sum_squares"] = torch.full((len(top_k),), torch.nan, dtype=torch.float64, device=self._device)
         state["_shift"] = torch.zeros((len(top_k),), dtype=torch.float64, device=self._device)
+        state["_sum_deviations"] = state["_sum"].clone()  # about the shift 0
         return state
