@@ -227,7 +227,7 @@ ITEM_VECTOR = Custom(
 
 
 # --- The checks the constraints share ------------------------------------------------------------
-MAX_TOP_K = (1 << 31) - 1  # the longest ranking: item ids lie below 2**31
+MAX_TOP_K = (1 << 31) - 1  # the largest cut-off (a cut-off past a ranking reads the whole ranking)
 
 
 def check_top_k(top_k: Any) -> tuple[int, ...]:
@@ -253,8 +253,8 @@ def check_top_k(top_k: Any) -> tuple[int, ...]:
             raise ValueError(f"top_k must be list of positive integers only, got {_show(top_k)}: {k} is not positive")
         if k > MAX_TOP_K:
             raise ValueError(
-                f"top_k must be at most {MAX_TOP_K} (2**31 - 1: item ids lie below 2**31, so no ranking is longer), "
-                f"got {k}; a cut-off past a user's list reads the whole list"
+                f"top_k must be at most {MAX_TOP_K} (2**31 - 1), got {k}; a cut-off past a user's list reads the "
+                "whole list"
             )
     if len(set(values)) != len(values):
         raise ValueError(f"top_k must not contain duplicates, got {list(values)}")

@@ -70,6 +70,11 @@ def _values(owner: str, entries: Sequence[RankingEntry], options: dict, y_pred, 
     user not counted."""
     checked = V.validate(_COMMON, {name: arguments[name] for name in _COMMON})
     checked["top_k"] = None if arguments["top_k"] is None else list(V.check_top_k(arguments["top_k"]))
+    if checked["top_k"] is None and any(entry.has_cutoff for entry in entries):
+        raise TypeError(
+            f"{owner}() needs top_k, the cut-offs of {[entry.name for entry in entries if entry.has_cutoff]}: an int "
+            "or a sequence of distinct positive ints"
+        )
     config = RankingConfig.of(owner, checked, entries, options)
     batch = parse_ranking_input((y_pred, y) if exclude is None else (y_pred, y, exclude), num_items=config.num_items)
     columns, has_relevant, invalid, _ = config.evaluate(batch, config.request())

@@ -332,3 +332,7 @@ def test_pairs_give_back_every_interaction_user_by_user(graded):
     got = sorted(zip(got_users.tolist(), got_items.tolist(), got_grades.tolist() if graded else [None] * len(keys)))
     assert got == want
     assert (got_grades is None) == (not graded)
+    for own in (got_items, got_grades) if graded else (got_items,):  # the table's arrays: read-only
+        with pytest.raises(ValueError, match="read-only"):
+            own[0] = -1
+    assert table.pairs()[1].tolist() == got_items.tolist()

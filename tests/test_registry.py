@@ -184,6 +184,10 @@ def test_each_function_binds_its_arguments_as_its_signature_says(name):
     if not has_cutoff:  # a cut-off given to a metric without one was dropped
         with pytest.raises(TypeError, match=rf"^{name}\(\): got an unexpected keyword argument 'top_k'"):
             function(scores, labels, top_k=5)
+    else:  # None for the cut-offs: named, not a failure deep inside
+        for call in (lambda: function(scores, labels, None), lambda: function(scores, labels, top_k=None)):
+            with pytest.raises(TypeError, match=rf"^{name}\(\) needs top_k, the cut-offs of \['{name}'\]"):
+                call()
 
 
 @pytest.mark.parametrize(
@@ -197,6 +201,10 @@ def test_each_function_binds_its_arguments_as_its_signature_says(name):
 )
 def test_ranking_metrics_function_checks_metrics_as_the_class_does(metrics, error, message):
     scores, labels = torch.tensor([[0.9, 0.8]]), torch.tensor([[0, 1]])
+    with pytest.raises(TypeError, match=r"ranking_metrics\(\) needs top_k"):
+        F.ranking_metrics(scores, labels, None)
+    # no cut-off needed: the top |R| = 1 holds item 0, not relevant
+    assert F.ranking_metrics(scores, labels, None, ["r_precision"])["r_precision"].tolist() == [0.0]
     with pytest.raises(error, match=message):
         R.RankingMetrics([1], metrics=metrics)
     with pytest.raises(error, match=message):

@@ -29,6 +29,7 @@ from .adapters import RankingInput
 from .full_rows import hits_at_own_depth, own_depth
 from .item_sets import ITEM_BITS, ItemTable, distinct_in_rows, first_in_rows, listed_of_mask, sort_id_rows
 from .relevance import (
+    custom_ideal_gains,
     LabelPass,
     RankingHints,
     Relevance,
@@ -586,6 +587,9 @@ def _ideal_gains(ranked: RankedBatch, gain_function: GainFunction) -> torch.Tens
     values = labels if labels is not None else ranking.batch.target_table.values
     if not ideal_needs_selection(values, gain_function):
         return binary_ideal_gains(ranked.num_relevant, depth, gain_function, threshold)
+    if callable(gain_function):  # gains in any order of the labels: the largest gains, not labels
+        table = None if labels is not None else ranking.batch.target_table
+        return custom_ideal_gains(labels, table, depth, relevance, gain_function, threshold)
     candidates = ranking.label_pass.candidates
     if labels is not None and not isinstance(candidates, TopLabels):
         maxima = ranking.label_pass.maxima

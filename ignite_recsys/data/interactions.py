@@ -576,13 +576,18 @@ class Interactions:
 
     def pairs(self) -> tuple:
         """Every interaction as ``(users, items, grades)``: int64 numpy dense ids, user by user,
-        and the float grades (None when none were given).
+        and the float grades (None when none were given); read-only views of the table's own arrays
+        but ``users``.
 
         >>> Interactions([3, 1, 3], [0, 2, 1], [5.0, 1.0, 4.0]).pairs()
         (array([1, 3, 3]), array([2, 0, 1]), array([1., 5., 4.]))
         """
         users = np.repeat(self._users.numpy(), np.diff(self._offsets.numpy()))
-        return users, self._items.numpy(), None if self._values is None else self._values.numpy()
+        items, grades = self._items.numpy().view(), None if self._values is None else self._values.numpy().view()
+        for own in (items, grades):
+            if own is not None:
+                own.flags.writeable = False  # the table's arrays: changed, they would corrupt it
+        return users, items, grades
 
     def __len__(self) -> int:
         return len(self._items)
