@@ -41,6 +41,7 @@ from .relevance import (
     full_row_checks,
     gain_flags,
     gains,
+    ideal_is_binary,
     ideal_needs_selection,
     invalid_flags,
     pass_groups,
@@ -580,14 +581,14 @@ def _ranked_batch(
 
 def _ideal_gains(ranked: RankedBatch, gain_function: GainFunction) -> torch.Tensor:
     """(batch, depth) the gains of the best possible ranking: of the first |R| positions when every
-    relevant item gains alike, else of the top ``depth`` labels (the label pass's group maxima
-    and candidates start that selection)."""
+    relevant item gains alike, the ``depth`` largest gains under a callable gain, else of the top
+    ``depth`` labels (the label pass's group maxima and candidates start that selection)."""
     ranking, depth = ranked.ranking, ranked.depth
     relevance, threshold, labels = ranking.relevance, ranking.threshold, ranking.labels
     values = labels if labels is not None else ranking.batch.target_table.values
-    if not ideal_needs_selection(values, gain_function):
+    if ideal_is_binary(values, gain_function):
         return binary_ideal_gains(ranked.num_relevant, depth, gain_function, threshold)
-    if callable(gain_function):  # gains in any order of the labels: the largest gains, not labels
+    if not ideal_needs_selection(values, gain_function):  # a callable gain: its largest gains, not labels
         table = None if labels is not None else ranking.batch.target_table
         return custom_ideal_gains(labels, table, depth, relevance, gain_function, threshold)
     candidates = ranking.label_pass.candidates

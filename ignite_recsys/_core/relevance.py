@@ -542,9 +542,15 @@ def gain_flags(gain_function: GainFunction, *gain_tensors: Optional[torch.Tensor
     return flags
 
 
+def ideal_is_binary(labels: torch.Tensor, gain_function) -> bool:
+    """Whether every relevant item gains alike, so that the ideal gains follow from |R| alone."""
+    return gain_function == "binary" or labels.dtype == torch.bool
+
+
 def ideal_needs_selection(labels: torch.Tensor, gain_function) -> bool:
-    """Whether the ideal gains need the top labels (graded gains), not just the relevant count."""
-    return not (gain_function == "binary" or labels.dtype == torch.bool)
+    """Whether the ideal gains are those of the top labels (graded built-in gains): not for
+    binary ones (|R| alone) nor for a callable gain (its largest gains, ``custom_ideal_gains``)."""
+    return not (ideal_is_binary(labels, gain_function) or callable(gain_function))
 
 
 def selected_ideal_gains(
