@@ -154,8 +154,7 @@ class UserMean(StatefulMetric):
         count = weight.sum()
         sums = weighted.t().contiguous().sum(1)
         shift, deviation = shifted(values, sums, count, self._count, self._shift)
-        squares = (deviation * deviation * weights).t().contiguous().sum(1)
-        deviations = (deviation * weights).t().contiguous().sum(1)
+        squares, deviations = (rows.t().contiguous().sum(1) for rows in deviation_rows(deviation, weights))
         totals = {"_sum": sums, "_count": count, "_sum_squares": squares, "_shift": shift, **rows.extra}
         totals["_sum_deviations"] = deviations
         invalid = rows.invalid
@@ -193,8 +192,7 @@ class UserMean(StatefulMetric):
         weights = weight.unsqueeze(1)
         deviation = values - self._shift
         sums = _piece_sums(values * weights, sizes)
-        squares = _piece_sums(deviation * deviation * weights, sizes)
-        deviations = _piece_sums(deviation * weights, sizes)
+        squares, deviations = (_piece_sums(rows, sizes) for rows in deviation_rows(deviation, weights))
         self._sum.copy_(torch.cat([self._sum.unsqueeze(0), sums]).cumsum(0)[-1])
         self._sum_squares.copy_(torch.cat([self._sum_squares.unsqueeze(0), squares]).cumsum(0)[-1])
         self._sum_deviations.copy_(torch.cat([self._sum_deviations.unsqueeze(0), deviations]).cumsum(0)[-1])
@@ -390,12 +388,12 @@ def _group_totals(index: torch.Tensor, values: torch.Tensor, weight: torch.Tenso
     if state_shift.device != values.device:
         state_count, state_shift = state_count.to(values.device), state_shift.to(values.device)
     center = torch.where((state_count == 0).unsqueeze(1), sums / counts.clamp(min=1).unsqueeze(1), state_shift)
-    deviation = values - center.index_select(0, index)
+    squares, deviations = deviation_rows(values - center.index_select(0, index), weights)
     return {
         "_group_sum": sums,
         "_group_count": counts,
-        "_group_sum_squares": zeros.index_add(0, index, deviation * deviation * weights),
-        "_group_sum_deviations": zeros.index_add(0, index, deviation * weights),
+        "_group_sum_squares": zeros.index_add(0, index, squares),
+        "_group_sum_deviations": zeros.index_add(0, index, deviations),
         "_group_shift": center - state_shift,
     }
 
@@ -429,6 +427,13 @@ def shifted(values: torch.Tensor, sums: torch.Tensor, count: torch.Tensor, state
         state_count, state_shift = state_count.to(values.device), state_shift.to(values.device)
     center = torch.where(state_count == 0, sums / count.clamp(min=1), state_shift)
     return center - state_shift, values - center
+
+
+def deviation_rows(deviation: torch.Tensor, weights: torch.Tensor) -> tuple:
+    """(squared deviations, deviations) of each user, 0 for a user not counted (``weights`` 0/1,
+    (batch, 1)): the rows summed into the sums of squares and of deviations from the shift."""
+    counted = deviation * weights
+    return counted * deviation, counted
 
 
 def centered_moments(total: Any, count: Any, squares: Any, shift: Any, deviations: Any) -> tuple:

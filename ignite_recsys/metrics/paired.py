@@ -12,7 +12,7 @@ from .._tdist import paired_t_p_value, t_quantile
 from ..inputs import UserGroups, UserIds
 from ..stats import PairedTestResult
 from ._state import BatchTotals, StatefulMetric, _identity
-from ._users import UserMean, centered_moments, saved_entry, shifted
+from ._users import UserMean, centered_moments, deviation_rows, saved_entry, shifted
 
 _PAIRED_FIELDS = ("mean_a", "mean_b", "mean_difference", "p_value")
 
@@ -172,8 +172,8 @@ class Paired(StatefulMetric):
         # each value reduced over users as its own contiguous row
         sums = {key: (value * weights).t().contiguous().sum(1) for key, value in values.items()}
         shift, deviation = shifted(difference, sums["_sum_d"], count, self._count, self._shift)
-        sums["_sum_d2"] = (deviation * deviation * weights).t().contiguous().sum(1)
-        sums["_sum_d_deviations"] = (deviation * weights).t().contiguous().sum(1)
+        squares, deviations = deviation_rows(deviation, weights)
+        sums["_sum_d2"], sums["_sum_d_deviations"] = (rows.t().contiguous().sum(1) for rows in (squares, deviations))
         return BatchTotals({**sums, "_shift": shift, "_count": count}, {**a.invalid, **b.invalid})
 
     def compute(self) -> Any:
