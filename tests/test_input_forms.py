@@ -166,8 +166,8 @@ def test_count_true_equals_sum(width):
 
 
 def test_long_rows_with_an_empty_exclusion_equal_the_dense_path():
-    """Rows long enough for the ideal ranking's strided label groups (taken in the relevance pass
-    on the exclusion path too): an exclusion of nothing changes nothing."""
+    """Rows long enough for the ideal ranking's label groups of 32 consecutive labels (taken in
+    the relevance pass on the exclusion path too): an exclusion of nothing changes nothing."""
     rng = np.random.default_rng(4)
     scores = torch.from_numpy(rng.standard_normal((6, 30_011)).astype(np.float32))
     labels = torch.from_numpy(

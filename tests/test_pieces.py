@@ -119,7 +119,7 @@ def test_pieces_change_no_result(monkeypatch, options):
 @pytest.mark.parametrize("cache", [1 << 20, 64 << 20])
 def test_operation_count_is_bounded_and_does_not_grow_with_the_batch(monkeypatch, cache):
     """An update of the six metrics at six cut-offs takes at most 190 top-level operations at
-    every shape (one level of groups from 20k items, labels with a tail after the last strided
+    every shape (one level of groups from 20k items, labels with a tail after the last full
     group), and as many for 512 rows as for 256: the pass over the labels is one reduction
     whatever the cache (with a 1 MiB cache it would otherwise be cut into many pieces). The
     same for bool labels and the binary gain, which count |R| and select no labels; ties="average"
@@ -283,7 +283,7 @@ def test_label_pass_sees_every_nan(column, count, groups, depth):
 
 
 @pytest.mark.parametrize("exclude", [False, True])  # with an exclusion: the ranking step of candidates
-# label groups of ~sqrt(items / 5): 17 strided, compared whole in cache; 35: strided groups of 32 on CPU,
+# label groups of ~sqrt(items / 5): 17 strided, compared whole in cache; 35: runs of 32 consecutive labels,
 # read through their groups (as labels larger than the cache are)
 @pytest.mark.parametrize("items", [1_503, 6_001])
 @pytest.mark.parametrize(

@@ -1,6 +1,6 @@
 """The label pass of a dense ranking update on CPU counts |R| among the label groups whose maximum
 is relevant, and sorts the ideal ranking's labels there (a group holds a relevant label iff its
-maximum is relevant), or, for small strided groups on labels that stay in cache, from one
+maximum is relevant), or, for labels that stay in cache, from one
 comparison of every label: against numpy, with relevant labels after the last full group, users
 with none, users relevant in more groups than the pass takes (the candidates path then),
 thresholds under which 0 or -inf labels are relevant, NaN labels, and whole updates against the
@@ -14,7 +14,7 @@ import ignite_recsys as R
 from conftest import CUTOFF_CLASSES, run_metric
 from ignite_recsys._core import tuning
 from ignite_recsys._core.relevance import Relevance, TopLabels, relevance_pass
-from ignite_recsys._core.selection import ValueGroups
+from ignite_recsys._core.selection import ValueGroups, value_groups
 from references import candidate_metric_means, candidate_rankings
 
 
@@ -30,7 +30,7 @@ def _labels(rng, rows, width, dtype):
 
 @pytest.fixture(params=["groups", "whole"])
 def label_path(request, monkeypatch):
-    """Labels compared whole where small strided groups stay in cache (``whole``), or read through
+    """Labels compared whole where they stay in cache (``whole``), or read through
     their groups' maxima whatever their size (``groups``); returns the calls of the whole one."""
     from ignite_recsys._core import relevance as module
 
@@ -49,7 +49,7 @@ def test_relevant_groups_against_numpy(monkeypatch, label_path, threshold, dtype
 
     counted, original = [], module._count_in_candidates
     monkeypatch.setattr(module, "_count_in_candidates", lambda *args: counted.append(1) or original(*args))
-    whole = label_path[0] == "whole" and not contiguous and dtype != torch.float16  # numpy compares f32, f64
+    whole = label_path[0] == "whole" and dtype != torch.float16  # numpy compares f32, f64
     rng = np.random.default_rng(3)
     width, group, depth = 2_003, 7, 30
     grades, labels = _labels(rng, 9, width, dtype)
@@ -77,7 +77,7 @@ def test_relevant_groups_against_numpy(monkeypatch, label_path, threshold, dtype
         assert not relevance.mask(rest).any(), "positions past |R| hold an irrelevant label"
 
 
-# label groups of ~sqrt(items / 30): 7; 26: strided groups of 32 on CPU (contiguous runs on accelerators)
+# label groups of ~sqrt(items / 30): 7 strided; 26: runs of 32 consecutive labels
 @pytest.mark.parametrize("items", [1_503, 20_011])
 @pytest.mark.parametrize("gain_function", ["exp_rank", "linear_rank", "binary"])
 @pytest.mark.parametrize("threshold", [None, 2.0])
@@ -162,14 +162,14 @@ def test_label_pass_flags_nan_labels(label_path, dtype, contiguous):
         assert bool(passed.has_nan), (row, column)
         others = np.arange(6) != row  # the update refuses the batch; the other rows still count right
         np.testing.assert_array_equal(passed.num_relevant.numpy()[others], (grades > 0).sum(1)[others])
-    assert bool(label_path[1]) == (label_path[0] == "whole" and not contiguous)
+    assert bool(label_path[1]) == (label_path[0] == "whole")
 
 
-@pytest.mark.parametrize("relevant_per_user, listed", [(20, True), (60, False)])
+@pytest.mark.parametrize("relevant_per_user, listed", [(10, True), (60, False)])
 def test_relevant_groups_listed_up_to_a_share_of_the_labels(monkeypatch, relevant_per_user, listed):
     """At a small depth the groups of relevant maximum are still listed while their labels are few
-    beside the row (``RELEVANT_LABELS_SHARE``: 20 relevant labels per user, more groups than the
-    depth, 20 x 32 labels of 20,011), and not where they are many (60 x 32 labels); |R| and the
+    beside the row (``RELEVANT_LABELS_SHARE``: 10 relevant labels per user, more groups than the
+    depth, 10 x 64 labels of 20,011), and not where they are many (60 x 64 labels); |R| and the
     metrics equal numpy and the reference either way."""
     from ignite_recsys._core import relevance as module
 
@@ -184,7 +184,8 @@ def test_relevant_groups_listed_up_to_a_share_of_the_labels(monkeypatch, relevan
     for row in grades:
         row[rng.choice(items, relevant_per_user, replace=False)] = rng.integers(1, 4, relevant_per_user)
     labels = torch.from_numpy(grades).float()
-    groups = ValueGroups(32)  # strided groups of 32 labels, as on CPU from 24 labels per group
+    groups = value_groups(items, 3)
+    assert groups == ValueGroups(64, contiguous=True)  # the update's groups at this width and depth
     passed = relevance_pass(labels, Relevance.of(None, torch.float32), groups=groups, depth=3, select=True)
     np.testing.assert_array_equal(passed.num_relevant.numpy(), (grades > 0).sum(1))
     assert (found[-1] is not None) == listed, "listed among the groups of relevant maximum"

@@ -182,6 +182,20 @@ def test_top_values_with_whole_contiguous_groups_among_the_best(rng, width, k):
     np.testing.assert_array_equal(top_values(torch.from_numpy(x), k).numpy(), expected)
 
 
+def test_label_groups_of_the_update_pass_are_those_of_the_ideal_selection():
+    """The label pass takes its groups' maxima (``pass_groups``) and the ideal's selection reads
+    them (``top_values``): both take the same runs of consecutive labels on CPU, and maxima of
+    other groups are refused rather than read as these."""
+    from ignite_recsys._core.relevance import pass_groups
+
+    labels = torch.zeros(2, 300_007)
+    groups = pass_groups(labels, 100, select=True, count=True)
+    assert groups == value_groups(300_007, 100) and groups.contiguous and groups.size == 64
+    strided_maxima = torch.zeros(2, 300_007 // 32)  # the maxima of strided groups of 32
+    with pytest.raises(RuntimeError, match="group maxima"):
+        top_values(labels, 100, strided_maxima)
+
+
 @pytest.fixture
 def shared_passes(monkeypatch):
     """Passes shared with helper threads from a few thousand entries on (two torch threads

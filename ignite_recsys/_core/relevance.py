@@ -99,9 +99,8 @@ def relevance_pass(
     groups and ``depth``): |R| is counted among the groups of relevant maximum alone
     (``_relevant_groups``), and if ``select`` is True the ideal's labels are sorted there too
     (``TopLabels`` in place of the candidates), |R| then given even where not asked for;
-    None: among the candidates. Small strided groups
-    on labels that stay in cache skip the groups: every label is compared once on the host
-    (``_host_relevant_labels``).
+    None: among the candidates. Labels that stay in
+    cache skip the groups: every label is compared once on the host (``_host_relevant_labels``).
 
     Where no label needs a comparison, the pass is one max-reduction over the whole batch (the
     group maxima, or the row maxima): a user has a relevant item iff its largest label is
@@ -131,9 +130,8 @@ def relevance_pass(
     counts: Optional[torch.Tensor] = None
     highest: Optional[torch.Tensor] = None
     maxima: Optional[torch.Tensor] = None
-    if among_relevant and depth and groups is not None and not groups.contiguous:
-        if _host_compares_whole(labels, relevance):  # small strided groups on labels that stay in cache
-            return _whole_label_pass(labels, relevance, depth, bool(select))
+    if among_relevant and depth and groups is not None and _host_compares_whole(labels, relevance):
+        return _whole_label_pass(labels, relevance, depth, bool(select))  # labels that stay in cache
     if count and not from_candidates:
         with tuning.wide_pass(labels.numel()):
             counts, highest, maxima = _counting_pass(labels, relevance, groups, count_dtype)
@@ -190,7 +188,7 @@ def pass_groups(labels: torch.Tensor, depth: int, select: bool, count: bool) -> 
     if tuning.small_batch(labels):
         return None
     counts_among_candidates = count and labels.dtype != torch.bool and tuning.cpu_tuned(labels.device)
-    return value_groups(labels.shape[1], depth, labels.device) if select or counts_among_candidates else None
+    return value_groups(labels.shape[1], depth) if select or counts_among_candidates else None
 
 
 def any_nan(values: torch.Tensor) -> torch.Tensor:

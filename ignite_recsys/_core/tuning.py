@@ -97,12 +97,14 @@ FAST_REDUCTION = 64
 # The smallest strided label group worth a two-step selection of the top labels (about
 # sqrt(num_items / k) labels per group); below it one selection among all labels.
 MIN_VALUE_GROUP = 3
-# From this many labels per group on, the groups are strided groups of STRIDED_VALUE_GROUP labels
-# on CPU (torch reduces up to 32 strided runs at the speed of a plain row maximum, contiguous runs
-# of 32 or 64 about 1.3 times slower) and contiguous runs of 32 or 64 labels on accelerators.
+# From this many labels per group on, the groups are runs of 32 or 64 consecutive labels on every
+# device. Strided groups of 32 reduce at the speed of a plain row maximum on some CPUs and 3.6x
+# slower on others (an AMD EPYC VM, 256 x 1M on one thread: 137-155 ms against 38 ms, as if its
+# prefetchers followed fewer than 32 streams), where runs of 64 take 1.0-1.1x a row maximum there
+# and about 1.3x on the first; their chosen groups are also read as whole cache lines. Whole
+# updates on that VM, 256 x 1M binary float labels: 168 -> 102 ms, 100k: 26 -> 16 ms.
 # Re-measure: bench_update.py at N = 100k and 1M, with graded labels too.
 CONTIGUOUS_FROM = 24
-STRIDED_VALUE_GROUP = 32
 
 # Exclusions given as lists of at most this many items per k in each row (sparse, ``ItemIds``, or a
 # dense mask of few entries), or of any number where rows of STRIDED_ROWS_PER_K x (k + E) items

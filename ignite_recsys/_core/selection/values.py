@@ -8,7 +8,7 @@ from typing import Optional
 import torch
 
 from .. import tuning
-from ..tuning import CONTIGUOUS_FROM, MIN_VALUE_GROUP, STRIDED_VALUE_GROUP
+from ..tuning import CONTIGUOUS_FROM, MIN_VALUE_GROUP
 from .groups import rows_of_groups, strided_groups
 
 
@@ -23,9 +23,13 @@ def top_values(
     chosen groups hold k items at least that large. ``maxima``: the groups' maxima, if already
     computed; ``candidates``: ``ValueGroups.candidates``, if already taken."""
     if candidates is None:
-        groups = value_groups(x.shape[1], k, x.device)
+        groups = value_groups(x.shape[1], k)
         if groups is None:
             return x.topk(k, 1).values
+        if maxima is not None and maxima.shape[1] != x.shape[1] // groups.size:
+            raise RuntimeError(
+                f"top_values: {maxima.shape[1]} group maxima are not those of {groups} over {x.shape[1]} items"
+            )
         candidates = groups.candidates(x, k, maxima)
     return candidates.topk(k, 1).values
 
@@ -62,16 +66,14 @@ class ValueGroups:
         return candidates if tail_start == x.shape[1] else torch.cat([candidates, x[:, tail_start:]], 1)
 
 
-def value_groups(num_cols: int, k: int, device: Optional[torch.device] = None) -> Optional[ValueGroups]:
+def value_groups(num_cols: int, k: int) -> Optional[ValueGroups]:
     """The groups of ``top_values``, or None to select among all items: about sqrt(num_cols / k)
     items per group, which balances the two selections (among num_cols / g maxima, then among
-    g k items); from ``CONTIGUOUS_FROM`` on, strided groups of ``STRIDED_VALUE_GROUP`` items on
-    CPU (``device``) and contiguous runs of 32 or 64 items elsewhere."""
+    g k items); from ``CONTIGUOUS_FROM`` on, runs of 32 or 64 consecutive items (see
+    ``tuning.CONTIGUOUS_FROM``)."""
     group = value_group_size(num_cols, k)
     if group is None or group < CONTIGUOUS_FROM:
         return None if group is None else ValueGroups(group)
-    if device is not None and tuning.cpu_tuned(device):
-        return ValueGroups(STRIDED_VALUE_GROUP)
     return ValueGroups(32 if group < 48 else 64, contiguous=True)
 
 
