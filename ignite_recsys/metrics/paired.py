@@ -65,7 +65,9 @@ class Paired(StatefulMetric):
     :math:`s_d^2 = \sum (d - \bar d)^2 / (n - 1)`, from the shifted squares (differences near
     1e8 with a spread of 0.01 keep the precision of the spread): the values of
     ``scipy.stats.ttest_rel(a, b)`` and of ``paired_test(a, b, method="t")`` on the per-user
-    values. Attached to an Engine as ``name``, each value's ``mean_a``, ``mean_b``,
+    values. If every difference is the same (two identical models, say), the p-value is 1.0 when
+    it is 0 and 0.0 otherwise, and the interval is that difference at both ends, as
+    ``paired_test`` gives (scipy gives NaN). Attached to an Engine as ``name``, each value's ``mean_a``, ``mean_b``,
     ``mean_difference`` and ``p_value`` are also scalars under the metric's own scalar keys:
     ``"<name>@10/p_value"``, ``"<name>/ndcg@10/p_value"`` for :class:`RankingMetrics`,
     ``"<name>/p_value"`` for :class:`RPrecision`.
