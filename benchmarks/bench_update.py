@@ -60,15 +60,27 @@ def make_labels(batch, items, generator):
     return (torch.rand(batch, items, generator=generator) < min(1.0, 20 / items)).float()
 
 
-def round_times(candidates, repeats):
+# torch's OpenMP workers spin for a while after each multi-threaded operation (libgomp's default
+# wait policy: 5-11 ms after a torch.topk on a 2-core machine) on the cores a candidate that runs
+# next would take. Each candidate's untimed calls in a round last at least this long, so it is
+# timed in its own steady state rather than in what its predecessor left running. What an update
+# costs right after a multi-threaded operation is what ``--loop`` measures.
+SETTLE_SECONDS = 0.03
+
+
+def round_times(candidates, repeats, settle=SETTLE_SECONDS):
     """Seconds of each candidate in each round, in steady state. Repeats run in rounds (every
     candidate in each round), so a slow spell of a shared machine affects all candidates alike
-    and the ratios hold; within a round each candidate runs once untimed first, as in an epoch of
-    updates (its buffers and caches warm, not those its predecessor left)."""
+    and the ratios hold; within a round each candidate first runs untimed, once and then again
+    until ``settle`` seconds have passed since that first call (``SETTLE_SECONDS``), as in an
+    epoch of updates: its buffers and caches warm, and no thread its predecessor left spinning."""
     times = {name: [] for name in candidates}
     for _ in range(repeats):
         for name, fn in candidates.items():
+            start = time.perf_counter()
             fn()
+            while time.perf_counter() - start < settle:
+                fn()
             start = time.perf_counter()
             fn()
             times[name].append(time.perf_counter() - start)
@@ -261,7 +273,8 @@ LOOP_BATCHES, LOOP_DIM = 4, 64
 def loop_times(batch, items, repeats, names=("torch.topk(100)", "default", "num_threads=1"), seed=0):
     """{name: [seconds per round]}: each call timed right after the forward pass that makes its
     scores (``LOOP_BATCHES`` batches in turn); in each round every candidate runs once untimed
-    first, as in ``round_times``."""
+    first (its buffers warm; unlike ``round_times``, no settling: each call follows a forward
+    pass, whose OpenMP workers spin on)."""
     import ignite_recsys as R
 
     generator = torch.Generator().manual_seed(seed)

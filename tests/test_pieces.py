@@ -175,6 +175,36 @@ def test_dense_table_columns_with_and_without_the_floor():
         assert cells[titles.index("`RankingMetrics`")] == "0.80x"
 
 
+def test_benchmark_rounds_time_each_candidate_after_it_settles(monkeypatch):
+    """``bench_update.round_times``: in every round each candidate runs untimed for at least the
+    settle time before its timed call (torch's OpenMP workers spin for milliseconds after a
+    multi-threaded operation: the next candidate is not timed in their shadow), and the timed
+    call's seconds are recorded once per round. A fake clock: each call of a candidate takes its
+    own time (powers of two: the clock's sums are exact)."""
+    bench = _bench_module()
+    now = [0.0]
+    monkeypatch.setattr(bench.time, "perf_counter", lambda: now[0])
+    calls = []
+
+    def candidate(name, seconds):
+        def run():
+            calls.append((name, now[0]))
+            now[0] += seconds
+
+        return run
+
+    tick, settle = 2.0**-10, 10 * 2.0**-10
+    candidates = {"fast": candidate("fast", tick), "slow": candidate("slow", 2.0**-4)}
+    times = bench.round_times(candidates, repeats=2, settle=settle)
+    assert times == {"fast": [tick, tick], "slow": [2.0**-4, 2.0**-4]}
+    # per round: fast runs 10 times untimed (the settle time) then once timed; slow once untimed, once timed
+    assert [name for name, _ in calls] == (["fast"] * 11 + ["slow"] * 2) * 2
+    for round_start in (0, 13):
+        fast_calls = calls[round_start : round_start + 11]
+        assert fast_calls[-1][1] - fast_calls[0][1] >= settle  # the timed call starts after the settle time
+    assert bench.SETTLE_SECONDS >= 0.02  # longer than the spin measured after torch.topk (5-11 ms)
+
+
 def _configurations(labels):
     """(options, labels) of the operation test: float labels, bool labels, the binary gain, and
     ties="average" (untied scores: no row's tie group is read over the whole row)."""
