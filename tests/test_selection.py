@@ -393,6 +393,60 @@ def test_label_pass_beside_the_score_selection_against_the_reference(
     assert len(jobs) == len(batches) and all(isinstance(job, tuning.SideJob) for job in jobs)
 
 
+@pytest.mark.parametrize("in_cache", [False, True])
+def test_no_helper_keeps_a_batch_after_its_update(monkeypatch, shared_passes, in_cache):
+    """Once an update has returned, neither a helper thread nor a job still queued for one holds
+    the batch: the caller's last reference frees it. (A helper that kept its last job until the
+    next one arrived freed the previous batch itself at the start of the next update: unmapping
+    100 MB of scores took it 8-12 ms, while the update waited for its blocks.)"""
+    import time
+    import weakref
+
+    import ignite_recsys as R
+
+    monkeypatch.setattr(tuning, "IN_CACHE_SHARE", 1.0 if in_cache else 0.0)
+    metric = R.RankingMetrics([1, 10, 50], metrics=["ndcg", "recall", "map"])
+    rng = np.random.default_rng(8)
+    for _ in range(3):
+        arrays = [rng.random((64, 5_000), dtype=np.float32), (rng.random((64, 5_000)) < 0.01).astype(np.float32)]
+        freed = [weakref.ref(array) for array in arrays]  # the tensors' memory: freed with these
+        scores, labels = (torch.from_numpy(array) for array in arrays)
+        del arrays
+        metric.update((scores, labels))
+        del scores, labels
+        deadline = time.perf_counter() + 5.0  # a helper may still finish a block it claimed
+        while any(ref() is not None for ref in freed) and time.perf_counter() < deadline:
+            time.sleep(0.01)
+        assert all(ref() is None for ref in freed)
+    assert 0.0 < metric.compute()["ndcg@10"] < 1.0
+
+
+def test_jobs_left_queued_hold_no_input(monkeypatch, shared_passes):
+    """A helper busy elsewhere leaves its share of a pass and a side job queued; the update's
+    thread computes both, and what stays in the queue holds neither their inputs nor results."""
+    import functools
+    import threading
+    import time
+    import weakref
+
+    monkeypatch.setattr(tuning, "IN_CACHE_SHARE", 0.0)  # the side job is queued at once
+    release = threading.Event()
+    tuning._helper_jobs(1).put(lambda: release.wait(5.0))  # the helper, busy
+    time.sleep(0.05)
+    array = np.random.default_rng(3).random((64, 1000)).astype(np.float32)
+    freed = weakref.ref(array)
+    x = torch.from_numpy(array)
+    del array
+    with tuning.ranking_threads():  # (the functions hold the tensor itself, as an update's do)
+        job = tuning.side_job(functools.partial(torch.amax, x), x)
+        blocks = tuning.shared_pass(lambda rows, x=x: x[rows].amax(1), 64, 1000, x.device)
+        assert isinstance(job, tuning.SideJob) and float(job.result()) == float(x.max())
+    assert blocks is not None and torch.equal(torch.cat(blocks), x.amax(1))
+    del x, blocks, job
+    assert freed() is None  # the queued work and job.run hold nothing of it
+    release.set()
+
+
 def test_a_side_job_over_inputs_in_cache_starts_behind_the_next_shared_pass(monkeypatch, shared_passes):
     """Over inputs that stay in cache the job waits for the next shared pass (then runs once, on
     whichever thread gets to it); without one, the update's thread computes it at ``result()``;
