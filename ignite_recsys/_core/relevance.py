@@ -99,8 +99,8 @@ def relevance_pass(
     groups and ``depth``): |R| is counted among the groups of relevant maximum alone
     (``_relevant_groups``), and if ``select`` is True the ideal's labels are sorted there too
     (``TopLabels`` in place of the candidates), |R| then given even where not asked for;
-    None: among the candidates. Labels that stay in
-    cache skip the groups: every label is compared once on the host (``_host_relevant_labels``).
+    None: among the candidates. Labels that stay in cache skip the groups: every label is
+    compared once on the host (``_host_relevant_labels``).
 
     Where no label needs a comparison, the pass is one max-reduction over the whole batch (the
     group maxima, or the row maxima): a user has a relevant item iff its largest label is
