@@ -2,15 +2,15 @@
 
 Every metric is an :class:`ignite.metrics.Metric` with constant-size float64 state: attach it to
 an Ignite ``Engine`` or call ``reset`` / ``update((y_pred, y))`` / ``compute`` in a plain loop.
-Predictions may be dense scores or :class:`RankedItems`; targets dense, sparse or
-:class:`ItemIds`; the ranking and catalog metrics also take ``(y_pred, y, exclude)``.
+Predictions may be dense scores, :class:`RankedItems` or :class:`DotScores`; targets dense,
+sparse or :class:`ItemIds`; the ranking and catalog metrics also take ``(y_pred, y, exclude)``.
 :mod:`ignite_recsys.functional` gives the same per-user values from tensors in one call.
 """
 
 from . import functional
 from ._core.input_checks import InputWarning
 from .fairness import GroupGap, group_gap
-from .inputs import ItemIds, RankedItems, UserGroups, UserIds
+from .inputs import DotScores, ItemIds, RankedItems, UserGroups, UserIds
 from .metrics import *  # noqa: F401,F403
 from .metrics import __all__ as _metric_names
 from .report import Report
@@ -21,6 +21,7 @@ from .evaluation import EvaluationResult, evaluate
 __all__ = list(_metric_names) + [
     "ItemIds",
     "RankedItems",
+    "DotScores",
     "UserGroups",
     "UserIds",
     "InputWarning",

@@ -4,6 +4,8 @@
   as id lists (targets), or items to exclude.
 - :class:`RankedItems`: predictions as ranked item ids (batch, K), as an approximate-nearest-
   neighbour index returns them; ``-1`` marks a position with no item.
+- :class:`DotScores`: predictions as user and item vectors, scored ``user_vectors @
+  item_vectors.T + item_bias`` a tile of items at a time, never as a whole score matrix.
 - :class:`UserGroups`, :class:`UserIds`: a group id or a user id per user of the batch, appended
   to an update of the metrics that average over users (per-group means, per-user values in
   user-id order).
@@ -88,6 +90,114 @@ class RankedItems:
 
     def __repr__(self) -> str:
         return f"RankedItems(ids of shape {tuple(self.ids.shape)})"
+
+
+_VECTOR_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+DEFAULT_MEMORY_BUDGET = 256 * 2**20  # bytes of scores per tile of items
+
+
+class DotScores:
+    """Predictions as vectors: user ``u`` scores item ``i`` by ``user_vectors[u] @
+    item_vectors[i] + item_bias[i]`` (the last layer of a two-tower or matrix-factorisation
+    model). ``user_vectors`` (batch, d) and ``item_vectors`` (num_items, d) floating-point of one
+    dtype; ``item_bias`` (num_items,) of that dtype, or None. The metrics rank the catalog a
+    tile of items at a time, keeping each user's exact top k (ties by lower item index, as the
+    dense path), so memory is about batch x (tile + k) scores, never batch x num_items.
+    ``memory_budget``: the bytes of one tile's scores (default 256 MiB); the tile holds
+    ``memory_budget // (batch * itemsize)`` items (at least one). NaN or infinite vector entries
+    are refused in ``update``.
+
+    >>> import torch
+    >>> from ignite_recsys import DotScores
+    >>> DotScores(torch.ones(2, 8), torch.ones(1000, 8)).num_items
+    1000
+    """
+
+    def __init__(
+        self,
+        user_vectors: torch.Tensor,
+        item_vectors: torch.Tensor,
+        item_bias: Optional[torch.Tensor] = None,
+        memory_budget: int = DEFAULT_MEMORY_BUDGET,
+    ):
+        users = _vector_tensor("DotScores user_vectors", user_vectors, "(batch, d)")
+        items = _vector_tensor("DotScores item_vectors", item_vectors, "(num_items, d)")
+        if items.dtype != users.dtype:
+            raise TypeError(
+                f"DotScores item_vectors must have the dtype of user_vectors ({users.dtype}), got {items.dtype}"
+            )
+        if items.device != users.device:
+            raise ValueError(
+                f"DotScores item_vectors must be on the device of user_vectors ({users.device}), got {items.device}"
+            )
+        if items.shape[1] != users.shape[1]:
+            raise ValueError(
+                f"DotScores item_vectors must have the width of user_vectors (d = {users.shape[1]}), got "
+                f"shape {tuple(items.shape)}"
+            )
+        if users.shape[0] == 0:
+            raise ValueError("DotScores user_vectors must hold at least one user (batch dimension is 0)")
+        if items.shape[0] == 0:
+            raise ValueError("DotScores item_vectors must hold at least one item (num_items is 0)")
+        if item_bias is not None:
+            if not isinstance(item_bias, torch.Tensor) or item_bias.layout != torch.strided:
+                raise TypeError(f"DotScores item_bias must be a dense torch.Tensor or None, got {_kind(item_bias)}")
+            if item_bias.dtype != users.dtype:
+                raise TypeError(
+                    f"DotScores item_bias must have the dtype of the vectors ({users.dtype}), got {item_bias.dtype}"
+                )
+            if item_bias.shape != (items.shape[0],):
+                raise ValueError(
+                    f"DotScores item_bias must have shape (num_items,) = ({items.shape[0]},), one value per row "
+                    f"of item_vectors, got {tuple(item_bias.shape)}"
+                )
+            if item_bias.device != users.device:
+                raise ValueError(
+                    f"DotScores item_bias must be on the device of user_vectors ({users.device}), "
+                    f"got {item_bias.device}"
+                )
+            item_bias = item_bias.detach()
+        if isinstance(memory_budget, bool) or not isinstance(memory_budget, int) or memory_budget <= 0:
+            raise ValueError(f"DotScores memory_budget must be a positive int (bytes), got {memory_budget!r}")
+        self.user_vectors, self.item_vectors, self.item_bias = users, items, item_bias
+        self.memory_budget = memory_budget
+
+    @property
+    def num_items(self) -> int:
+        return int(self.item_vectors.shape[0])
+
+    @property
+    def num_users(self) -> int:
+        return int(self.user_vectors.shape[0])
+
+    def tile_items(self) -> int:
+        """The items scored at once: ``memory_budget`` bytes of (batch, tile) scores, at least one
+        item, at most the catalog."""
+        per_item = self.num_users * self.user_vectors.element_size()
+        return max(1, min(self.num_items, self.memory_budget // per_item))
+
+    def __repr__(self) -> str:
+        bias = "" if self.item_bias is None else ", item_bias"
+        return (
+            f"DotScores(user_vectors of shape {tuple(self.user_vectors.shape)}, item_vectors of shape "
+            f"{tuple(self.item_vectors.shape)}{bias}, {self.user_vectors.dtype})"
+        )
+
+
+def _kind(value) -> str:
+    return f"layout {value.layout}" if isinstance(value, torch.Tensor) else type(value).__name__
+
+
+def _vector_tensor(name: str, value, shape: str) -> torch.Tensor:
+    if not isinstance(value, torch.Tensor) or value.layout != torch.strided:
+        raise TypeError(f"{name} must be a dense torch.Tensor {shape} of floating-point values, got {_kind(value)}")
+    if value.dtype not in _VECTOR_DTYPES:
+        raise TypeError(
+            f"{name} must hold floating-point values (float16, bfloat16, float32, float64), got {value.dtype}"
+        )
+    if value.ndim != 2:
+        raise ValueError(f"{name} must be 2-D {shape}, got shape {tuple(value.shape)}")
+    return value.detach()
 
 
 def _check_per_user_vector(name: str, ids, what: str) -> torch.Tensor:

@@ -2,14 +2,17 @@
 :class:`RankingInput`, checked in one place before any state changes.
 
 =============== ==============================================================================
-``y_pred``      dense (batch, num_items) scores, or :class:`~ignite_recsys.RankedItems`
+``y_pred``      dense (batch, num_items) scores, :class:`~ignite_recsys.RankedItems`, or
+                :class:`~ignite_recsys.DotScores` (scored a tile of items at a time by the
+                ranking step, :mod:`.vectors`; the catalog is its item table)
 ``y``           dense (batch, num_items) relevance, a sparse COO/CSR (batch, num_items) tensor
                 (stored values = grades), or :class:`~ignite_recsys.ItemIds`
 ``exclude``     dense bool (batch, num_items), sparse (batch, num_items) (stored entry =
                 excluded), or :class:`~ignite_recsys.ItemIds`; optional
 =============== ==============================================================================
 
-The catalog size comes from the first dense or sparse tensor (scores, then targets, then
+The catalog size comes from the first dense or sparse tensor or item table (scores or
+DotScores' item vectors, then targets, then
 exclusion), else from the metric's ``num_items``; with ids alone and no ``num_items`` it stays
 unknown (ids are then only checked to lie in [-1, 2**31)).
 
@@ -25,10 +28,11 @@ from typing import Any, Generic, Optional, TypeVar
 import torch
 
 from . import input_checks as checks
-from ..inputs import ItemIds, RankedItems, UserGroups, UserIds
+from ..inputs import DotScores, ItemIds, RankedItems, UserGroups, UserIds
 from .input_checks import RANKED_IDS_HINT, check_id_range
 from .item_sets import MAX_NUM_ITEMS, ItemTable, entries_bound, sort_id_rows, sorted_rows, sparse_outside
 from .tuning import cpu_tuned
+from .vectors import finite_checks
 
 
 _T = TypeVar("_T")
@@ -52,14 +56,16 @@ class _Part(Generic[_T]):
 
 @dataclass
 class RankingInput:
-    """One batch in canonical form. Exactly one of ``scores`` / ``ranked_ids`` and one of
-    ``labels`` / ``targets`` is set."""
+    """One batch in canonical form. Exactly one of ``scores`` / ``ranked_ids`` / ``vectors`` and
+    one of ``labels`` / ``targets`` is set."""
 
     num_users: int
     num_items: Optional[int]
     device: torch.device
     scores: Optional[torch.Tensor] = None  # (B, N) float
     ranked_ids: Optional[torch.Tensor] = None  # (B, K) int64, -1 = no item
+    vectors: Optional[DotScores] = None  # scored by tiles in the ranking step (``vectors``)
+    vector_top_values: Optional[torch.Tensor] = None  # the scores at the ranked order of ``vectors``
     labels: Optional[torch.Tensor] = None  # (B, N) dense relevance
     targets: Optional[ItemTable] = None  # sparse or id-list relevance
     _excluded: Optional[torch.Tensor] = None  # (B, N) bool: see ``excluded``
@@ -225,8 +231,8 @@ def _unpack(output: Any) -> tuple[Any, Any, Any]:
 
 def _check_types(y_pred: Any, y: Any, exclude: Any) -> None:
     """Each of ``y_pred``, ``y`` and ``exclude`` in one of its accepted forms, tensors 2-D."""
-    if not isinstance(y_pred, RankedItems):
-        _dense_or_error("y_pred", y_pred, "scores (batch, num_items), or RankedItems")
+    if not isinstance(y_pred, (RankedItems, DotScores)):
+        _dense_or_error("y_pred", y_pred, "scores (batch, num_items), RankedItems or DotScores")
     if not isinstance(y, (ItemIds, torch.Tensor)):
         raise TypeError(f"y must be a torch.Tensor of relevance (dense or sparse), or ItemIds, got {type(y).__name__}")
     if exclude is not None and not isinstance(exclude, (ItemIds, torch.Tensor)):
@@ -243,11 +249,15 @@ def _batch_shape(y_pred: Any, y: Any, exclude: Any, num_items: Optional[int]) ->
     """An empty ``RankingInput`` of the batch's users, catalog size and device, each checked to
     agree between the parts that hold it (the catalog: the tensors' columns, else ``num_items``)."""
     shaped = [
-        (name, t) for name, t in (("y_pred", y_pred), ("y", y), ("exclude", exclude)) if isinstance(t, torch.Tensor)
+        (name, t.shape[1])
+        for name, t in (("y_pred", y_pred), ("y", y), ("exclude", exclude))
+        if isinstance(t, torch.Tensor)
     ]
+    if isinstance(y_pred, DotScores):  # its item table is the catalog
+        shaped.insert(0, ("y_pred (DotScores item_vectors rows)", y_pred.num_items))
     if shaped:
-        first_name, width = shaped[0][0], shaped[0][1].shape[1]
-        for name, other in ((name, tensor.shape[1]) for name, tensor in shaped):
+        first_name, width = shaped[0]
+        for name, other in shaped:
             if other != width:
                 raise ValueError(f"{name} must have {width} columns (num_items, as {first_name}), got {other}")
         if num_items is not None and width != num_items:
@@ -281,6 +291,10 @@ def _set_predictions(result: RankingInput, y_pred: Any, integers_accepted: bool)
     if isinstance(y_pred, RankedItems):
         result.ranked_ids = y_pred.ids
         _check_ids(result, "y_pred", y_pred.ids, per_row_unique=True)
+        return
+    if isinstance(y_pred, DotScores):
+        result.vectors = y_pred
+        result.invalid.update(finite_checks(y_pred))
         return
     if integers_accepted and y_pred.dtype in checks.INTEGER_SCORE_DTYPES:
         y_pred = y_pred.detach().to(checks.INTEGER_SCORE_DTYPES[y_pred.dtype])
@@ -347,10 +361,14 @@ def _dense_or_error(name: str, value: Any, expected: str) -> torch.Tensor:
 
 
 def _batch_size(value: Any) -> int:
+    if isinstance(value, DotScores):
+        return value.num_users
     return int(value.ids.shape[0] if isinstance(value, (ItemIds, RankedItems)) else value.shape[0])
 
 
 def _device(value: Any) -> torch.device:
+    if isinstance(value, DotScores):
+        return value.user_vectors.device
     return value.ids.device if isinstance(value, (ItemIds, RankedItems)) else value.device
 
 

@@ -57,6 +57,7 @@ from .selection import (
     stable_topk_excluding_listed,
     untied_topk,
 )
+from .vectors import vector_boundary_ties, vector_candidates
 from .ties import (
     boundary_ties,
     last_group_totals,
@@ -248,6 +249,11 @@ def _own_gain(gain_function: Optional[GainFunction]) -> GainFunction:
 def rank_input(batch: RankingInput, request: RankingRequest, hints: Optional[RankingHints] = None) -> RankedBatch:
     """The shared ranking step for any input form (see the module docstring). ``hints``: the
     calling metric's ``RankingHints`` (speed only). Threads: ``tuning.ranking_threads``."""
+    if batch.vectors is not None and request.ties != "stable":
+        raise ValueError(
+            "ties='average' is not available with DotScores predictions (the tied group past the cut-off would "
+            "need a second pass over the catalog): use ties='stable', or dense scores"
+        )
     with tuning.ranking_threads():
         dense = batch.dense_pair()
         if dense is not None:
@@ -371,6 +377,8 @@ def _candidates(batch: RankingInput, depth: int) -> tuple[torch.Tensor, torch.Te
         column = _compact_columns(listed)
         order = _compact(ids, column, -1)[:, : min(depth, ids.shape[1])]
         return order, listed.sum(1, dtype=torch.float64), {}, Compaction(ids, column)
+    if batch.vectors is not None:  # scored a tile of items at a time
+        return vector_candidates(batch, depth)
     scores = batch.score_rows.contiguous()
     num_items = scores.shape[1]
     depth = min(depth, num_items)
@@ -413,13 +421,15 @@ def _cut(batch: RankingInput, order: torch.Tensor, depth: int) -> tuple[torch.Te
     # A ranked list narrower than the cut-offs: the positions past it are empty, but they are
     # still positions of the ranking (the ideal ranking, and NDCG's IDCG@k, fill them)
     width = depth + 1 if batch.num_items is None else min(depth + 1, batch.num_items)
-    if batch.scores is None:  # no ties to look for past the cut-offs: no extra position
+    if batch.scores is None and batch.vectors is None:  # no ties to look for past the cut-offs: no extra position
         width = min(width, depth)
     if order.shape[1] < width:
         order = torch.nn.functional.pad(order, (0, width - order.shape[1]), value=-1)
     # a list padded wider than the catalog holds -1 past num_items positions (its ids are distinct)
     depth = min(depth, order.shape[1], batch.num_items or depth)
     # scores without an exclusion list an item at every position
+    if batch.vectors is not None:
+        return order[:, :depth], depth, vector_boundary_ties(batch, order, depth)
     tie = None if batch.scores is None else boundary_ties(batch.scores, order, depth, complete=not batch.has_exclusion)
     return order[:, :depth], depth, tie
 
@@ -643,6 +653,8 @@ def _relevant_candidates(ranking: Ranking, num_relevant: torch.Tensor) -> torch.
         return (relevance.indicator(stored.to(torch.float64)) * kept).sum(1)
     if not batch.has_exclusion:
         return num_relevant
+    if batch.vectors is not None and batch.labels is None and batch.excluded_list is not None:
+        return num_relevant - _relevant_listed(batch, relevance)  # no (batch, num_items) mask
     # CPU: the labels of each user's distinct excluded items alone (a dense mask read as a list too)
     dense_labels, rows = batch.labels, batch.excluded_rows if tuning.cpu_tuned(batch.device) else None
     if dense_labels is not None and rows is not None:
@@ -660,6 +672,17 @@ def _relevant_candidates(ranking: Ranking, num_relevant: torch.Tensor) -> torch.
     return num_relevant - table.per_user_sum(relevance.indicator(table.values.to(torch.float64)) * excluded)
 
 
+def _relevant_listed(batch: RankingInput, relevance: Relevance) -> torch.Tensor:
+    """(batch,) float64: the relevant entries of sparse or id targets that the exclusion list
+    holds (one ``searchsorted`` of the targets' keys into the exclusion's sorted keys)."""
+    table, excluded = batch.target_table, batch.exclusion_table.keys
+    if excluded.numel() == 0:
+        return torch.zeros(batch.num_users, dtype=torch.float64, device=batch.device)
+    at = torch.searchsorted(excluded, table.keys).clamp(max=excluded.numel() - 1)
+    listed = excluded.gather(0, at) == table.keys  # padding keys belong to no user: not summed
+    return table.per_user_sum(relevance.indicator(table.values.to(torch.float64)) * listed)
+
+
 def hits_within_own_depth(
     batch: RankingInput, relevance_threshold: Optional[float], ties: str
 ) -> tuple[torch.Tensor, torch.Tensor, dict]:
@@ -670,7 +693,10 @@ def hits_within_own_depth(
     whole a few at a time (``hits_at_own_depth``); other forms elsewhere are ranked over every
     candidate."""
     dense = batch.dense_pair()
-    num_items = batch.scores.shape[1] if batch.scores is not None else batch.id_rows.shape[1]
+    if batch.vectors is not None:
+        num_items = batch.vectors.num_items
+    else:
+        num_items = batch.scores.shape[1] if batch.scores is not None else batch.id_rows.shape[1]
     on_cpu = tuning.cpu_tuned(batch.device)
     # on CPU ranked to the batch's largest |R| only (a host read)
     counted = _relevant_count(batch, relevance_threshold) if on_cpu else None

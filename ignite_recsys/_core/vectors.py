@@ -1,0 +1,164 @@
+"""Exact top-k of :class:`~ignite_recsys.DotScores` predictions, a tile of items at a time.
+
+Scores are ``user_vectors @ item_vectors[a:b].T + item_bias[a:b]`` for consecutive tiles
+``[a, b)`` of ``DotScores.tile_items()`` items. Each tile's best ``k`` candidates come from the
+shared selection (:func:`~.selection.stable_topk`, or :func:`~.selection.stable_topk_excluding`
+with the tile's columns of the exclusion), by score descending then item index ascending. They
+are merged with the running best ``k``: the running list holds lower item indices than the tile,
+so a stable sort of the concatenation by score descending keeps the tie rule (equal scores: lower
+index first); a second stable sort puts empty positions (-1, fewer candidates than ``k`` so far)
+last. The result is the first ``k`` candidates of the dense path fed the matrix made of the same
+tiles. Memory: one tile of scores, its exclusion mask and the selection's temporaries, plus
+(batch, 2k) for the merge. The number of tiles depends on the shapes only; nothing reads a value
+on the host (beyond what the selection does on CPU).
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+
+from ..inputs import DotScores
+from .item_sets import ITEM_BITS, ItemTable
+from .relevance import count_true
+from .selection import stable_topk, stable_topk_excluding
+
+_ITEM_MASK = (1 << ITEM_BITS) - 1
+_FINITE = "y_pred (DotScores) "
+NAN_SCORES = "y_pred (DotScores) gives a NaN score: a product of the vectors overflows (inf - inf)"
+
+
+def finite_checks(vectors: DotScores) -> dict:
+    """Value-check flags (0-d bool tensors): NaN or infinite entries in the vectors or the bias."""
+    flags = {}
+    for name, tensor in (
+        ("user_vectors", vectors.user_vectors),
+        ("item_vectors", vectors.item_vectors),
+        ("item_bias", vectors.item_bias),
+    ):
+        if tensor is not None:
+            flags[f"{_FINITE}{name} holds NaN or an infinite value: give finite vectors"] = (
+                ~torch.isfinite(tensor)
+            ).any()
+    return flags
+
+
+def tile_scores(vectors: DotScores, start: int, stop: int) -> torch.Tensor:
+    """(batch, stop - start) the scores of items ``[start, stop)``: one matrix product, then the bias."""
+    scores = vectors.user_vectors @ vectors.item_vectors[start:stop].T
+    if vectors.item_bias is not None:
+        scores += vectors.item_bias[start:stop]
+    return scores
+
+
+def tiles(vectors: DotScores):
+    """The (start, stop) of each tile of items, in item order."""
+    size, num_items = vectors.tile_items(), vectors.num_items
+    return [(start, min(start + size, num_items)) for start in range(0, num_items, size)]
+
+
+class TileExclusion:
+    """The exclusion of an update cut to one tile of items: a dense (batch, num_items) bool mask
+    (its columns), or an exclusion list (its entries that fall in the tile, scattered into a
+    (batch, tile) mask)."""
+
+    def __init__(self, mask: Optional[torch.Tensor], table: Optional[ItemTable], num_users: int):
+        self.mask, self.num_users = mask, num_users
+        if table is not None:
+            self.users = table.users.clamp(max=num_users)  # padding entries: the spare row
+            self.items = table.keys & _ITEM_MASK
+            self.flags = table.values.to(torch.bool)
+        self.table = table
+
+    def of(self, start: int, stop: int) -> Optional[torch.Tensor]:
+        if self.mask is not None:
+            return self.mask[:, start:stop]
+        if self.table is None:
+            return None
+        width = stop - start
+        local = self.items - start
+        inside = self.flags & (local >= 0) & (local < width)
+        columns = torch.where(inside, local, width)  # the spare column
+        mask = torch.zeros(self.num_users + 1, width + 1, dtype=torch.bool, device=self.items.device)
+        mask.index_put_((self.users, columns), torch.ones((), dtype=torch.bool, device=mask.device))
+        return mask[: self.num_users, :width]
+
+
+def exclusion_of(batch) -> TileExclusion:
+    """The ``TileExclusion`` of a ``RankingInput``: a dense mask as given, else its list."""
+    if not batch.has_exclusion:
+        return TileExclusion(None, None, batch.num_users)
+    if batch.excluded_list is None:
+        return TileExclusion(batch.exclusion_mask, None, batch.num_users)
+    return TileExclusion(None, batch.exclusion_table, batch.num_users)
+
+
+def tiled_topk(vectors: DotScores, k: int, exclusion: TileExclusion) -> tuple:
+    """(order (batch, k') int64 item ids, -1 past a user's candidates; their scores (batch, k');
+    (batch,) bool: a candidate scores NaN), k' = min(k, num_items), by score descending then
+    item index ascending over each user's candidates."""
+    k = min(k, vectors.num_items)
+    device, dtype = vectors.user_vectors.device, vectors.user_vectors.dtype
+    num_users = vectors.num_users
+    ids = torch.empty(num_users, 0, dtype=torch.int64, device=device)
+    values = torch.empty(num_users, 0, dtype=dtype, device=device)
+    has_nan = torch.zeros(num_users, dtype=torch.bool, device=device)
+    for start, stop in tiles(vectors):
+        scores = tile_scores(vectors, start, stop)
+        excluded = exclusion.of(start, stop)
+        width = min(k, stop - start)
+        if excluded is None:
+            local, nan = stable_topk(scores, width, detect_nan=True)
+        else:
+            local, nan = stable_topk_excluding(scores, width, excluded, detect_nan=True)
+        has_nan |= nan
+        tile_values = scores.gather(1, local.clamp(min=0))
+        tile_ids = torch.where(local >= 0, local + start, -1)
+        ids, values = _merge(torch.cat([ids, tile_ids], 1), torch.cat([values, tile_values], 1), k)
+    return ids, values, has_nan
+
+
+def _merge(ids: torch.Tensor, values: torch.Tensor, k: int) -> tuple:
+    """The best ``k`` of rows whose entries are in rank order within each of two runs, the first
+    run holding the lower item indices: by score descending (stable: equal scores keep index
+    order), then listed entries before empty ones (-1)."""
+    order = values.argsort(dim=1, descending=True, stable=True)
+    ids, values = ids.gather(1, order), values.gather(1, order)
+    listed_first = (ids >= 0).to(torch.uint8).argsort(dim=1, descending=True, stable=True)[:, :k]
+    return ids.gather(1, listed_first), values.gather(1, listed_first)
+
+
+def num_candidates(batch) -> torch.Tensor:
+    """(batch,) float64: each user's candidates, the catalog less its distinct excluded items."""
+    num_items = batch.num_items
+    if not batch.has_exclusion:
+        return torch.full((batch.num_users,), float(num_items), dtype=torch.float64, device=batch.device)
+    if batch.excluded_list is None:
+        return (num_items - count_true(batch.exclusion_mask)).to(torch.float64)
+    table = batch.exclusion_table
+    return num_items - table.per_user_sum(table.distinct_entries(num_items))
+
+
+def vector_candidates(batch, depth: int) -> tuple:
+    """``ranking._candidates`` for DotScores: (order, number of candidates, value-check flags,
+    None); the scores at ``order`` are kept as ``batch.vector_top_values`` (the boundary ties)."""
+    order, values, has_nan = tiled_topk(batch.vectors, depth, exclusion_of(batch))
+    batch.vector_top_values = values
+    # the vectors' own checks first: a NaN score from a NaN entry is reported as that entry
+    flags = {message: flag for message, flag in batch.invalid.items() if message.startswith(_FINITE)}
+    flags[NAN_SCORES] = has_nan.any()
+    return order, num_candidates(batch), flags, None
+
+
+def vector_boundary_ties(batch, order: torch.Tensor, depth: int) -> torch.Tensor:
+    """``ties.boundary_ties`` from the kept top scores: (batch, depth) float64, 1 where positions
+    i and i + 1 both list an item and their scores are equal."""
+    values = batch.vector_top_values[:, : order.shape[1]]
+    if values.shape[1] < order.shape[1]:  # order padded with -1 past the catalog
+        values = torch.nn.functional.pad(values, (0, order.shape[1] - values.shape[1]))
+    listed = order >= 0
+    tie = ((values[:, 1:] == values[:, :-1]) & listed[:, 1:] & listed[:, :-1]).to(torch.float64)
+    if tie.shape[1] > depth:
+        return tie[:, :depth]
+    return tie if tie.shape[1] == depth else torch.nn.functional.pad(tie, (0, depth - tie.shape[1]))
