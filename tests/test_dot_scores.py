@@ -319,3 +319,25 @@ def test_update_runs_on_the_meta_device():
                 rest = () if exclude is None else (exclude,)
                 metric.update((vectors, y, *rest))
                 assert all(getattr(metric, k).device == meta for k in metric._state_dict_all_req_keys)
+
+
+# --- The functional API -----------------------------------------------------------------------
+@settings(max_examples=30, deadline=None)
+@given(drawn=vector_data())
+def test_functional_api_equals_the_dense_path(drawn):
+    u, v, bias, labels, excluded, popularity, tile, target, exclude, dtype = drawn
+    dense = torch.as_tensor(dense_scores(u, v, bias), dtype=torch.float64)
+    ut, vt = torch.as_tensor(u, dtype=dtype), torch.as_tensor(v, dtype=dtype)
+    bt = None if bias is None else torch.as_tensor(bias, dtype=dtype)
+    vectors = R.DotScores(ut, vt, bt, memory_budget=tile * len(u) * ut.element_size())
+    y, mask = H.target_form(labels, target), H.exclude_form(excluded, exclude)
+    ks = [1, 3, 30]
+    popularity = torch.as_tensor(popularity)
+    calls = [
+        lambda p: R.functional.ndcg(p, y, ks, mask),
+        lambda p: R.functional.r_precision(p, y, exclude=mask),
+        lambda p: R.functional.ranking_metrics(p, y, ks, ["recall", "mrr", "bpref", "fall_out"], mask),
+        lambda p: R.functional.average_popularity(p, top_k=ks, item_popularity=popularity, exclude=mask),
+    ]
+    for call in calls:
+        assert _close(call(vectors), call(dense))
