@@ -11,11 +11,14 @@ evaluate (no test user counted).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import os
 import re
+import stat
 import sys
+import tempfile
 import textwrap
 import warnings
 from typing import Any, List, Optional, Sequence
@@ -236,6 +239,12 @@ def _parser() -> argparse.ArgumentParser:
         "--permutations", type=int, default=10000, help="random sign flips of the randomization test (default 10000)"
     )
     compare_command.add_argument("--seed", type=int, default=0, help="seed of the randomization test (default 0)")
+    compare_command.add_argument(
+        "--per-user",
+        action="store_true",
+        help="each run's per-user values too: with --format table after the comparison (run, metric, user, value "
+        "lines, then 'all' for the means), with --format json under per_user (one list per run)",
+    )
     _common(compare_command, ("table", "json", "latex", "markdown"))
     return parser
 
@@ -288,12 +297,26 @@ def _users(result: Any) -> list:
     return list(ids.tolist() if hasattr(ids, "tolist") else ids)
 
 
+DASH = "-"  # a value that does not exist in the text table: no user counted, no interval
+
+
+def _number(value: float, spec: str = "8.4f") -> str:
+    return f"{DASH:>{spec.split('.')[0]}}" if math.isnan(value) else f"{value:{spec}}"
+
+
+def _interval(low: float, high: float) -> Optional[list]:
+    """An interval as JSON writes it: null where there is none (fewer than two values counted, or an
+    estimate without one)."""
+    return None if math.isnan(low) or math.isnan(high) else [low, high]
+
+
 def _summary_table(result: Any) -> List[str]:
     width = max(len(key) for key in result.means)
     lines = [f"{'metric':<{width}}  {'mean':>8}  {int(round(result.level * 100))}% interval"]
     for key, mean in result.means.items():
         low, high = result.intervals[key]
-        lines.append(f"{key:<{width}}  {mean:8.4f}  [{low:.4f}, {high:.4f}]")
+        shown = DASH if _interval(low, high) is None else f"[{low:.4f}, {high:.4f}]"
+        lines.append(f"{key:<{width}}  {_number(mean)}  {shown}")
     return lines
 
 
@@ -304,19 +327,49 @@ def _info_line(info: dict) -> str:
     )
 
 
+def _counted(result: Any) -> Optional[dict]:
+    """``{"ndcg@10": users counted}``: the per-user values that are not NaN (None without them)."""
+    if getattr(result, "_per_user", None) is None:
+        return None
+    return {key: int((~torch.isnan(values)).sum()) for key, values in result.per_user().items()}
+
+
+def _counted_line(result: Any) -> Optional[str]:
+    """How many users each mean counts, and why the others are not counted."""
+    counted = _counted(result)
+    if counted is None or "sampled" in result.info:
+        return None
+    total = len(_users(result))
+    groups: dict = {}
+    for key, count in counted.items():
+        groups.setdefault(count, []).append(key)
+    parts = []
+    for count, keys in groups.items():
+        names = "each mean" if len(groups) == 1 else ", ".join(keys)
+        if count == total:
+            parts.append(f"{names}: over all {total} test users")
+        else:
+            parts.append(
+                f"{names}: over {count} of the {total} test users; {total - count} not counted, as they have no "
+                "relevant test item (ignore_zero_hits, the default; --ignore-zero-hits false or --trec-eval "
+                "counts them as 0)"
+            )
+    return "; ".join(parts)
+
+
 def _render_evaluation(result: Any, args: argparse.Namespace) -> str:
     if args.format == "json":
         document: dict = {
             "means": result.means,
-            "intervals": {key: list(value) for key, value in result.intervals.items()},
+            "intervals": {key: _interval(*value) for key, value in result.intervals.items()},
             "level": result.level,
             "info": result.info,
         }
+        counted = _counted(result)
+        if counted is not None and "sampled" not in result.info:
+            document["users_counted"] = counted
         if args.per_user:
-            values = {key: value.tolist() for key, value in result.per_user().items()}
-            document["per_user"] = [
-                {"user": user, **{key: values[key][row] for key in values}} for row, user in enumerate(_users(result))
-            ]
+            document["per_user"] = _per_user_rows(result)
         return json.dumps(_finite(document), indent=2, ensure_ascii=False)
     if args.format in ("latex", "markdown"):
         name = os.path.basename(str(args.run))
@@ -331,9 +384,11 @@ def _render_evaluation(result: Any, args: argparse.Namespace) -> str:
             for key in values:
                 if not math.isnan(values[key][row]):
                     lines.append(f"{key}\t{user}\t{values[key][row]:.4f}")
-        lines += [f"{key}\tall\t{mean:.4f}" for key, mean in result.means.items()]
+        lines += [f"{key}\tall\t{_number(mean, '.4f')}" for key, mean in result.means.items()]
         return "\n".join(lines)
-    return "\n".join(_summary_table(result) + ["", _info_line(result.info)])
+    counted_line = _counted_line(result)
+    footer = [_info_line(result.info)] + ([counted_line] if counted_line else [])
+    return "\n".join(_summary_table(result) + [""] + footer)
 
 
 def _run_names(args: argparse.Namespace) -> List[str]:
@@ -372,6 +427,7 @@ def _render_comparison(report: Report, results: dict, args: argparse.Namespace) 
                     "run": name,
                     "metric": column,
                     "mean": results[name].means[column],
+                    "users_counted": (_counted(results[name]) or {}).get(column),
                     "difference": None if test is None else test.mean_difference,
                     "p_value": None if test is None else test.p_value,
                     "adjusted_p_value": None if test is None else report.adjusted_p_values[name, column],
@@ -388,6 +444,8 @@ def _render_comparison(report: Report, results: dict, args: argparse.Namespace) 
             "rows": rows,
             "info": {name: result.info for name, result in results.items()},
         }
+        if args.per_user:
+            document["per_user"] = {name: _per_user_rows(result) for name, result in results.items()}
         return json.dumps(_finite(document), indent=2, ensure_ascii=False)
     name_width = max(len("run"), *(len(name) for name in names))
     metric_width = max(len("metric"), *(len(column) for column in columns))
@@ -404,7 +462,7 @@ def _render_comparison(report: Report, results: dict, args: argparse.Namespace) 
                 f"{row['difference']:+8.4f}  {_p_value(row['p_value']):>8}  "
                 f"{_p_value(row['adjusted_p_value']):>9} {row['marker']}"
             )
-        line = f"{row['run']:<{name_width}}  {row['metric']:<{metric_width}}  {row['mean']:8.4f}  {tail}"
+        line = f"{row['run']:<{name_width}}  {row['metric']:<{metric_width}}  {_number(row['mean'])}  {tail}"
         lines.append(line.rstrip())
     test = {"t": "paired t-test", "randomization": "paired randomization test"}[args.method]
     lines += [
@@ -417,7 +475,30 @@ def _render_comparison(report: Report, results: dict, args: argparse.Namespace) 
     for name, result in results.items():  # a compared run's own users and rows, where they differ
         if name != baseline and _info_line(result.info) != _info_line(results[baseline].info):
             lines.append(_info_line(result.info) + f" (of {name})")
+    untested = len(names) > 1 and len(report.tests) < (len(names) - 1) * len(columns)
+    if untested:
+        lines.append("no test where a run or the baseline counts fewer than two users (blank diff and p)")
+    counted_lines = [(name, _counted_line(result)) for name, result in results.items()]
+    for name, text in counted_lines:
+        if text and (name == baseline or text != counted_lines[0][1]):
+            alike = len({text for _, text in counted_lines}) == 1
+            lines.append(text + ("" if alike else f" (of {name})"))
+    if args.per_user:  # each run's per-user values, as evaluate --per-user with the run first
+        lines += ["", "run\tmetric\tuser\tvalue"]
+        for name, result in results.items():
+            kept = {key: value.tolist() for key, value in result.per_user().items()}
+            for index, user in enumerate(_users(result)):
+                for key in kept:
+                    if not math.isnan(kept[key][index]):
+                        lines.append(f"{name}\t{key}\t{user}\t{kept[key][index]:.4f}")
+            lines += [f"{name}\t{key}\tall\t{_number(mean, '.4f')}" for key, mean in result.means.items()]
     return "\n".join(lines).rstrip()
+
+
+def _per_user_rows(result: Any) -> list:
+    """``[{"user": id, "ndcg@10": value (NaN: not counted), ...}]`` of a result's per-user values."""
+    values = {key: value.tolist() for key, value in result.per_user().items()}
+    return [{"user": user, **{key: values[key][row] for key in values}} for row, user in enumerate(_users(result))]
 
 
 def _read_test(args: argparse.Namespace) -> tuple:
@@ -446,7 +527,7 @@ def _evaluate(run: Any, test: Any, exclude: Any, args: argparse.Namespace, per_u
         device=args.device,
         level=args.level,
         per_user=per_user,
-        progress=not args.no_progress and sys.stderr.isatty(),
+        progress=not args.no_progress,  # evaluate() draws it only on a terminal (progress_shown)
         run_ties=args.run_ties,
         run_columns=(args.user_col, args.item_col, args.score_col),
         run_format=args.run_format,
@@ -456,19 +537,62 @@ def _evaluate(run: Any, test: Any, exclude: Any, args: argparse.Namespace, per_u
     )
 
 
+def _inputs(args: argparse.Namespace) -> List[tuple]:
+    """(option, path) of every file the command reads."""
+    runs = args.run if isinstance(args.run, list) else [args.run]
+    named = [("--qrels", args.qrels)] + [("--run", run) for run in runs]
+    return named + ([("--exclude", args.exclude)] if args.exclude is not None else [])
+
+
+def _same_file(a: str, b: str) -> bool:
+    """Whether the paths ``a`` and ``b`` name the same file (a link, another spelling, a hard link)."""
+    try:
+        return os.path.samefile(a, b)
+    except OSError:  # one of them does not exist (yet): the same path once resolved
+        return os.path.realpath(a) == os.path.realpath(b)
+
+
+def _check_output(args: argparse.Namespace) -> None:
+    """A UsageError when ``--output`` names one of the inputs (it would be replaced by the results)."""
+    if args.output is None:
+        return
+    for option, path in _inputs(args):
+        if _same_file(args.output, path):
+            raise UsageError(
+                f"--output {args.output} is the file given to {option}: writing the results there would replace "
+                "it; give another output file"
+            )
+
+
+def _typed_conventions(args: argparse.Namespace) -> List[str]:
+    """The options that set conventions, as typed on the command line."""
+    typed = ["--trec-eval"] if args.trec_eval else []
+    names = ["score_precision", "relevance_threshold", "ignore_zero_hits", *ranking_metrics_options()]
+    return typed + [_flag(name) for name in names if getattr(args, name) is not None]
+
+
 def _command(args: argparse.Namespace) -> str:
     """The output of the command (raises on errors, mapped to exit codes by :func:`main`)."""
+    _check_output(args)
     _check_device(args.device)
+    if args.per_user and args.format in ("latex", "markdown"):
+        raise UsageError("--per-user is written with --format table or json")
     if args.command == "evaluate":
-        if args.per_user and args.format in ("latex", "markdown"):
-            raise UsageError("--per-user is written with --format table or json")
+        sampled = args.sampled is not None
+        if sampled and _typed_conventions(args):
+            raise UsageError(
+                f"--sampled takes none of the options that set conventions (its estimates have their own), got "
+                f"{' '.join(_typed_conventions(args))}"
+            )
         test, exclude = _read_test(args)
-        return _render_evaluation(_evaluate(args.run, test, exclude, args, args.per_user), args)
+        return _render_evaluation(_evaluate(args.run, test, exclude, args, args.per_user or not sampled), args)
     if len(args.run) < 2:
         raise UsageError("compare needs two or more runs: --run A --run B")
     names = _run_names(args)
     if not 0 < args.alpha < 1:
         raise UsageError(f"--alpha must lie strictly between 0 and 1 (e.g. 0.05), got {args.alpha!r}")
+    if args.method == "randomization" and args.permutations < 1:
+        raise UsageError(f"--permutations must be a positive integer, got {args.permutations}")
     test, exclude = _read_test(args)
     results = {name: _evaluate(run, test, exclude, args, True) for name, run in zip(names, args.run)}
     options = {"num_permutations": args.permutations, "seed": args.seed} if args.method == "randomization" else {}
@@ -489,13 +613,69 @@ def _show_warning(message: Any, category: Any, filename: str, lineno: int, file:
     print(f"ignite-recsys: warning: {message}", file=sys.stderr)
 
 
+# the arguments of evaluate() and Report that an option sets under another name
+_ARGUMENT_FLAGS = {"num_negatives": "--sampled", "num_permutations": "--permutations", "method": "--stat-test"}
+
+
+def _flags_named(message: str, parser: argparse.ArgumentParser) -> str:
+    """``message`` with the Python argument names it starts with, or names as ``name=`` or
+    ``'name'``, written as the options that set them (``batch_size must ...``: ``--batch-size``)."""
+    flags = dict(_ARGUMENT_FLAGS)
+    for action in parser._actions:
+        long = [option for option in action.option_strings if option.startswith("--")]
+        if long and ("_" in action.dest or action.dest in ("level", "alpha", "seed")):  # not words of prose
+            flags.setdefault(action.dest, long[0])
+    for name, flag in flags.items():
+        message = re.sub(rf"(^|(?<=[\s(\['\"]))'?{name}'?(?=( must| is|=|,|\]|\)))", flag, message)
+    return message
+
+
+def _write(path: str, text: str) -> None:
+    """``text`` into the file ``path``, atomically: written to a temporary file in the same folder,
+    then renamed over ``path`` (a failed write leaves ``path`` as it was, and no temporary file).
+    A path that is not a regular file (a device such as /dev/stdout, a FIFO) is written in place."""
+    target = os.path.realpath(path)
+    if os.path.exists(target) and not os.path.isfile(target):
+        with open(path, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        return
+    descriptor, temporary = tempfile.mkstemp(prefix=f".{os.path.basename(target)}.", dir=os.path.dirname(target))
+    try:
+        with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        if os.path.exists(target):  # the file's own permissions; a new file gets those of open()
+            mode = stat.S_IMODE(os.stat(target).st_mode)
+        else:
+            umask = os.umask(0)
+            os.umask(umask)
+            mode = 0o666 & ~umask
+        os.chmod(temporary, mode)
+        os.replace(temporary, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise
+
+
+def _let_go_of_stdout() -> None:
+    """Standard output to /dev/null, so that what its buffer holds does not fail again at exit."""
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Run the command line with ``argv`` (default: ``sys.argv[1:]``); returns the exit code."""
     parser = _parser()
     try:
-        args = parser.parse_args(argv)
+        args, unknown = parser.parse_known_args(argv)
+        if unknown:  # said with the usage of the command they were given to, not the top-level one
+            commands = next(action for action in parser._actions if isinstance(action, argparse._SubParsersAction))
+            commands.choices[args.command].error(f"unrecognized arguments: {' '.join(unknown)}")
     except SystemExit as stop:  # argparse exits 2 on usage errors, 0 for --help
         return int(stop.code or 0)
+    command_parser = next(
+        action for action in parser._actions if isinstance(action, argparse._SubParsersAction)
+    ).choices[args.command]
     from ignite.exceptions import NotComputableError
 
     def fail(code: int, message: str) -> int:
@@ -515,17 +695,23 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except NotComputableError as error:
         return fail(EXIT_NOTHING, f"nothing to evaluate: {error}")
     except (ValueError, TypeError) as error:
-        return fail(EXIT_USAGE, str(error))
+        return fail(EXIT_USAGE, _flags_named(str(error), command_parser))
     except OSError as error:
         return fail(EXIT_NO_FILE, str(error))
     finally:
         warnings.showwarning = shown
     if args.output is None:
-        print(text)
+        try:
+            sys.stdout.write(text + "\n")
+            sys.stdout.flush()
+        except BrokenPipeError:  # the reader stopped early: console() says nothing
+            raise
+        except OSError as error:  # a full device, a closed terminal: as --output says it
+            _let_go_of_stdout()
+            return fail(EXIT_NO_FILE, f"cannot write to standard output: {error}")
         return EXIT_OK
     try:
-        with open(args.output, "w", encoding="utf-8") as handle:
-            handle.write(text + "\n")
+        _write(args.output, text + "\n")
     except OSError as error:
         return fail(EXIT_NO_FILE, f"cannot write --output {args.output}: {error}")
     return EXIT_OK

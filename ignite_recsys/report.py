@@ -40,8 +40,17 @@ _LATEX_SPECIAL = {
     "<": r"\textless{}",
     ">": r"\textgreater{}",
     "|": r"\textbar{}",
+    "[": "{[}",  # a row or a cell starting with [ would be read as the optional argument of \\ (a length)
+    "]": "{]}",
+    "\n": " ",
+    "\r": " ",
+    "\t": " ",
 }
-_MARKDOWN_SPECIAL = {char: f"\\{char}" for char in "\\`*[]<>|"}  # a backslash: the character as written
+# CommonMark: a backslash before ASCII punctuation shows the character as written (_ and * would
+# start emphasis, ` code, [ ] a link, < > an HTML tag or autolink, & an entity such as &lt;,
+# ~ strikethrough in GitHub's Markdown, | a new cell); a line break would end the table row
+_MARKDOWN_SPECIAL = {char: f"\\{char}" for char in "\\`*_[]<>|&~"}
+_MARKDOWN_SPECIAL.update({"\n": " ", "\r": " ", "\t": " "})
 
 
 # the metrics where a lower value is better (their Report columns are bold at the lowest mean)
@@ -61,9 +70,16 @@ def _latex_escape(text: str) -> str:
 
 
 def _markdown_escape(text: str) -> str:
-    """A model or column name as written in a Markdown table cell (``|`` would start a cell,
-    ``*`` emphasis, ``<x>`` an HTML tag)."""
-    return "".join(_MARKDOWN_SPECIAL.get(char, char) for char in text)
+    """A model or column name as written in a Markdown table cell: CommonMark's backslash escape
+    before each character that would be read as markup (``|`` would start a cell, ``_`` and ``*``
+    emphasis, ``<x>`` an HTML tag, ``&lt;`` an entity)."""
+
+    def escaped(at: int, char: str) -> str:
+        # an underscore between two letters or digits never starts emphasis: fall_out stays as typed
+        inside = char == "_" and 0 < at < len(text) - 1 and text[at - 1].isalnum() and text[at + 1].isalnum()
+        return char if inside else _MARKDOWN_SPECIAL.get(char, char)
+
+    return "".join(escaped(at, char) for at, char in enumerate(text))
 
 
 def _column_k(metric: Any, column: str) -> Any:
@@ -84,12 +100,15 @@ class Report:
     cut-offs or of one value) or an :class:`~ignite_recsys.EvaluationResult`, whose values are the
     columns (per-user values when it keeps them, else its means and intervals). A cell is either
 
-    - a summary ``(mean, (low, high))``, shown as is (no test is possible), or
+    - a summary ``(mean, (low, high))``, shown as is (no test is possible); ``(nan, nan)`` where
+      there is no interval (fewer than two users counted, an estimate without one), and a NaN
+      mean where no user is counted: such a value shows as a dash, or
     - per-user values: a metric built with ``per_user=True`` (the column's ``@k`` picks the
       cut-off; a :class:`RankingMetrics` is read under the column name), values with their users
       (:class:`~ignite_recsys.PerUserValues`), or a 1-D tensor, array or sequence. The mean is
       over the users without NaN and the interval is the Student-t interval at ``level``, as
-      :meth:`confidence_interval`.
+      :meth:`confidence_interval` (with one user counted there is no interval; with none, no
+      mean: they show as a dash, and such a cell is not tested).
 
     With ``baseline`` set, every other model's per-user column is compared with the baseline's by
     :func:`paired_test` (``method``, ``a`` the model, ``b`` the baseline), which pairs users by id
@@ -194,7 +213,13 @@ class Report:
         if baseline is not None:
             for model in self.models:
                 for column in self.columns:
-                    if model != baseline and (model, column) in per_user and (baseline, column) in per_user:
+                    if (
+                        model != baseline
+                        and (model, column) in per_user
+                        and (baseline, column) in per_user
+                        and _counted(per_user[model, column]) >= 2  # fewer: no test (and no interval)
+                        and _counted(per_user[baseline, column]) >= 2
+                    ):
                         try:
                             self.tests[model, column] = paired_test(
                                 per_user[model, column],
@@ -220,16 +245,21 @@ class Report:
             raise TypeError(
                 f"results[{model!r}][{column!r}] must be (mean, (low, high)) or per-user values, got {cell!r:.80}"
             ) from None
-        if not all(math.isfinite(x) for x in numbers_) or not numbers_[1] <= numbers_[0] <= numbers_[2]:
-            raise ValueError(f"results[{model!r}][{column!r}] must be finite with low <= mean <= high, got {cell!r}")
+        mean, low, high = numbers_
+        no_interval = math.isnan(low) and math.isnan(high)
+        finite = all(math.isfinite(x) for x in numbers_) and low <= mean <= high
+        if not (finite or (no_interval and not math.isinf(mean))):
+            raise ValueError(
+                f"results[{model!r}][{column!r}] must be finite with low <= mean <= high, or (mean, (nan, nan)) "
+                f"where there is no interval (NaN mean: no user counted), got {cell!r}"
+            )
         return numbers_
 
     def _interval(self, model, column, values: np.ndarray) -> tuple:
+        """(mean, low, high) of the users without NaN: (value, nan, nan) for one user, all NaN for none."""
         kept = values[~np.isnan(values)]
         if kept.shape[0] < 2:
-            raise ValueError(
-                f"results[{model!r}][{column!r}] must hold at least two users with values, got {kept.shape[0]}"
-            )
+            return (float(kept[0]) if kept.shape[0] else math.nan), math.nan, math.nan
         return mean_interval(kept, self.level)
 
     # Rendering ---------------------------------------------------------------------------------
@@ -245,19 +275,22 @@ class Report:
         shown = {
             model: round(self._summary[model, column][0], self.digits)
             for model in self.models
-            if (model, column) in self._summary
+            if (model, column) in self._summary and not math.isnan(self._summary[model, column][0])
         }
+        if not shown:
+            return set()
         target = (min if column in self.lower_is_better else max)(shown.values())
         return {model for model, mean in shown.items() if mean == target}
 
     def _cells(self, bold, plus_minus, dagger, double_dagger):
         rows = []
         best = {column: self._best(column) for column in self.columns}
+        dash = "–" if plus_minus == "±" else "--"
         for model in self.models:
             row = []
             for column in self.columns:
-                if (model, column) not in self._summary:
-                    row.append("–" if plus_minus == "±" else "--")
+                if (model, column) not in self._summary or math.isnan(self._summary[model, column][0]):
+                    row.append(dash)
                     continue
                 mean, low, high = self._summary[model, column]
                 text = f"{mean:.{self.digits}f}"
@@ -265,25 +298,35 @@ class Report:
                 if model in best[column]:
                     text = bold(text)
                 mark = {"†": dagger, "‡": double_dagger, "": ""}[self.marker(model, column)]
-                row.append(f"{text}{mark} {plus_minus} {(high - low) / 2:.{self.digits}f}")
+                half = dash if math.isnan(low) else f"{(high - low) / 2:.{self.digits}f}"
+                row.append(f"{text}{mark} {plus_minus} {half}")
             rows.append(row)
         return rows
 
-    def caption(self, dagger: str = "†", double_dagger: str = "‡") -> str:
-        """The line that explains the table's cells and markers."""
+    def caption(self, dagger: str = "†", double_dagger: str = "‡", name: Any = str) -> str:
+        """The line that explains the table's cells and markers (``name``: how a model or column
+        name is written in it)."""
         level = f"{self.level * 100:g}%"
-        lowest = [column for column in self.columns if column in self.lower_is_better]
+        lowest = [name(column) for column in self.columns if column in self.lower_is_better]
         best = f"best per column (the lowest for {', '.join(lowest)})" if lowest else "best per column"
         text = f"Mean ± half-width of the {level} confidence interval; bold: {best}."
+        summaries = self._summary.values()
+        if any(math.isnan(low) and not math.isnan(mean) for mean, low, _ in summaries):
+            text += " ± –: no interval (one user counted, or an estimate without one)."
+        if any(math.isnan(mean) for mean, _, _ in summaries):
+            text += " –: no user counted."
         if self.baseline is not None and self.tests:
             test = {"t": "paired t-test", "randomization": "paired randomization test"}[self.method]
             count = f"{len(self.tests)} comparison{'s' if len(self.tests) > 1 else ''}"
             text += (
-                f" {dagger}/{double_dagger}: significantly higher/lower than {self.baseline} ({test} on the users "
-                f"both models count, {self.correction.capitalize()}-adjusted p < {self.alpha:g} over {count})."
+                f" {dagger}/{double_dagger}: significantly higher/lower than {name(self.baseline)} ({test} on the "
+                f"users both models count, {self.correction.capitalize()}-adjusted p < {self.alpha:g} over {count})."
             )
         elif self.baseline is not None:
-            text += f" No test against {self.baseline}: no column holds per-user values of it and another model."
+            text += (
+                f" No test against {name(self.baseline)}: no column holds per-user values of two or more users of "
+                "it and another model."
+            )
         return text
 
     def to_markdown(self) -> str:
@@ -292,14 +335,14 @@ class Report:
         lines = [f"| Model | {header} |", "|:--|" + "--:|" * len(self.columns)]
         for model, row in zip(self.models, self._cells(lambda t: f"**{t}**", "±", "†", "‡")):
             lines.append(f"| {_markdown_escape(model)} | " + " | ".join(row) + " |")
-        return "\n".join(lines) + "\n\n" + self.caption()
+        return "\n".join(lines) + "\n\n" + self.caption(name=_markdown_escape)
 
     def to_latex(self, label: Optional[str] = None) -> str:
         """A booktabs ``table`` (``\\usepackage{booktabs}``) with the caption; ``label`` adds a
         ``\\label``."""
         rows = self._cells(lambda t: f"\\textbf{{{t}}}", "$\\pm$", "$^{\\dagger}$", "$^{\\ddagger}$")
         caption = _latex_escape(self.caption("@D@", "@DD@")).replace("±", "$\\pm$").replace("@DD@", "$\\ddagger$")
-        caption = caption.replace("@D@", "$\\dagger$")
+        caption = caption.replace("@D@", "$\\dagger$").replace("–", "--")
         lines = ["\\begin{table}", "\\centering", f"\\caption{{{caption}}}"]
         if label is not None:
             lines.append(f"\\label{{{label}}}")
@@ -313,6 +356,12 @@ class Report:
             lines.append(" & ".join([_latex_escape(model)] + row) + " \\\\")
         lines += ["\\bottomrule", "\\end{tabular}", "\\end{table}"]
         return "\n".join(lines)
+
+
+def _counted(values: Any) -> int:
+    """The users with a value (not NaN) of per-user values, with or without their user ids."""
+    values = _values_of("values", values.values if isinstance(values, PerUserValues) else values, None)
+    return int((~np.isnan(values)).sum())
 
 
 def _check_summary_level(model: str, value: Any, level: float) -> None:

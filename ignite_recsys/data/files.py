@@ -19,6 +19,7 @@ import contextlib
 import csv as csv_module
 import os
 import re
+import stat
 import warnings
 from typing import Any, Iterator, Optional, Sequence
 
@@ -27,7 +28,16 @@ import numpy as np
 from .._core.input_checks import InputWarning
 from ._arrow import arrow_of, numpy_of, plain_text
 from ._optional import require
-from .interactions import VALUE_COLUMNS, DuplicateInteractionError, IdMap, Interactions, column, repeated_column
+from .interactions import (
+    INT64_HINT,
+    VALUE_COLUMNS,
+    DuplicateInteractionError,
+    IdMap,
+    Interactions,
+    beyond_int64,
+    column,
+    repeated_column,
+)
 
 TREC_RUN_FIELDS = ("qid", "q0", "docid", "rank", "score", "tag")
 TREC_QRELS_FIELDS = ("qid", "iteration", "docid", "rel")
@@ -91,17 +101,62 @@ def decompressing(path: Any) -> Iterator[None]:
 
 
 def _check_exists(path: Any) -> None:
-    if not os.path.isfile(path):
+    """A FileNotFoundError for a path that does not exist, an IsADirectoryError for a directory;
+    any other file that can be opened is read: a regular file, a pipe or FIFO (``/dev/stdin``,
+    the shell's ``<(...)``), a character device."""
+    if os.path.isdir(path):
+        raise IsADirectoryError(f"{path}: is a directory, not a file")
+    if not os.path.exists(path):
         raise FileNotFoundError(f"{path}: no such file")
+
+
+def _is_stream(path: Any) -> bool:
+    """Whether ``path`` is a pipe, FIFO or device rather than a regular file: it can be read once,
+    from its start to its end (no seek)."""
+    try:
+        return not stat.S_ISREG(os.stat(path).st_mode)
+    except OSError:
+        return False
+
+
+def _input(path: Any) -> Any:
+    """Arrow's input stream of the file ``path``, decompressed as its name says (``CODECS``); a
+    pipe or FIFO through a Python file object, as Arrow's own file reader needs to seek."""
+    pa = require("pyarrow", "reading files")
+    if not _is_stream(path):
+        return pa.input_stream(os.fspath(path), compression="detect")
+    codec = next((name for suffix, name in CODECS.items() if os.fspath(path).lower().endswith(suffix)), None)
+    return pa.input_stream(open(path, "rb"), compression=codec)
+
+
+_STREAMED_TABLES: dict = {}  # (device, inode) of a pipe -> its bytes, between the header's read and the rows'
+
+
+def _table_source(path: Any, last: bool) -> Any:
+    """What Arrow's table readers open for ``path``: the path of a regular file; the whole bytes of
+    a pipe or FIFO (a parquet file needs to seek, and a CSV table's header is read before its
+    rows), read once and kept until the rows are read (``last``)."""
+    pa = require("pyarrow", "reading tables")
+    if not _is_stream(path):
+        return os.fspath(path)
+    info = os.stat(path)
+    key = (info.st_dev, info.st_ino)
+    if key not in _STREAMED_TABLES:
+        with decompressing(path), _input(path) as stream:
+            _STREAMED_TABLES[key] = pa.py_buffer(b"".join(iter(lambda: stream.read(1 << 20), b"")))
+    data = _STREAMED_TABLES.pop(key) if last else _STREAMED_TABLES[key]
+    return pa.BufferReader(data)
 
 
 # --- TREC text files -------------------------------------------------------------------------
 def _text_blocks(path: Any, block_size: int) -> Iterator[bytes]:
     """The blocks of whole lines of a text file (about ``block_size`` bytes each; a UTF-8
-    byte-order mark at the start is dropped)."""
-    pa = require("pyarrow", "reading TREC files")
+    byte-order mark at the start is dropped). Lines end in LF (a CR before it is dropped later,
+    a CR elsewhere reads as a space), or, in a file whose first block holds a CR and no LF
+    (classic Mac OS line ends), in CR, CRLF or LF: each then given as LF."""
     rest, first = b"", True
-    with decompressing(path), pa.input_stream(os.fspath(path), compression="detect") as stream:
+    old_mac: Optional[bool] = None  # whether lines end in CR: decided at the file's first line end
+    with decompressing(path), _input(path) as stream:
         while True:
             data = stream.read(block_size)
             if first:
@@ -111,6 +166,13 @@ def _text_blocks(path: Any, block_size: int) -> Iterator[bytes]:
                     yield rest + b"\n"
                 return
             data = rest + data if rest else data
+            if old_mac is None and b"\n" in data:
+                old_mac = False
+            elif old_mac is None and b"\r" in data[:-1]:  # a CR before the last byte: not the CR of a CRLF
+                old_mac = True
+            if old_mac:  # a CR at the end is kept for the next read, which may start with its LF
+                held = b"\r" if data.endswith(b"\r") else b""
+                data = data[: len(data) - len(held)].replace(b"\r\n", b"\n").replace(b"\r", b"\n") + held
             cut = data.rfind(b"\n") + 1
             if cut == 0:
                 rest = data
@@ -270,9 +332,10 @@ def _malformed_row(path: Any, row: Any, expected: str) -> FileFormatError:
 def _line_of(path: Any, text: str) -> Optional[int]:
     """The number of the first line that reads ``text`` (Arrow's parallel reader does not number the
     malformed rows it reports; this scan runs only on that error path)."""
-    pa = require("pyarrow", "reading files")
+    if _is_stream(path):  # a pipe, read once already
+        return None
     wanted = text.encode()
-    with decompressing(path), pa.input_stream(os.fspath(path), compression="detect") as stream:
+    with decompressing(path), _input(path) as stream:
         for number, line in enumerate(_lines(stream), 1):
             if line.rstrip(b"\r") == wanted:
                 return number
@@ -423,11 +486,11 @@ def table_schema_names(path: Any, format: str) -> list:
     if format == "parquet":
         parquet = require("pyarrow.parquet", "reading parquet files")
         try:
-            return list(parquet.ParquetFile(os.fspath(path)).schema_arrow.names)
+            return list(parquet.ParquetFile(_table_source(path, last=False)).schema_arrow.names)
         except Exception as error:  # pyarrow raises ArrowInvalid / OSError for a file that is not parquet
             raise FileFormatError(path, None, None, f"is not a readable parquet file: {error}") from None
-    pa = require("pyarrow", "reading CSV files")
-    with decompressing(path), pa.input_stream(os.fspath(path), compression="detect") as stream:
+    source = _table_source(path, last=False)
+    with decompressing(path), _input(path) if isinstance(source, str) else source as stream:
         head = stream.read(1 << 16)
     head = head[3:] if head.startswith(b"\xef\xbb\xbf") else head  # a UTF-8 byte-order mark (Excel's "CSV UTF-8")
     header = head.split(b"\n", 1)[0].decode("utf-8", "replace").rstrip("\r")
@@ -446,7 +509,9 @@ def table_chunks(path: Any, format: str, names: Sequence[str], ids: Sequence[str
     if format == "parquet":
         parquet = require("pyarrow.parquet", "reading parquet files")
         row = 1
-        for batch in parquet.ParquetFile(os.fspath(path)).iter_batches(batch_size=CHUNK_ROWS, columns=list(names)):
+        for batch in parquet.ParquetFile(_table_source(path, last=True)).iter_batches(
+            batch_size=CHUNK_ROWS, columns=list(names)
+        ):
             if batch.num_rows:
                 yield row, {name: plain_text(_no_nulls(path, batch.column(name), row, name, "row")) for name in names}
             row += batch.num_rows
@@ -466,8 +531,9 @@ def _csv_chunks(path: Any, format: str, names: Sequence[str], ids: Sequence[str]
         malformed.append(row)
         return "skip"
 
+    source = _table_source(path, last=True)
     reader = csv.open_csv(
-        pa.input_stream(os.fspath(path), compression="detect"),
+        _input(path) if isinstance(source, str) else pa.input_stream(source),
         read_options=csv.ReadOptions(block_size=CHUNK_BYTES),
         parse_options=csv.ParseOptions(
             delimiter="\t" if format == "tsv" else ",", invalid_row_handler=invalid_row, ignore_empty_lines=False
@@ -681,6 +747,11 @@ def ids_of(path: Any, array: Any, first: int, name: Any, kind: str, unit: str = 
         values = parse_numbers(path, array, first, name, "id", integer=True, unit=unit)
     elif pa.types.is_integer(base):
         values = numpy_of(array.dictionary_decode() if pa.types.is_dictionary(array.type) else array)
+        past = beyond_int64(values)  # a uint64 id of 2**63 or more would wrap around to a negative one
+        if past is not None:
+            raise FileFormatError(
+                path, first + past[0], name, f"id {past[1]} does not fit in int64 ({INT64_HINT})", unit
+            )
     else:
         raise FileFormatError(path, first, name, f"ids must be integers or strings, got {array.type}", unit)
     if not negative and len(values) and values.min() < 0:
