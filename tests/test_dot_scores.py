@@ -341,3 +341,27 @@ def test_functional_api_equals_the_dense_path(drawn):
     ]
     for call in calls:
         assert _close(call(vectors), call(dense))
+
+
+@settings(max_examples=30, deadline=None)
+@given(drawn=vector_data())
+def test_paired_and_recall_at_fixed_precision_equal_the_dense_path(drawn):
+    u, v, bias, labels, excluded, _, tile, target, exclude, dtype = drawn
+    dense = torch.as_tensor(dense_scores(u, v, bias), dtype=torch.float64)
+    ut, vt = torch.as_tensor(u, dtype=dtype), torch.as_tensor(v, dtype=dtype)
+    bt = None if bias is None else torch.as_tensor(bias, dtype=dtype)
+    vectors = R.DotScores(ut, vt, bt, memory_budget=tile * len(u) * ut.element_size())
+    y, mask = H.target_form(labels, target), H.exclude_form(excluded, exclude)
+    rest = () if mask is None else (mask,)
+    shifted = dense + torch.arange(dense.shape[1], dtype=torch.float64) / 128  # model b: another ranking
+    outcomes = []
+    for prediction in (vectors, dense):
+        paired = R.Paired(R.NDCG([1, 5], ignore_zero_hits=False))
+        fixed = R.RecallAtFixedPrecision(7, min_precision=0.2, ignore_zero_hits=False)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            paired.update((prediction, shifted, y, *rest))
+            fixed.update((prediction, y, *rest))
+            means = [r.mean_a for r in paired.compute()] if len(u) > 1 else None  # a test needs two users
+            outcomes.append((means, fixed.compute()))
+    assert _close(outcomes[0], outcomes[1])
