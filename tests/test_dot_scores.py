@@ -365,3 +365,20 @@ def test_paired_and_recall_at_fixed_precision_equal_the_dense_path(drawn):
             means = [r.mean_a for r in paired.compute()] if len(u) > 1 else None  # a test needs two users
             outcomes.append((means, fixed.compute()))
     assert _close(outcomes[0], outcomes[1])
+
+
+ACCELERATOR_VARIANTS = ["ndcg", "bpref", "fall_out", "r_precision", "ranking_metrics[0]", "average_popularity"]
+
+
+@pytest.mark.parametrize("name", ACCELERATOR_VARIANTS)
+@settings(max_examples=20, deadline=None)
+@given(drawn=vector_data())
+def test_accelerator_code_path_equals_the_dense_path(name, drawn):
+    """The variants taken on accelerators (no host read: RPrecision ranked to the targets' width,
+    or the catalog for dense labels), forced on CPU."""
+    from unittest import mock
+
+    from ignite_recsys._core import tuning
+
+    with mock.patch.object(tuning, "cpu_tuned", lambda device: False):
+        check_equal_to_dense(H.VARIANTS[name], drawn)

@@ -107,9 +107,12 @@ class RankingInput:
     @property
     def excluded(self) -> Optional[torch.Tensor]:
         """(B, N) bool, True = excluded (None without exclusion): a dense mask as given, or, for
-        dense scores, an exclusion given as a list made dense here, on first use."""
+        dense scores (or DotScores, where a reader needs a mask), an exclusion given as a list made
+        dense here, on first use."""
         if self._excluded is None and self.excluded_list is not None and self.scores is not None:
             self._excluded = _dense_mask(self.exclusion_table, self.num_users, self.scores.shape[1], self.device)
+        elif self._excluded is None and self.excluded_list is not None and self.vectors is not None:
+            self._excluded = _dense_mask(self.exclusion_table, self.num_users, self.vectors.num_items, self.device)
         return self._excluded
 
     @excluded.setter
@@ -324,7 +327,8 @@ def _set_targets(result: RankingInput, y: Any) -> None:
         checks.check_dtype("y", y, checks.LABEL_DTYPES, "bool, integer or floating-point relevance")
         result.targets = ItemTable.from_sparse(y.detach())
         result.invalid[_OUTSIDE.format(name="y")] = sparse_outside(y)
-        if result.ranked_ids is not None:  # on CPU the largest row, read on the host; elsewhere the entries
+        if result.ranked_ids is not None or result.vectors is not None:
+            # on CPU the largest row, read on the host; elsewhere the entries
             result.targets_width = entries_bound(y) if cpu_tuned(y.device) else min(y._nnz(), y.shape[1])
         result.invalid["y holds an item twice for one user"] = result.targets.duplicated
     else:

@@ -701,6 +701,8 @@ def hits_within_own_depth(
     # on CPU ranked to the batch's largest |R| only (a host read)
     counted = _relevant_count(batch, relevance_threshold) if on_cpu else None
     width = num_items if counted is None else own_depth(counted, num_items)
+    if counted is None and batch.vectors is not None and batch.targets_width is not None:
+        width = max(1, min(width, batch.targets_width))  # |R| <= the targets' width: B x width candidates
     if dense is not None and (not on_cpu or width > tuning.OWN_DEPTH_SHARE * num_items):
         scores, labels = dense
         with tuning.ranking_threads(), tuning.wide_pass(scores.numel()):  # full-row sorts
