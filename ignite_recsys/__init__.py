@@ -10,7 +10,7 @@ sparse or :class:`ItemIds`; the ranking and catalog metrics also take ``(y_pred,
 from . import functional
 from ._core.input_checks import InputWarning
 from .fairness import GroupGap, group_gap
-from .inputs import DotScores, ItemIds, RankedItems, UserGroups, UserIds
+from .inputs import DotScores, ItemIds, Observed, RankedItems, UserGroups, UserIds
 from .metrics import *  # noqa: F401,F403
 from .metrics import __all__ as _metric_names
 from .report import Report
@@ -22,6 +22,7 @@ __all__ = list(_metric_names) + [
     "ItemIds",
     "RankedItems",
     "DotScores",
+    "Observed",
     "UserGroups",
     "UserIds",
     "InputWarning",

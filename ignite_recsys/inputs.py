@@ -4,6 +4,10 @@
   as id lists (targets), or items to exclude.
 - :class:`RankedItems`: predictions as ranked item ids (batch, K), as an approximate-nearest-
   neighbour index returns them; ``-1`` marks a position with no item.
+- :class:`Observed`: the entries that the score-based metrics ``AUC``, ``LogLoss``, ``MAE`` and
+  ``RMSE`` count (True = observed), ``update((y_pred, y, Observed(mask)))``. A bare bool tensor
+  in that place means ``exclude`` (True = excluded) to the ranking and catalog metrics, so
+  these metrics refuse it.
 - :class:`DotScores`: predictions as user and item vectors, scored ``user_vectors @
   item_vectors.T + item_bias`` a tile of items at a time, never as a whole score matrix.
 - :class:`UserGroups`, :class:`UserIds`: a group id or a user id per user of the batch, appended
@@ -90,6 +94,35 @@ class RankedItems:
 
     def __repr__(self) -> str:
         return f"RankedItems(ids of shape {tuple(self.ids.shape)})"
+
+
+class Observed:
+    """The entries to count, for ``AUC``, ``LogLoss``, ``MAE`` and ``RMSE``: ``mask`` a bool
+    tensor of the shape of ``y_pred``, True = observed, ``update((y_pred, y, Observed(mask)))``.
+    Entries outside the mask are never read (they may hold NaN). The ranking and catalog
+    metrics read a bare bool tensor in the same place as ``exclude`` (True = excluded); to count
+    every entry but the excluded ones, pass ``Observed(~exclude)``.
+
+    >>> import torch
+    >>> from ignite_recsys import MAE, Observed
+    >>> metric = MAE()
+    >>> metric.update((torch.tensor([4.0, 2.5, 1.0]), torch.tensor([5.0, 0.0, 1.0]),
+    ...                Observed(torch.tensor([True, False, True]))))
+    >>> metric.compute()
+    0.5
+    """
+
+    def __init__(self, mask: torch.Tensor):
+        if not isinstance(mask, torch.Tensor):
+            raise TypeError(f"Observed mask must be a torch.Tensor of bools, got {type(mask).__name__}")
+        if mask.layout != torch.strided:
+            raise TypeError(f"Observed mask must be a dense tensor, got layout {mask.layout}; use .to_dense()")
+        if mask.dtype != torch.bool:
+            raise TypeError(f"Observed mask must be a bool tensor (True = observed entry), got dtype {mask.dtype}")
+        self.mask = mask.detach()
+
+    def __repr__(self) -> str:
+        return f"Observed(mask of shape {tuple(self.mask.shape)})"
 
 
 _VECTOR_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)

@@ -162,7 +162,7 @@ def test_auc_exact_on_discrete_scores(rng):
     mask = torch.from_numpy(rng.random((15, 20)) < 0.7)
     metric = R.AUC()
     for index, (scores, labels) in enumerate(batches):
-        metric.update((scores, labels, mask) if index == 1 else (scores, labels))
+        metric.update((scores, labels, R.Observed(mask)) if index == 1 else (scores, labels))
     pooled_scores = torch.cat([batches[0][0].flatten(), batches[1][0][mask], batches[2][0].flatten()])
     pooled_labels = torch.cat([batches[0][1].flatten(), batches[1][1][mask], batches[2][1].flatten()])
     assert metric.error_bound() == 0.0
@@ -211,7 +211,7 @@ def test_pointwise_losses_equal_sklearn(rng, with_mask):
     probabilities[0][0, 0], probabilities[0][0, 1] = 0.0, 1.0  # clipped to eps as RecBole
     if with_mask:
         targets[1][~masks[1]] = float("nan")  # unobserved entries are never read
-    batches = [(p, t, m) if with_mask else (p, t) for p, t, m in zip(probabilities, targets, masks)]
+    batches = [(p, t, R.Observed(m)) if with_mask else (p, t) for p, t, m in zip(probabilities, targets, masks)]
     p = torch.cat([x[m] for x, m in zip(probabilities, masks)]).numpy()
     t = torch.cat([x[m] for x, m in zip(targets, masks)]).numpy()
     eps = 1e-15
@@ -353,8 +353,18 @@ POINTWISE_BAD = {
     "NaN prediction": ((torch.tensor([0.5, float("nan")]), torch.tensor([1.0, 0.0])), ValueError, "y_pred"),
     "NaN target": ((torch.tensor([0.5, 0.5]), torch.tensor([1.0, float("nan")])), ValueError, "y "),
     "shapes differ": ((torch.rand(3), torch.rand(4)), ValueError, "shape"),
-    "float mask": ((torch.rand(3), torch.rand(3), torch.ones(3)), TypeError, "mask"),
-    "four items": ((torch.rand(3), torch.rand(3), torch.ones(3, dtype=torch.bool), 1), ValueError, "(y_pred, y, mask)"),
+    "float mask": ((torch.rand(3), torch.rand(3), torch.ones(3)), TypeError, "Observed(mask)"),
+    "bare bool mask": ((torch.rand(3), torch.rand(3), torch.ones(3, dtype=torch.bool)), TypeError, "exclude"),
+    "mask of another shape": (
+        (torch.rand(3), torch.rand(3), R.Observed(torch.ones(4, dtype=torch.bool))),
+        ValueError,
+        "mask must have the shape",
+    ),
+    "four items": (
+        (torch.rand(3), torch.rand(3), R.Observed(torch.ones(3, dtype=torch.bool)), 1),
+        ValueError,
+        "(y_pred, y, Observed(mask))",
+    ),
     "empty": ((torch.rand(0), torch.rand(0)), ValueError, "at least one entry"),
     "integer predictions": ((torch.ones(3, dtype=torch.int64), torch.ones(3)), TypeError, "floating-point"),
 }
@@ -431,7 +441,7 @@ def test_not_computable_messages():
     with pytest.raises(NotComputableError, match="one positive and one negative"):
         run_metric(R.AUC(), [(torch.rand(4), torch.zeros(4))])
     with pytest.raises(NotComputableError, match="observed entry"):
-        run_metric(R.MAE(), [(torch.rand(4), torch.rand(4), torch.zeros(4, dtype=torch.bool))])
+        run_metric(R.MAE(), [(torch.rand(4), torch.rand(4), R.Observed(torch.zeros(4, dtype=torch.bool)))])
 
 
 def test_catalog_size_must_stay_fixed():

@@ -53,7 +53,8 @@ def _cast(values, dtype):
 
 @st.composite
 def batches(draw, pointwise=False):
-    """A (y_pred, y[, mask]) update argument: mostly well formed with extreme values, sometimes
+    """A (y_pred, y[, Observed(mask)]) update argument (for pointwise metrics; sometimes a bare
+    mask, which they refuse): mostly well formed with extreme values, sometimes
     malformed in structure, shape, dtype or layout."""
     users = draw(st.integers(0, 3))
     items = draw(st.integers(0, 5))
@@ -92,13 +93,14 @@ def batches(draw, pointwise=False):
         y_pred = y_pred.to_sparse()
     output = [y_pred, y]
     if pointwise and draw(st.booleans()):
-        output.append(
-            torch.from_numpy(np.array(draw(st.lists(st.booleans(), min_size=m, max_size=m)))).reshape(y_shape)
-        )
+        mask = torch.from_numpy(np.array(draw(st.lists(st.booleans(), min_size=m, max_size=m)), dtype=bool))
+        mask = mask.reshape(y_shape)
+        output.append(R.Observed(mask) if draw(st.integers(0, 3)) else mask)
     if flaw == "arity":
         output = output[:1] if draw(st.booleans()) else output + [y]
     if flaw == "list":
-        return [t.tolist() for t in output] if draw(st.booleans()) else y_pred
+        lists = [(t.mask if isinstance(t, R.Observed) else t).tolist() for t in output]
+        return lists if draw(st.booleans()) else y_pred
     return tuple(output)
 
 
@@ -110,14 +112,15 @@ def _well_formed(output, pointwise=False):
     """The structural rules: a tuple of dense tensors of one shape and accepted dtypes."""
     if not isinstance(output, tuple) or len(output) not in ((2, 3) if pointwise else (2,)):
         return False
-    if not all(isinstance(t, torch.Tensor) and t.layout == torch.strided for t in output):
+    if len(output) == 3 and not isinstance(output[2], R.Observed):
+        return False  # a bare tensor there is exclude to the ranking metrics: the pointwise ones refuse it
+    tensors = output[:2] + tuple(observed.mask for observed in output[2:])
+    if not all(isinstance(t, torch.Tensor) and t.layout == torch.strided for t in tensors):
         return False
     y_pred, y = output[0], output[1]
-    if any(t.shape != y_pred.shape for t in output) or y_pred.numel() == 0:
+    if any(t.shape != y_pred.shape for t in tensors) or y_pred.numel() == 0:
         return False
     if not pointwise and y_pred.ndim != 2:
-        return False
-    if len(output) == 3 and output[2].dtype != torch.bool:
         return False
     return y_pred.dtype in SCORE_DTYPES and y.dtype in LABEL_DTYPES
 
@@ -135,7 +138,9 @@ def _check(metric, output, accepted_batches, valid, reference):
         for key in before:
             assert torch.equal(before[key], after[key]), key
         return accepted_batches
-    accepted = accepted_batches + [tuple(t.to(torch.float64) if t.dtype != torch.bool else t for t in output)]
+    accepted = accepted_batches + [
+        tuple(t.to(torch.float64) if isinstance(t, torch.Tensor) and t.dtype != torch.bool else t for t in output)
+    ]
     expected = reference(accepted)
     if expected is None:
         with pytest.raises(NotComputableError):
@@ -257,7 +262,7 @@ def test_auc_refuses_cleanly_or_is_within_its_bound(output):
     def reference(accepted):
         scores, positive = [], []
         for batch in accepted:
-            observed = np.ones(batch[0].shape, bool) if len(batch) == 2 else batch[2].numpy()
+            observed = np.ones(batch[0].shape, bool) if len(batch) == 2 else batch[2].mask.numpy()
             s, y = batch[0].double().numpy()[observed], batch[1].double().numpy()[observed]
             scores.append(s[s > -np.inf])
             positive.append(y[s > -np.inf] >= 1)
@@ -270,7 +275,7 @@ def test_auc_refuses_cleanly_or_is_within_its_bound(output):
 
     valid = _well_formed(output, pointwise=True)
     if valid:
-        observed = torch.ones_like(output[0], dtype=torch.bool) if len(output) == 2 else output[2]
+        observed = torch.ones_like(output[0], dtype=torch.bool) if len(output) == 2 else output[2].mask
         s, y = output[0].double()[observed], output[1].double()[observed]
         valid = not (s.isnan().any() or y.isnan().any())
     _check(metric, output, [good], valid, reference)
@@ -300,14 +305,14 @@ def test_pointwise_losses_refuse_cleanly_or_match_reference(name, output):
     def reference(accepted):
         losses = []
         for batch in accepted:
-            observed = np.ones(batch[0].shape, bool) if len(batch) == 2 else batch[2].numpy()
+            observed = np.ones(batch[0].shape, bool) if len(batch) == 2 else batch[2].mask.numpy()
             losses.append(loss(batch[0].double().numpy()[observed], batch[1].double().numpy()[observed]))
         values = np.concatenate(losses)
         return None if values.size == 0 else [finish(float(values.mean()))]
 
     valid = _well_formed(output, pointwise=True)
     if valid:
-        observed = torch.ones_like(output[0], dtype=torch.bool) if len(output) == 2 else output[2]
+        observed = torch.ones_like(output[0], dtype=torch.bool) if len(output) == 2 else output[2].mask
         p, y = output[0].double()[observed], output[1].double()[observed]
         valid = bool(torch.isfinite(p).all() and torch.isfinite(y).all())
         if unit_range:

@@ -99,7 +99,7 @@ def test_update_leaves_inputs_untouched(dtype):
     mask = torch.tensor([True, True, False, True, True])
     originals = [t.clone() for t in (scores, labels, mask)]
     for metric in (R.AUC(), R.MAE(), R.RMSE(), R.LogLoss(from_logits=True)):
-        metric.update((scores, labels, mask))
+        metric.update((scores, labels, R.Observed(mask)))
     for tensor, original in zip((scores, labels, mask), originals):
         assert torch.equal(tensor.view(torch.uint8), original.view(torch.uint8))  # bits: -0.0 stays -0.0
 
@@ -131,7 +131,7 @@ def test_auc_nan_target_is_an_error_state_unchanged(bad):
     for name, tensor in before.items():
         assert torch.equal(getattr(metric, name), tensor)
     # outside the mask it is never read
-    metric.update((torch.tensor([0.3, 0.4]), torch.tensor([1.0, bad]), torch.tensor([True, False])))
+    metric.update((torch.tensor([0.3, 0.4]), torch.tensor([1.0, bad]), R.Observed(torch.tensor([True, False]))))
 
 
 def test_gauc_negative_targets_and_nan_targets():
@@ -256,7 +256,7 @@ def test_pointwise_chunks_match_reference(monkeypatch, name, layout, accelerator
         p, y, mask = p[:, ::2], y[:, ::2], mask[:, ::2]
     p[~mask] = float("nan")  # never read
     metric = getattr(R, name)()
-    metric.update((p, y, mask))
+    metric.update((p, y, R.Observed(mask)))
     keep = mask.numpy()
     expected = _pointwise_reference(name, p.numpy()[keep], y.numpy()[keep].astype(np.float64))
     assert metric.compute() == pytest.approx(expected, rel=1e-12)

@@ -3,9 +3,11 @@ losses LogLoss, MAE and RMSE (RecBole's definitions).
 
 :class:`GAUC` takes the usual ``(y_pred, y)`` (batch, num_items) input and ranks each user's full
 row. :class:`AUC`, :class:`LogLoss`, :class:`MAE` and :class:`RMSE` take ``(y_pred, y)`` or
-``(y_pred, y, mask)`` of any (equal) shape; ``mask`` (bool, True = observed) restricts them to
-the observed entries, by default all entries count. Entries outside the mask are never read, so
-they may hold NaN.
+``(y_pred, y, Observed(mask))`` of any (equal) shape; ``mask`` (bool, True = observed) restricts
+them to the observed entries, by default all entries count. Entries outside the mask are never
+read, so they may hold NaN. A bare tensor in the third place is refused: the ranking and catalog
+metrics read a bool tensor there as ``exclude`` (True = excluded), the opposite meaning;
+``Observed(~exclude)`` counts every entry but the excluded ones.
 
 Memory: an update reads its inputs a chunk of entries (or of users, for GAUC) at a time, so its
 temporaries stay small: on CPU cache-sized chunks; on accelerators chunks of at least 2**20
@@ -15,7 +17,8 @@ entries whose temporaries total at most one float32 copy of ``y_pred``.
 from __future__ import annotations
 
 import math
-from typing import Callable, Union
+from collections.abc import Sequence
+from typing import Any, Callable, Optional, Union
 
 import torch
 from ignite.exceptions import NotComputableError
@@ -27,9 +30,35 @@ from .._core.full_rows import per_user_auc
 from .._core.input_checks import check_pointwise, check_scores_and_relevance
 from .._core.relevance import Relevance
 from .._core.selection import ordered_int32
+from ..inputs import Observed
 from ._state import BatchTotals, StatefulMetric, StreamingMean, _identity
 
 GAUC_WEIGHTINGS = ("positives", "uniform")
+
+
+def check_observed_input(metric: str, output: Any) -> tuple[torch.Tensor, torch.Tensor, Optional[torch.Tensor]]:
+    """``update``'s input of a pointwise metric, ``(y_pred, y)`` or ``(y_pred, y, Observed(mask))``,
+    checked as ``(y_pred, y, mask or None)``. A bare tensor (or anything else) in the third place
+    is refused: there the ranking and catalog metrics read a bool tensor as ``exclude``."""
+    if isinstance(output, Sequence) and not isinstance(output, (str, bytes)):
+        if len(output) not in (2, 3):
+            raise ValueError(
+                f"update expects a tuple (y_pred, y) or (y_pred, y, Observed(mask)), got a sequence of length "
+                f"{len(output)}"
+            )
+        if len(output) == 3 and isinstance(output[2], Observed):
+            output = (output[0], output[1], output[2].mask)
+        elif len(output) == 3 and output[2] is not None:
+            third = output[2]
+            got = f"a bare {third.dtype} tensor" if isinstance(third, torch.Tensor) else type(third).__name__
+            raise TypeError(
+                f"{metric} reads the third element of update only as Observed(mask), the entries to count "
+                f"(True = observed), got {got}. The ranking and catalog metrics read a bool tensor there as "
+                "exclude (True = excluded), the opposite meaning, so a bare tensor is refused: pass "
+                "(y_pred, y, Observed(mask)) to count the observed entries, or (y_pred, y, Observed(~exclude)) "
+                "to count every entry but the excluded ones."
+            )
+    return check_pointwise(output)
 
 
 class GAUC(StreamingMean):
@@ -76,6 +105,11 @@ class GAUC(StreamingMean):
         super().__init__(output_transform, device, skip_unrolling)
 
     def _parse(self, output):
+        if isinstance(output, Sequence) and not isinstance(output, (str, bytes)) and len(output) == 3:
+            raise ValueError(
+                "GAUC takes (y_pred, y): it ranks each user's full row and takes no exclude or Observed(mask) "
+                "in a third place; give the items to exclude the score -inf (they are then not candidates)"
+            )
         return check_scores_and_relevance(output)
 
     def _inputs_device(self, inputs):
@@ -110,7 +144,8 @@ class AUC(StatefulMetric):
     :math:`= \frac{1}{2} \sum_{b \text{ mixed}} P_b N_b / (P N)` of the exact value, summed over
     the buckets that hold different scores. Entries scored ``-inf`` are not candidates; targets
     below the threshold, negative ones (``-inf`` included), are negatives; NaN targets are
-    errors.
+    errors. ``update((y_pred, y, Observed(mask)))`` counts only the entries of ``mask`` (True =
+    observed); a bare bool tensor there is refused, as it means ``exclude`` to the ranking metrics.
 
     >>> import torch
     >>> from ignite_recsys import AUC
@@ -121,7 +156,6 @@ class AUC(StatefulMetric):
     (0.5, 0.0)
     """
 
-    optional_output_keys = ("mask",)  # a dict output {"y_pred", "y", "mask"} passes its mask
     _parameter_constraints = {"relevance_threshold": V.positive_real(), "resolution_bits": V.Interval(int, 10, 24)}
     relevance_threshold: float
     resolution_bits: int
@@ -146,9 +180,12 @@ class AUC(StatefulMetric):
         self.add_state("_highest", (num_buckets,), reduce="MAX", fill=-math.inf)
         super().__init__(output_transform, device=device, skip_unrolling=skip_unrolling)
 
+    def _tagged_output_keys(self) -> dict:
+        return {"mask": Observed}  # a dict output {"y_pred", "y", "mask"}: the mask as Observed
+
     @reinit__is_reduced
     def update(self, output) -> None:
-        inputs = check_pointwise(output)
+        inputs = check_observed_input("AUC", output)
         y_pred, y = inputs[0], inputs[1]
         relevance = Relevance.of(self.relevance_threshold, y.dtype)
         everything = torch.ones((), dtype=torch.bool, device=y_pred.device)
@@ -219,10 +256,12 @@ class PointwiseMean(StreamingMean):
     """Mean of a per-entry loss over the observed entries."""
 
     _counted = "observed entry"
-    optional_output_keys = ("mask",)  # a dict output {"y_pred", "y", "mask"} passes its mask
+
+    def _tagged_output_keys(self) -> dict:
+        return {"mask": Observed}  # a dict output {"y_pred", "y", "mask"}: the mask as Observed
 
     def _parse(self, output):
-        return check_pointwise(output)
+        return check_observed_input(type(self).__name__, output)
 
     def _inputs_device(self, inputs):
         return inputs[0].device
@@ -267,11 +306,14 @@ class MAE(PointwiseMean):
 
     .. math:: \mathrm{MAE} = \frac{1}{|S|} \sum_{(u,i) \in S} |\hat r_{ui} - r_{ui}|
 
+    :math:`S`: the entries of ``Observed(mask)``, the third element of ``update`` (default: all);
+    a bare bool tensor there is refused, as it means ``exclude`` to the ranking metrics.
+
     >>> import torch
-    >>> from ignite_recsys import MAE
+    >>> from ignite_recsys import MAE, Observed
     >>> metric = MAE()
     >>> metric.update((torch.tensor([[4.0, 2.5], [1.0, 3.0]]), torch.tensor([[5.0, 0.0], [1.0, 2.0]]),
-    ...                torch.tensor([[True, False], [True, True]])))
+    ...                Observed(torch.tensor([[True, False], [True, True]]))))
     >>> round(metric.compute(), 4)
     0.6667
     """
@@ -284,6 +326,9 @@ class RMSE(PointwiseMean):
     r"""Root mean squared error over the observed entries (RecBole ``RMSE``).
 
     .. math:: \mathrm{RMSE} = \sqrt{\frac{1}{|S|} \sum_{(u,i) \in S} (\hat r_{ui} - r_{ui})^2}
+
+    :math:`S`: the entries of ``Observed(mask)``, the third element of ``update`` (default: all);
+    a bare bool tensor there is refused, as it means ``exclude`` to the ranking metrics.
 
     >>> import torch
     >>> from ignite_recsys import RMSE
@@ -305,6 +350,9 @@ class LogLoss(PointwiseMean):
 
     .. math:: \mathrm{LogLoss} = \frac{1}{|S|} \sum_{(u,i) \in S}
               -\left(r_{ui} \log \hat r_{ui} + (1 - r_{ui}) \log(1 - \hat r_{ui})\right)
+
+    :math:`S`: the entries of ``Observed(mask)``, the third element of ``update`` (default: all);
+    a bare bool tensor there is refused, as it means ``exclude`` to the ranking metrics.
 
     ``y_pred`` are probabilities, clipped to [eps, 1 - eps] as RecBole (eps = 1e-15); with
     ``from_logits=True`` they are logits and the loss is computed stably without clipping.
