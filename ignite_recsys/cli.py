@@ -336,8 +336,11 @@ def _counted(result: Any) -> Optional[dict]:
 
 def _counted_line(result: Any) -> Optional[str]:
     """How many users each mean counts, and why the others are not counted."""
+    if "sampled" in result.info:  # the estimates are means over the test items
+        items, negatives = result.info.get("test_items"), result.info["sampled"].get("num_negatives")
+        return f"each mean: over the {items} test items, each ranked among {negatives} sampled negatives"
     counted = _counted(result)
-    if counted is None or "sampled" in result.info:
+    if counted is None:
         return None
     total = len(_users(result))
     groups: dict = {}
