@@ -421,6 +421,43 @@ ENTRIES: tuple = (
 
 REGISTRY: dict = {entry.name: entry for entry in ENTRIES}
 ALL_METRICS: tuple = tuple(REGISTRY)
+
+# An entry's name is its class's name in snake_case (``HitRate`` -> ``hit_rate``, ``NDCG`` ->
+# ``ndcg``), except the classes named here, whose entry keeps the name the reference tools write
+# (checked by tests/test_registry.py). Every surface reads the entry's name.
+NAMES_NOT_SNAKE_CASE: dict = {"BPref": "bpref"}  # trec_eval, ir-measures and ranx write bpref
+
+# Other names of the library's metrics, as ranx, trec_eval / ir-measures and papers write them
+# (compared in lower case; a cut-off follows as "@10" or, trec_eval style, "_10"), read by
+# ``evaluate()`` and the command line.
+ALIASES: dict = {
+    "ndcg": "ndcg",
+    "ndcg_cut": "ndcg",
+    "hit_rate": "hit_rate",
+    "hitrate": "hit_rate",
+    "hr": "hit_rate",
+    "success": "hit_rate",
+    "recall": "recall",
+    "r": "recall",
+    "precision": "precision",
+    "p": "precision",
+    "map": "map",
+    "ap": "map",
+    "map_cut": "map",
+    "mrr": "mrr",
+    "rr": "mrr",
+    "recip_rank": "mrr",
+    "f1": "f1",
+    "r_precision": "r_precision",
+    "rprec": "r_precision",
+    "r-precision": "r_precision",
+    "rprecision": "r_precision",
+    "hits": "hits",  # a count per user, as ranx and RecPack
+    "fallout": "fall_out",
+    "fall_out": "fall_out",
+}
+# names that mean something else elsewhere, refused with the reason
+NOT_ALIASES: dict = {}
 CUTOFF_METRICS: tuple = tuple(entry.name for entry in ENTRIES if entry.has_cutoff)
 # RankingMetrics(metrics=None): the cut-off metrics marked default
 DEFAULT_METRICS: tuple = tuple(entry.name for entry in ENTRIES if entry.has_cutoff and entry.default)

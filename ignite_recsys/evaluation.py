@@ -22,7 +22,7 @@ import torch
 
 from . import _validation as V
 from ._core.input_checks import InputWarning
-from ._registry import ALL_METRICS, CUTOFF_METRICS, REGISTRY, ranking_metrics_options
+from ._registry import ALIASES, ALL_METRICS, CUTOFF_METRICS, NOT_ALIASES, REGISTRY, ranking_metrics_options
 from .data._optional import require
 from .data.files import read_interactions
 from .data._arrow import numpy_of
@@ -48,37 +48,6 @@ RUN_BATCH_SIZE = 1024
 # pieces of a run file (3 MiB of text each, about 3.4 MiB once parsed) read ahead while the test table is read
 RUN_PIECES_AHEAD = 32
 SAMPLED_RUN_BATCH_SIZE = 2048  # a sampled run draws its negatives by batch: a seed draws what it drew
-
-# Other names of the library's metrics, as ranx, trec_eval / ir-measures and papers write them
-# (compared in lower case; a cut-off follows as "@10" or, trec_eval style, "_10").
-ALIASES = {
-    "ndcg": "ndcg",
-    "ndcg_cut": "ndcg",
-    "hit_rate": "hit_rate",
-    "hitrate": "hit_rate",
-    "hr": "hit_rate",
-    "success": "hit_rate",
-    "recall": "recall",
-    "r": "recall",
-    "precision": "precision",
-    "p": "precision",
-    "map": "map",
-    "ap": "map",
-    "map_cut": "map",
-    "mrr": "mrr",
-    "rr": "mrr",
-    "recip_rank": "mrr",
-    "f1": "f1",
-    "r_precision": "r_precision",
-    "rprec": "r_precision",
-    "r-precision": "r_precision",
-    "rprecision": "r_precision",
-    "hits": "hits",  # a count per user, as ranx and RecPack
-    "fallout": "fall_out",
-    "fall_out": "fall_out",
-}
-# names that mean something else elsewhere, refused with the reason
-NOT_ALIASES: dict = {}
 
 
 def _expand_cutoffs(names: Sequence[Any]) -> list:

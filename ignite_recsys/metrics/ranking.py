@@ -371,11 +371,17 @@ class BPref(CutoffResults, RankingMean):
     >>> judged = torch.sparse_coo_tensor(torch.tensor([[0, 0, 0], [0, 1, 2]]), torch.tensor([0.0, 1.0, 0.0]), (1, 4))
     >>> metric = BPref(top_k=4)
     >>> metric.update((torch.tensor([[4.0, 3.0, 2.0, 1.0]]), judged))
-    >>> metric.compute()
-    [0.0]
+    >>> metric.compute_dict()
+    {'bpref@4': 0.0}
     """
 
     entry = REGISTRY["bpref"]
+
+    def compute_dict(self) -> dict[str, float]:
+        """``compute()`` labelled with the registry's name, ``{"bpref@<k>": value}``, as
+        RankingMetrics, ``evaluate()`` and the command line label it (not the class name in
+        snake_case: see ``_registry.NAMES_NOT_SNAKE_CASE``)."""
+        return {self.entry.name + label: value for label, value in zip(self._value_labels(), self.compute())}
 
 
 class RPrecision(RankingMean):
