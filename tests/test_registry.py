@@ -9,7 +9,14 @@ import torch
 
 import ignite_recsys as R
 from ignite_recsys import functional as F
-from ignite_recsys._registry import ALL_METRICS, CUTOFF_METRICS, DEFAULT_METRICS, REGISTRY, ranking_metrics_options
+from ignite_recsys._registry import (
+    ALL_METRICS,
+    CUTOFF_METRICS,
+    DEFAULT_METRICS,
+    LIST_ENTRIES,
+    REGISTRY,
+    ranking_metrics_options,
+)
 from ignite_recsys.metrics._engine import CutoffResults as CutoffMetric  # the classes with cut-offs
 
 from conftest import CUTOFF_CLASSES, class_of, random_batch, run_metric
@@ -243,3 +250,81 @@ def test_the_ranking_metrics_docstring_names_every_registry_metric():
     for argument in ranking_metrics_options():
         assert f"\n        {argument}: " in doc, argument
     assert "<" + "names>" not in doc and "<" + "conventions>" not in doc
+
+
+# --- The steps of adding a metric beyond its entry, checked from the registry ----------------------
+def _dict_keys(path, variable):
+    """The string keys of the dict literal assigned to ``variable`` in ``path``, read without
+    importing the module (an import of the harness itself fails on a missing reference)."""
+    import ast
+    import pathlib
+
+    tree = ast.parse(pathlib.Path(path).read_text())
+    for node in tree.body:
+        targets = node.targets if isinstance(node, ast.Assign) else [getattr(node, "target", None)]
+        if any(isinstance(target, ast.Name) and target.id == variable for target in targets):
+            return {key.value for key in node.value.keys if isinstance(key, ast.Constant)}
+    raise LookupError(f"{path} assigns no {variable}")
+
+
+def _missing_steps(entry):
+    """The places a metric must reach beyond its registry entry that ``entry`` does not: one line
+    each, naming the file and what to add there."""
+    import pathlib
+
+    from ignite_recsys._registry import ListEntry
+
+    tests = pathlib.Path(__file__).resolve().parent
+    readme = (tests.parent / "README.md").read_text()
+    readme_lists = readme[: readme.index("## Install")]
+    missing = []
+    if entry.class_name not in R.__all__:
+        where = "metrics/ranking.py" if not isinstance(entry, ListEntry) else "its family's file"
+        missing.append(f"ignite_recsys: a class {entry.class_name} in {where}, exported by metrics/__init__.py")
+    if f"`{entry.class_name}`" not in readme_lists:
+        missing.append(f"README.md: `{entry.class_name}` in the list of metrics at the top (tests/test_readme.py)")
+    if isinstance(entry, ListEntry):
+        if entry.per_user and f"``{entry.name}``" not in F.__doc__:
+            missing.append(f"ignite_recsys/functional.py: ``{entry.name}`` in the module docstring's list of functions")
+        catalog = _dict_keys(tests / "harness.py", "CATALOG_CLASSES")
+        if (
+            entry.per_user
+            and entry.name not in catalog
+            and entry.name not in _dict_keys(tests / "harness.py", "LIST_REFERENCES")
+        ):
+            missing.append(
+                f"tests/harness.py: LIST_REFERENCES[{entry.name!r}], its numpy reference "
+                "(the formula written in tests/references_families.py)"
+            )
+    else:
+        from references import user_values
+
+        if entry.name not in user_values([0, 1, 2], [1.0, 0.0, 2.0], 2):
+            missing.append(f"tests/references.py: user_values(...)[{entry.name!r}], its numpy reference")
+    return missing
+
+
+@pytest.mark.parametrize("entry", list(REGISTRY.values()) + list(LIST_ENTRIES), ids=lambda entry: entry.name)
+def test_every_metric_reaches_every_place_adding_a_metric_needs(entry):
+    missing = _missing_steps(entry)
+    assert not missing, f"{entry.class_name} ({entry.name!r}) lacks:\n- " + "\n- ".join(missing)
+
+
+def test_a_new_metric_is_told_each_step_it_lacks():
+    """An entry with no class, README line, function doc line or reference: the check names each
+    place to add it."""
+    import dataclasses
+
+    ranking = dataclasses.replace(REGISTRY["ndcg"], name="reciprocal_ndcg", class_name="ReciprocalNDCG")
+    listed = dataclasses.replace(next(e for e in LIST_ENTRIES if e.name == "epc"), name="epd", class_name="EPD")
+    assert [line.split(":")[0] for line in _missing_steps(ranking)] == [
+        "ignite_recsys",
+        "README.md",
+        "tests/references.py",
+    ]
+    assert [line.split(":")[0] for line in _missing_steps(listed)] == [
+        "ignite_recsys",
+        "README.md",
+        "ignite_recsys/functional.py",
+        "tests/harness.py",
+    ]
