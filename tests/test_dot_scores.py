@@ -98,12 +98,15 @@ def _close(a, b) -> bool:
     return math.isclose(a, b, rel_tol=0, abs_tol=TOLERANCE) or (math.isnan(a) and math.isnan(b))
 
 
-def check_equal_to_dense(variant, drawn):
+def check_equal_to_dense(variant, drawn, average=False):
     u, v, bias, labels, excluded, popularity, tile, target, exclude, dtype = drawn
+    ties = "average" if average and variant.average_ties and variant.family.startswith("ranking") else "stable"
+    if ties == "average" and variant.blocked:  # RankingMetrics without the choices that refuse it
+        variant = variant.without_blocked()
     if exclude not in variant.axes["exclude"]:  # a metric that reads the history needs one
         exclude = variant.axes["exclude"][0]
     data = _data(u, v, bias, labels, excluded, popularity)
-    case = H.Case(variant.name, per_user=variant.family != "catalog")
+    case = H.Case(variant.name, ties=ties, per_user=variant.family != "catalog")
     y = H.target_form(labels, target)
     mask = H.exclude_form(excluded, exclude)
     rest = () if mask is None else (mask,)
@@ -121,17 +124,17 @@ def check_equal_to_dense(variant, drawn):
 
 @pytest.mark.parametrize("variant", [v for v in SINGLE if v.name in FAST], ids=lambda v: v.name)
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(drawn=vector_data())
-def test_equal_to_the_dense_path(variant, drawn):
-    check_equal_to_dense(variant, drawn)
+@given(drawn=vector_data(), average=st.booleans())
+def test_equal_to_the_dense_path(variant, drawn, average):
+    check_equal_to_dense(variant, drawn, average)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("variant", SINGLE, ids=lambda v: v.name)
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(drawn=vector_data())
-def test_every_metric_equal_to_the_dense_path(variant, drawn):
-    check_equal_to_dense(variant, drawn)
+@given(drawn=vector_data(), average=st.booleans())
+def test_every_metric_equal_to_the_dense_path(variant, drawn, average):
+    check_equal_to_dense(variant, drawn, average)
 
 
 # --- Against numpy references written from the formulas ---------------------------------------
@@ -284,12 +287,6 @@ def test_targets_and_exclusions_must_fit_the_item_table(y, exclude, words):
     assert all(torch.equal(before[k], after[k]) for k in before)
 
 
-def test_average_ties_are_refused_clearly():
-    metric = R.NDCG([5], ties="average")
-    with pytest.raises(ValueError, match="ties='average' is not available with DotScores"):
-        metric.update((R.DotScores(*_ok()), torch.ones(3, 10)))
-
-
 def test_tile_comes_from_the_budget_not_the_catalog():
     users, items = torch.ones(1024, 2), torch.ones(1_000_000, 2)
     assert R.DotScores(users, items).tile_items() == 256 * 2**20 // (1024 * 4) == 65536
@@ -372,8 +369,8 @@ ACCELERATOR_VARIANTS = ["ndcg", "bpref", "fall_out", "r_precision", "ranking_met
 
 @pytest.mark.parametrize("name", ACCELERATOR_VARIANTS)
 @settings(max_examples=20, deadline=None)
-@given(drawn=vector_data())
-def test_accelerator_code_path_equals_the_dense_path(name, drawn):
+@given(drawn=vector_data(), average=st.booleans())
+def test_accelerator_code_path_equals_the_dense_path(name, drawn, average):
     """The variants taken on accelerators (no host read: RPrecision ranked to the targets' width,
     or the catalog for dense labels), forced on CPU."""
     from unittest import mock
@@ -381,4 +378,22 @@ def test_accelerator_code_path_equals_the_dense_path(name, drawn):
     from ignite_recsys._core import tuning
 
     with mock.patch.object(tuning, "cpu_tuned", lambda device: False):
-        check_equal_to_dense(H.VARIANTS[name], drawn)
+        check_equal_to_dense(H.VARIANTS[name], drawn, average)
+
+
+@pytest.mark.parametrize("target", ["ids", "coo", "dense"])
+@pytest.mark.parametrize("exclude", ["none", "ids", "dense"])
+def test_average_ties_across_tiles(target, exclude):
+    """ties="average" reads the tied group at the cut-off over the whole catalog (a second pass
+    over the tiles): vectors in {-1, 0, 1} tie most items, the group spans several tiles."""
+    variants = [H.VARIANTS[name] for name in ("ndcg", "map", "ranking_metrics[0]", "err")]
+    for seed in range(12):
+        rng = np.random.default_rng(seed)
+        users, items = 5, 30
+        u, v = rng.integers(-1, 2, size=(users, 2)).astype(float), rng.integers(-1, 2, size=(items, 2)).astype(float)
+        labels = np.where(rng.random((users, items)) < 0.3, rng.integers(1, 4, size=(users, items)), 0).astype(float)
+        excluded = rng.random((users, items)) < 0.2
+        popularity = np.ones(items)
+        drawn = (u, v, None, labels, excluded, popularity, 4, target, exclude, torch.float64)
+        for variant in variants:
+            check_equal_to_dense(variant, drawn, average=True)

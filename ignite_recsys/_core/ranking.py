@@ -57,7 +57,7 @@ from .selection import (
     stable_topk_excluding_listed,
     untied_topk,
 )
-from .vectors import vector_boundary_ties, vector_candidates
+from .vectors import vector_boundary_ties, vector_candidates, vector_group_totals, vector_top_scores
 from .ties import (
     boundary_ties,
     last_group_totals,
@@ -249,11 +249,6 @@ def _own_gain(gain_function: Optional[GainFunction]) -> GainFunction:
 def rank_input(batch: RankingInput, request: RankingRequest, hints: Optional[RankingHints] = None) -> RankedBatch:
     """The shared ranking step for any input form (see the module docstring). ``hints``: the
     calling metric's ``RankingHints`` (speed only). Threads: ``tuning.ranking_threads``."""
-    if batch.vectors is not None and request.ties != "stable":
-        raise ValueError(
-            "ties='average' is not available with DotScores predictions (the tied group past the cut-off would "
-            "need a second pass over the catalog): use ties='stable', or dense scores"
-        )
     with tuning.ranking_threads():
         dense = batch.dense_pair()
         if dense is not None:
@@ -325,7 +320,9 @@ def _rank_candidates(batch: RankingInput, request: RankingRequest, hints) -> Ran
     else:
         counted, top_labels = _target_pass(batch, relevance, order, compaction, depth)
     scores = batch.scores
-    if request.ties == "stable" or scores is None:  # a ranked id list has no ties
+    if request.ties != "stable" and batch.vectors is not None:  # the scores kept by the tiled selection
+        top_scores = vector_top_scores(batch, order)
+    elif request.ties == "stable" or scores is None:  # a ranked id list has no ties
         top_scores = None
     else:
         nan = torch.full((), float("nan"), dtype=scores.dtype, device=order.device)
@@ -532,6 +529,8 @@ def _candidate_group_totals(
     """Over each user's candidates, those scored ``boundary`` (batch, 1): their number, how many
     are relevant and their total gain under each of ``gain_functions`` (``ties="average"`` with
     dense scores): over ``rows`` only (``ties.rows_to_read``; None: every row), 0 elsewhere."""
+    if batch.vectors is not None:  # a second pass over the tiles
+        return vector_group_totals(batch, boundary, relevance, gain_functions, threshold, rows)
     scores, excluded = batch.score_rows, batch.excluded
     if batch.labels is not None:
         return last_group_totals(scores, batch.labels, boundary, relevance, gain_functions, threshold, rows, excluded)

@@ -21,7 +21,8 @@ import torch
 
 from ..inputs import DotScores
 from .item_sets import ITEM_BITS, ItemTable
-from .relevance import count_true
+from .relevance import count_true, gains
+from .ties import last_group_totals
 from .selection import stable_topk, stable_topk_excluding
 
 _ITEM_MASK = (1 << ITEM_BITS) - 1
@@ -162,3 +163,51 @@ def vector_boundary_ties(batch, order: torch.Tensor, depth: int) -> torch.Tensor
     if tie.shape[1] > depth:
         return tie[:, :depth]
     return tie if tie.shape[1] == depth else torch.nn.functional.pad(tie, (0, depth - tie.shape[1]))
+
+
+def vector_top_scores(batch, order: torch.Tensor) -> torch.Tensor:
+    """The scores at ``order`` (batch, depth) from the tiled selection, NaN at empty positions (as
+    ``ties.tie_expectations`` reads them)."""
+    values = batch.vector_top_values[:, : order.shape[1]]
+    if values.shape[1] < order.shape[1]:
+        values = torch.nn.functional.pad(values, (0, order.shape[1] - values.shape[1]))
+    return torch.where(order >= 0, values, torch.full((), float("nan"), dtype=values.dtype, device=values.device))
+
+
+def vector_group_totals(batch, boundary, relevance, gain_functions, threshold, rows) -> tuple:
+    """``ranking._candidate_group_totals`` for DotScores (``ties="average"``): a second pass over
+    the same tiles (the same products, so the same scores), each tile's candidates scored
+    ``boundary`` counted by ``ties.last_group_totals``; with sparse or id targets, their entries'
+    scores read from the tiles that hold them."""
+    vectors, exclusion = batch.vectors, exclusion_of(batch)
+    num_users, device = batch.num_users, batch.device
+    totals = [torch.zeros(num_users, dtype=torch.float64, device=device) for _ in range(2 + len(gain_functions))]
+    table = batch.targets
+    if table is not None:
+        users, items = table.users.clamp(max=num_users - 1), table.keys & _ITEM_MASK
+        belongs = table.users < num_users
+        tied = torch.zeros(table.keys.shape, dtype=torch.bool, device=device)
+    for start, stop in tiles(vectors):
+        scores, excluded = tile_scores(vectors, start, stop), exclusion.of(start, stop)
+        labels = None if batch.labels is None else batch.labels[:, start:stop]
+        count, relevant, gain_totals = last_group_totals(
+            scores, labels, boundary, relevance, gain_functions, threshold, rows, excluded
+        )
+        for total, part in zip(totals, [count, relevant, *gain_totals] if labels is not None else [count]):
+            total += part
+        if table is not None:
+            local = (items - start).clamp(min=0, max=stop - start - 1)
+            here = belongs & (items >= start) & (items < stop) & (scores[users, local] == boundary[users, 0])
+            if excluded is not None:
+                here &= ~excluded[users, local]
+            tied |= here
+    if table is not None:
+        if rows is not None:  # only the rows asked for, as last_group_totals counts
+            chosen = torch.zeros(num_users, dtype=torch.bool, device=device).index_fill_(0, rows, True)
+            tied &= chosen[users]
+        values = table.values.to(torch.float64)
+        relevant_values = relevance.indicator(values)
+        totals[1] = table.per_user_sum(tied * relevant_values)
+        for row, gain_function in enumerate(gain_functions, start=2):
+            totals[row] = table.per_user_sum(tied * gains(values, relevant_values, gain_function, threshold))
+    return totals[0], totals[1], totals[2:]
