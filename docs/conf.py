@@ -51,6 +51,7 @@ GROUPS = {
     "Input forms and diagnostics": [
         "ItemIds",
         "RankedItems",
+        "Observed",
         "UserGroups",
         "UserIds",
         "BoundaryTieWarning",
@@ -67,6 +68,8 @@ SIDES = {
     "item ids.",
     "RankedItems": "``RankedItems`` goes on the ``y_pred`` side of the update tuple: the predictions, as "
     "each user's ranked item ids, best first.",
+    "Observed": "``Observed`` goes in the third place of the update tuple of ``AUC``, ``LogLoss``, ``MAE`` "
+    "and ``RMSE``: the entries they count (a bare bool tensor there is ``exclude``, which they refuse).",
 }
 
 
