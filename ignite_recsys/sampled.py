@@ -109,14 +109,21 @@ def run_scores(
             "ids, 07 for 7): sampled negatives are drawn from the catalog, which must hold every item the run ranks"
         )
     offsets = np.concatenate([[0], np.cumsum(lengths)])
-    list_of_user = np.full(int(test.users.max()) + 1, -1, dtype=np.int64)
-    list_of_user[test.users.numpy()[positions]] = np.arange(len(positions))
+    # each listed user's list, found by a sorted search: sized by the users, not by their largest id
+    listed = test.users.numpy()[positions]
+    by_user = np.argsort(listed, kind="stable")
+    listed_sorted = listed[by_user]
+
+    def list_of(users: np.ndarray) -> np.ndarray:
+        at = np.minimum(np.searchsorted(listed_sorted, users), max(len(listed_sorted) - 1, 0))
+        found = listed_sorted[at] == users if len(listed_sorted) else np.zeros(len(users), dtype=bool)
+        return np.where(found, by_user[at] if len(by_user) else -1, -1)
 
     def scores(users: torch.Tensor) -> torch.Tensor:
         table = np.full((len(users), catalog), -np.inf)
         missing = []
-        for row, user in enumerate(users.cpu().numpy()):
-            which = list_of_user[user] if user < len(list_of_user) else -1
+        lists = list_of(users.cpu().numpy())
+        for row, which in enumerate(lists):
             if which >= 0:
                 ranked = items[offsets[which] : offsets[which + 1]]
                 table[row, ranked] = -np.arange(len(ranked), dtype=np.float64)

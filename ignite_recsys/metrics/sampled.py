@@ -52,8 +52,8 @@ def _check_seed(name: str, value: Any, arguments: Any) -> Any:
 
 
 def _check_estimators(name: str, value: Any, arguments: Any) -> list:
-    if value is None:  # every one that the sampling defines
-        return list(E.ESTIMATORS) if arguments.get("sampling") != "popularity" else ["naive"]
+    if value is None:  # those whose every value lies in the metric's range, as the sampling defines them
+        return list(E.DEFAULT_ESTIMATORS) if arguments.get("sampling") != "popularity" else ["naive"]
     value = _check_names(name, value, E.ESTIMATORS)
     if arguments.get("sampling") == "popularity" and value != ["naive"]:
         raise ValueError(
@@ -70,7 +70,13 @@ def _check_weights(name: str, value: Any, arguments: Any) -> Optional[torch.Tens
         return None
     if arguments.get("sampling") != "popularity":
         raise ValueError(f"{name} is read only with sampling='popularity'")
-    return V.check_item_vector(name, value).clone()
+    value = V.check_item_vector(name, value).clone()
+    if not bool((value > 0).any()):
+        raise ValueError(
+            f"{name} are all 0: popularity sampling draws each negative with probability proportional to its "
+            "weight, so at least one weight must be > 0"
+        )
+    return value
 
 
 class SampledMetrics(StatefulMetric):
@@ -95,12 +101,20 @@ class SampledMetrics(StatefulMetric):
     RecBole's values under its sampled protocol (checked against RecBole's evaluator).
 
     Estimators (formulas and sources in :mod:`ignite_recsys._core.sampled_estimators`):
-    ``"naive"`` (the sampled metric itself), ``"kr_bias"`` and ``"kr_bv"`` (Krichene and
-    Rendle's least-bias and bias-variance corrections; ``gamma`` weighs the variance),
+    ``"naive"`` (the sampled metric itself), ``"kr_bias"`` (Krichene and Rendle's least-bias
+    correction, corrected least squares with each per-rank value bounded to the metric's
+    range), ``"kr_bv"`` (their bias-variance correction; ``gamma`` weighs the variance),
     ``"rescaled"`` (the metric at the full rank :math:`1 + (r-1)(N-1)/n`), ``"mle"`` (the
-    maximum-likelihood full-rank distribution of Jin et al.); default (None): all of them for
+    maximum-likelihood full-rank distribution of Jin et al., to a duality gap of ``1e-10``:
+    :attr:`mle_gap` holds the gap reached) and ``"kr_bias_unbounded"`` (the least-bias
+    correction without bounds: values far outside the metric's range, set by an eigenvalue
+    cut-off; asking for it warns). Default (None): ``["naive", "kr_bias", "kr_bv", "mle"]`` for
     uniform sampling, ``"naive"`` alone for popularity sampling, as the others need uniform
-    sampling. They
+    sampling. The mean of every estimator but ``"kr_bias_unbounded"`` lies in the metric's
+    range: ``kr_bv``'s per-item values do not (its table reaches below 0 and above 1), and its
+    mean is clipped to the range (a projection onto an interval that holds the exact value,
+    which never moves the estimate away from it); the intervals of those estimators are
+    clipped alike. They
     estimate the full-catalog metric of each test item ranked among its :math:`N` candidates
     (itself and the user's non-excluded non-test items) with ties broken at random; when
     :math:`N` differs between users (exclusions), they use its mean over the test items
@@ -155,7 +169,7 @@ class SampledMetrics(StatefulMetric):
         "num_negatives": V.positive_int(),
         "sampling": V.Options(SAMPLINGS),
         "item_weights": V.Custom(
-            "None, or with sampling='popularity' a 1-D tensor of finite weights >= 0",
+            "None, or with sampling='popularity' a 1-D tensor of finite weights >= 0, not all 0",
             _check_weights,
             (torch.tensor([1.0, -1.0]), [1.0], "w"),
         ),
@@ -218,7 +232,17 @@ class SampledMetrics(StatefulMetric):
         names = ("top_k", "metrics", "num_negatives", "sampling", "item_weights", "gamma", "ties", "model", "seed")
         self._keep_arguments(arguments, *names, "num_items")
         self._weights = DeviceCopies(item_weights=self.item_weights)  # on the inputs' device, once
-        self.estimators: list = list(arguments["estimators"] or E.ESTIMATORS)  # (checked: None is resolved)
+        self.estimators: list = list(arguments["estimators"])  # (checked: None is resolved)
+        raw = [name for name in self.estimators if name in E.UNBOUNDED_ESTIMATORS]
+        if raw:
+            warnings.warn(
+                f"estimators {raw}: the unconstrained least-bias correction gives values outside the metric's "
+                "range (e.g. a recall above 1 or an NDCG below 0), set by an eigenvalue cut-off; 'kr_bias' is the "
+                "same correction with the values bounded to the range",
+                UserWarning,
+                stacklevel=2,
+            )
+        self.mle_gap: Optional[float] = None  # the duality gap of the last mle estimate (compute())
         self.keeps_per_user = per_user
         self._tables: dict = {}
         self._extremes: tuple = ()  # the batch's least and largest number of candidates (_add reads it)
@@ -355,7 +379,7 @@ class SampledMetrics(StatefulMetric):
 
     def _sample(self, allowed: torch.Tensor, shape: tuple, generator: torch.Generator) -> tuple:
         """(negatives (batch, p, n) int64, number of candidate negatives per row (batch,) int64,
-        a row without any (batch,) bool)."""
+        (2, batch) bool: a row without any candidate, a row whose candidates all weigh 0)."""
         batch, device = allowed.shape[0], allowed.device
         uniform = torch.rand((batch, shape[1] * shape[2]), generator=generator, device=device, dtype=torch.float64)
         if self.sampling == "uniform":
@@ -365,14 +389,15 @@ class SampledMetrics(StatefulMetric):
             count = allowed.sum(1, keepdim=True)
             position = (uniform * count).to(torch.int64).clamp_max_(count - 1).clamp_min_(0)
             chosen = order.gather(1, position)
-            empty = count[:, 0] == 0
+            empty = torch.stack([count[:, 0] == 0, torch.zeros_like(count[:, 0], dtype=torch.bool)])
         else:
             weights = self._weights.get("item_weights", device)
             cumulative = torch.where(allowed, weights, 0.0).cumsum(1)
             total = cumulative[:, -1:]
             chosen = torch.searchsorted(cumulative, uniform * total, right=True)
             count = allowed.sum(1, keepdim=True)
-            empty = total[:, 0] <= 0
+            empty = (total[:, 0] <= 0) & (count[:, 0] > 0)  # candidates, all of weight 0
+            empty = torch.stack([count[:, 0] == 0, empty])
         chosen = chosen.clamp_max_(allowed.shape[1] - 1)
         return chosen.view(shape), count[:, 0], empty
 
@@ -382,6 +407,8 @@ class SampledMetrics(StatefulMetric):
         generator = self._generator(device)
         batch, width, n = positives.shape[0], positives.shape[1], self.num_negatives
         valid = positives >= 0
+        ordered = positives.sort(1).values
+        repeated = ((ordered[:, 1:] == ordered[:, :-1]) & (ordered[:, 1:] >= 0)).any()
         index = positives.clamp(0, num_items - 1)  # what the scores are read at (padding's weight is 0)
         # padding and ids outside the catalog (refused below) marked in a spare column, not at a real
         # item: a scatter of False there would overwrite a test item's True (duplicate indices)
@@ -434,8 +461,11 @@ class SampledMetrics(StatefulMetric):
                 (positives < -1) | (positives >= num_items)
             ).any(),
             "a user has no candidate negative (every item is excluded or a test item)": (
-                empty.unsqueeze(1) & valid
+                empty[0].unsqueeze(1) & valid
             ).any(),
+            "item_weights are 0 on every candidate negative of a user (every item of positive weight is excluded "
+            "or a test item): popularity sampling cannot draw from them": (empty[1].unsqueeze(1) & valid).any(),
+            "positives holds an item id twice for one user (a test item is ranked once: list it once)": repeated,
             (
                 "scores hold NaN"
                 if self.model is None
@@ -500,9 +530,8 @@ class SampledMetrics(StatefulMetric):
                 table = E.rescaled_tables(pairs, num_candidates, n)
             else:
                 try:
-                    table = E.krichene_rendle_tables(
-                        pairs, num_candidates, n, 0.0 if estimator == "kr_bias" else self.gamma
-                    )
+                    gamma = self.gamma if estimator == "kr_bv" else 0.0
+                    table = E.krichene_rendle_tables(pairs, num_candidates, n, gamma, estimator == "kr_bias")
                 except torch.linalg.LinAlgError:
                     raise ValueError(
                         f"the {estimator!r} estimate has no solution for num_negatives={n} drawn among "
@@ -522,12 +551,16 @@ class SampledMetrics(StatefulMetric):
     def compute(self) -> dict:
         histogram, count, num_candidates, _, _ = self._state()
         per_estimator = {}
+        low, high = E.metric_ranges(self._pairs(), num_candidates)
         for estimator in self.estimators:
             if estimator == "mle":
                 exact_up_to = max(200, 2 * max(k for _, k in self._pairs()))
-                per_estimator[estimator] = E.mle_estimates(self._pairs(), histogram, num_candidates, exact_up_to)
+                values, self.mle_gap = E.mle_estimates(self._pairs(), histogram, num_candidates, exact_up_to)
             else:
-                per_estimator[estimator] = histogram @ self._table(estimator, num_candidates) / count
+                values = histogram @ self._table(estimator, num_candidates) / count
+            if estimator not in E.UNBOUNDED_ESTIMATORS:  # (moves kr_bv's alone: the others lie in the range)
+                values = torch.minimum(torch.maximum(values, low), high)
+            per_estimator[estimator] = values
         result = {}
         for column, (name, k) in enumerate(self._pairs()):
             for estimator in self.estimators:
@@ -537,19 +570,23 @@ class SampledMetrics(StatefulMetric):
     def confidence_interval(self, level: float = 0.95) -> dict:
         r"""Student-t interval of the mean of the per-item values, ``{"<metric>@<k>/<estimator>":
         (low, high)}`` for the estimators with per-item values (all but ``mle``):
-        :math:`\bar x \pm t_{(1+\text{level})/2,\, m-1}\, s / \sqrt m` over the m test items."""
+        :math:`\bar x \pm t_{(1+\text{level})/2,\, m-1}\, s / \sqrt m` over the m test items,
+        its ends clipped to the metric's range (but for ``kr_bias_unbounded``)."""
         level = V.check_level(level)
         histogram, count, num_candidates, _, _ = self._state()
         if count < 2:
             raise NotComputableError(f"{type(self).__name__}.confidence_interval() needs at least two test items")
         result = {}
         bounds = {}
+        bottom, top = E.metric_ranges(self._pairs(), num_candidates)
         for estimator in self.estimators:
             if estimator in E.PER_ITEM_ESTIMATORS:
                 table = self._table(estimator, num_candidates)
                 total = histogram @ table
                 deviations = histogram @ (table - total / count).square()  # about the mean: no cancellation
                 low, high = t_intervals(total, deviations, torch.tensor(count, dtype=torch.float64), level)
+                if estimator not in E.UNBOUNDED_ESTIMATORS:
+                    low, high = torch.maximum(low, bottom), torch.minimum(high, top)
                 bounds[estimator] = (low.tolist(), high.tolist())
         for column, (name, k) in enumerate(self._pairs()):
             for estimator, (low, high) in bounds.items():
