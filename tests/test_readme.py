@@ -58,3 +58,21 @@ def test_the_install_lines_name_extras_that_exist_and_the_commands_run_files_tha
     for script in re.findall(r"^python (examples/\S+\.py)", README, re.M):
         assert (ROOT / script).is_file(), script
     assert "python -m pytest" in README
+
+
+def test_no_figure_that_goes_stale_with_the_next_test():
+    """A count of the tests ("5,278 tests") is wrong as soon as one is added: the README states
+    the suite's run time without one."""
+    assert re.findall(r"\b\d[\d,]* tests\b", README) == []
+
+
+def test_what_ci_runs_is_what_the_readme_says():
+    """The README says .ci/run checks the docs' rendering where Chromium is installed: it does,
+    after building the docs, and the check skips with a printed line without a browser."""
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert "docs/check_rendering.py" in README
+    build = ci.index("python -m sphinx -W -q -b html docs docs/_build/html")
+    check = ci.index("python docs/check_rendering.py --no-build")
+    assert build < check
+    source = (ROOT / "docs" / "check_rendering.py").read_text()
+    assert 'print("check_rendering: skipped, no Chromium found' in source
