@@ -76,11 +76,13 @@ def id_kind(name: str, values: Any) -> str:
         if pa.types.is_dictionary(kind):
             kind = kind.value_type
         if pa.types.is_integer(kind):
+            check_int64_range(name, values)
             return "int"
         if pa.types.is_string(kind) or pa.types.is_large_string(kind) or pa.types.is_string_view(kind):
             return "str"
         raise TypeError(f"{name} must hold integer or string ids, got arrow type {values.type}")
     if values.dtype.kind in "iu":
+        check_int64_range(name, values)
         return "int"
     if values.dtype.kind in "US":
         return "str"
@@ -140,11 +142,44 @@ def _is_missing(value: Any) -> bool:
     )
 
 
+_INT64_MAX = np.iinfo(np.int64).max
+
+
+def beyond_int64(values: Any) -> Optional[tuple]:
+    """(row, id) of the first integer id of ``values`` (numpy or pyarrow, a dictionary too) past
+    int64's range, or None: only unsigned 64-bit ids can be."""
+    if _is_arrow(values):
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        base = values.type.value_type if pa.types.is_dictionary(values.type) else values.type
+        if base != pa.uint64() or not len(values):
+            return None
+        values = values.dictionary_decode() if pa.types.is_dictionary(values.type) else values
+        if (pc.max(values).as_py() or 0) <= _INT64_MAX:
+            return None
+        values = numpy_of(values, null=0)
+    if values.dtype != np.uint64 or not values.size or values.max() <= _INT64_MAX:
+        return None
+    row = int(np.argmax(values > _INT64_MAX))
+    return row, int(values[row])
+
+
+# what to do with integer ids that int64 cannot hold
+INT64_HINT = "integer ids are read as int64; give such ids as strings, e.g. the column cast to string"
+
+
+def check_int64_range(name: str, values: Any) -> None:
+    """A ValueError naming ``name``, the row and the id of the first integer id past int64's range
+    (a uint64 hash of 2**63 or more), which int64 ids would wrap around to a negative one."""
+    found = beyond_int64(values)
+    if found is not None:
+        raise ValueError(f"{name}: id {found[1]} at row {found[0]} does not fit in int64 ({INT64_HINT})")
+
+
 def _check_int_ids(name: str, values: np.ndarray, negative: bool = False) -> np.ndarray:
     """int64 ids, each >= 0 unless ``negative`` (a ValueError naming the first bad row otherwise)."""
-    if values.dtype.kind == "u" and values.size and values.max() > np.iinfo(np.int64).max:
-        row = int(np.argmax(values > np.iinfo(np.int64).max))
-        raise ValueError(f"{name}: id {values[row]} at row {row} does not fit in int64")
+    check_int64_range(name, values)
     values = values.astype(np.int64, copy=False)
     if not negative and values.size and values.min() < 0:
         row = int(np.argmax(values < 0))
@@ -546,6 +581,7 @@ class Interactions:
                 stacklevel=2,
             )
         for role, name in (("user_map", user), ("item_map", item)):
+            check_int64_range(f"frame column {name!r}", column(name, columns[name]))  # named as the frame names it
             mapped = map_ids if map_ids is not None else not isinstance(columns[name], torch.Tensor)
             if mapped and options.get(role) is None:
                 options[role] = IdMap.derived_map()  # filled with the column's distinct ids, in sorted order
