@@ -156,3 +156,14 @@ def test_observed_mask_of_another_shape_is_refused():
     scores, test, _ = _example()
     with pytest.raises(ValueError, match="mask must have the shape of y_pred"):
         R.RMSE().update((scores, test, R.Observed(torch.ones(4, 49, dtype=torch.bool))))
+
+
+@pytest.mark.parametrize(
+    "output, error",
+    [(torch.rand(3), TypeError), ("ab", TypeError), ((torch.rand(3),), ValueError)],
+    ids=["tensor", "text", "one element"],
+)
+def test_a_malformed_update_names_the_observed_form(output, error):
+    for make in SCORE_BASED.values():
+        with pytest.raises(error, match=r"\(y_pred, y\) or \(y_pred, y, Observed\(mask\)\)"):
+            make().update(output)

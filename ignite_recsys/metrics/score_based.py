@@ -40,24 +40,23 @@ def check_observed_input(metric: str, output: Any) -> tuple[torch.Tensor, torch.
     """``update``'s input of a pointwise metric, ``(y_pred, y)`` or ``(y_pred, y, Observed(mask))``,
     checked as ``(y_pred, y, mask or None)``. A bare tensor (or anything else) in the third place
     is refused: there the ranking and catalog metrics read a bool tensor as ``exclude``."""
-    if isinstance(output, Sequence) and not isinstance(output, (str, bytes)):
-        if len(output) not in (2, 3):
-            raise ValueError(
-                f"update expects a tuple (y_pred, y) or (y_pred, y, Observed(mask)), got a sequence of length "
-                f"{len(output)}"
-            )
-        if len(output) == 3 and isinstance(output[2], Observed):
-            output = (output[0], output[1], output[2].mask)
-        elif len(output) == 3 and output[2] is not None:
-            third = output[2]
-            got = f"a bare {third.dtype} tensor" if isinstance(third, torch.Tensor) else type(third).__name__
-            raise TypeError(
-                f"{metric} reads the third element of update only as Observed(mask), the entries to count "
-                f"(True = observed), got {got}. The ranking and catalog metrics read a bool tensor there as "
-                "exclude (True = excluded), the opposite meaning, so a bare tensor is refused: pass "
-                "(y_pred, y, Observed(mask)) to count the observed entries, or (y_pred, y, Observed(~exclude)) "
-                "to count every entry but the excluded ones."
-            )
+    expected = "update expects a tuple (y_pred, y) or (y_pred, y, Observed(mask))"
+    if not isinstance(output, Sequence) or isinstance(output, (str, bytes)):
+        raise TypeError(f"{expected}, got {type(output).__name__}")
+    if len(output) not in (2, 3):
+        raise ValueError(f"{expected}, got a sequence of length {len(output)}")
+    if len(output) == 3 and isinstance(output[2], Observed):
+        output = (output[0], output[1], output[2].mask)
+    elif len(output) == 3 and output[2] is not None:
+        third = output[2]
+        got = f"a bare {third.dtype} tensor" if isinstance(third, torch.Tensor) else type(third).__name__
+        raise TypeError(
+            f"{metric} reads the third element of update only as Observed(mask), the entries to count "
+            f"(True = observed), got {got}. The ranking and catalog metrics read a bool tensor there as "
+            "exclude (True = excluded), the opposite meaning, so a bare tensor is refused: pass "
+            "(y_pred, y, Observed(mask)) to count the observed entries, or (y_pred, y, Observed(~exclude)) "
+            "to count every entry but the excluded ones."
+        )
     return check_pointwise(output)
 
 
