@@ -397,3 +397,40 @@ def test_average_ties_across_tiles(target, exclude):
         drawn = (u, v, None, labels, excluded, popularity, 4, target, exclude, torch.float64)
         for variant in variants:
             check_equal_to_dense(variant, drawn, average=True)
+
+
+@pytest.mark.parametrize("exclude", ["ids", "csr"])
+def test_listed_exclusion_in_long_tiles_equals_the_dense_path(exclude):
+    """Tiles long enough for the listed selection (the exclusion as sorted rows, no mask), with
+    excluded items and ties spread over every tile."""
+    from unittest import mock
+
+    from ignite_recsys._core import vectors as V
+
+    rng = np.random.default_rng(3)
+    users, items = 6, 6000
+    u = rng.integers(-4, 5, size=(users, 3)).astype(np.float32)
+    v = rng.integers(-4, 5, size=(items, 3)).astype(np.float32)
+    labels = (rng.random((users, items)) < 0.01).astype(float)
+    excluded = rng.random((users, items)) < 0.005
+    y, mask = H.target_form(labels, "ids"), H.exclude_form(excluded, exclude)
+    dense = torch.as_tensor(u.astype(float) @ v.T.astype(float))
+    vectors = R.DotScores(torch.as_tensor(u), torch.as_tensor(v), memory_budget=users * 4 * 2500)
+    spy = mock.patch.object(V, "stable_topk_excluding_listed", wraps=V.stable_topk_excluding_listed)
+    results = []
+    for prediction in (vectors, dense):
+        metric = R.RankingMetrics([1, 10, 100], metrics=["ndcg", "recall", "map", "fall_out"], per_user=True)
+        with warnings.catch_warnings(), spy as listed:
+            warnings.simplefilter("ignore")
+            metric.update((prediction, y, mask))
+        results.append(metric.per_user())
+        if prediction is vectors:
+            assert listed.call_count >= 2  # at least the tiles of 2500 items
+    assert _close(results[0], results[1])
+    # the ranked order itself, against a stable descending sort of the candidates
+    from ignite_recsys._core.adapters import parse_ranking_input
+    from ignite_recsys._core.ranking import ranked_candidates
+
+    order = ranked_candidates(parse_ranking_input((vectors, y, mask)), 100)[0]
+    expected = [ranked[:100] for ranked in _ranking(u.astype(float) @ v.T.astype(float), excluded)]
+    assert order.tolist() == expected

@@ -20,10 +20,11 @@ from typing import Optional
 import torch
 
 from ..inputs import DotScores
-from .item_sets import ITEM_BITS, ItemTable
+from . import tuning
+from .item_sets import ITEM_BITS, ROW_PADDING, ItemTable
 from .relevance import count_true, gains
 from .ties import last_group_totals
-from .selection import stable_topk, stable_topk_excluding
+from .selection import listed_bound, stable_topk, stable_topk_excluding, stable_topk_excluding_listed
 
 _ITEM_MASK = (1 << ITEM_BITS) - 1
 _FINITE = "y_pred (DotScores) "
@@ -64,13 +65,23 @@ class TileExclusion:
     (its columns), or an exclusion list (its entries that fall in the tile, scattered into a
     (batch, tile) mask)."""
 
-    def __init__(self, mask: Optional[torch.Tensor], table: Optional[ItemTable], num_users: int):
-        self.mask, self.num_users = mask, num_users
+    def __init__(
+        self,
+        mask: Optional[torch.Tensor],
+        table: Optional[ItemTable],
+        num_users: int,
+        rows: Optional[torch.Tensor] = None,
+    ):
+        self.mask, self.num_users, self.rows = mask, num_users, rows
         if table is not None:
             self.users = table.users.clamp(max=num_users)  # padding entries: the spare row
             self.items = table.keys & _ITEM_MASK
             self.flags = table.values.to(torch.bool)
         self.table = table
+
+    @property
+    def has_any(self) -> bool:
+        return self.mask is not None or self.table is not None
 
     def of(self, start: int, stop: int) -> Optional[torch.Tensor]:
         if self.mask is not None:
@@ -85,6 +96,14 @@ class TileExclusion:
         mask.index_put_((self.users, columns), torch.ones((), dtype=torch.bool, device=mask.device))
         return mask[: self.num_users, :width]
 
+    def rows_of(self, start: int, stop: int) -> Optional[torch.Tensor]:
+        """CPU, an exclusion list: each user's excluded items of the tile as tile columns, sorted
+        ascending and padded with ``ROW_PADDING`` (``stable_topk_excluding_listed``'s rows)."""
+        if self.rows is None:
+            return None
+        inside = (self.rows >= start) & (self.rows < stop)
+        return torch.where(inside, self.rows - start, ROW_PADDING).sort(1).values
+
 
 def exclusion_of(batch) -> TileExclusion:
     """The ``TileExclusion`` of a ``RankingInput``: a dense mask as given, else its list."""
@@ -92,7 +111,9 @@ def exclusion_of(batch) -> TileExclusion:
         return TileExclusion(None, None, batch.num_users)
     if batch.excluded_list is None:
         return TileExclusion(batch.exclusion_mask, None, batch.num_users)
-    return TileExclusion(None, batch.exclusion_table, batch.num_users)
+    # on CPU the list as sorted rows too: the tiles then take the listed selection where it applies
+    rows = batch.exclusion_rows if tuning.cpu_tuned(batch.device) else None
+    return TileExclusion(None, batch.exclusion_table, batch.num_users, rows)
 
 
 def tiled_topk(vectors: DotScores, k: int, exclusion: TileExclusion) -> tuple:
@@ -107,12 +128,14 @@ def tiled_topk(vectors: DotScores, k: int, exclusion: TileExclusion) -> tuple:
     has_nan = torch.zeros(num_users, dtype=torch.bool, device=device)
     for start, stop in tiles(vectors):
         scores = tile_scores(vectors, start, stop)
-        excluded = exclusion.of(start, stop)
         width = min(k, stop - start)
-        if excluded is None:
-            local, nan = stable_topk(scores, width, detect_nan=True)
+        most = None if exclusion.rows is None else listed_bound(scores, width)
+        if most is not None and exclusion.rows.shape[1] <= most:  # few excluded items: no mask
+            local, nan = stable_topk_excluding_listed(scores, width, exclusion.rows_of(start, stop), detect_nan=True)
+        elif exclusion.has_any:
+            local, nan = stable_topk_excluding(scores, width, exclusion.of(start, stop), detect_nan=True)
         else:
-            local, nan = stable_topk_excluding(scores, width, excluded, detect_nan=True)
+            local, nan = stable_topk(scores, width, detect_nan=True)
         has_nan |= nan
         tile_values = scores.gather(1, local.clamp(min=0))
         tile_ids = torch.where(local >= 0, local + start, -1)
