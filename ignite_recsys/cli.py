@@ -547,12 +547,16 @@ def _inputs(args: argparse.Namespace) -> List[tuple]:
     return named + ([("--exclude", args.exclude)] if args.exclude is not None else [])
 
 
-def _same_file(a: str, b: str) -> bool:
-    """Whether the paths ``a`` and ``b`` name the same file (a link, another spelling, a hard link)."""
+def _same_file(output: str, given: str) -> bool:
+    """Whether ``output`` names the regular file ``given`` (by another spelling, a symbolic or a
+    hard link): writing there would replace it. A pipe or device (``--run /dev/stdin --output
+    /dev/stdout`` on one terminal) is not replaced by a write."""
+    if not os.path.isfile(given):
+        return False
     try:
-        return os.path.samefile(a, b)
-    except OSError:  # one of them does not exist (yet): the same path once resolved
-        return os.path.realpath(a) == os.path.realpath(b)
+        return os.path.samefile(output, given)
+    except OSError:  # the output does not exist yet
+        return False
 
 
 def _check_output(args: argparse.Namespace) -> None:

@@ -438,6 +438,17 @@ def test_no_output_path_equal_to_an_input_is_ever_written(
     assert victim.read_bytes() == before
 
 
+def test_a_device_given_as_input_and_output_is_not_refused():
+    """Writing to a device does not replace it: ``--qrels /dev/stdin --output /dev/stdout`` on one
+    terminal (both the same device) is not an output over an input."""
+    import argparse
+
+    from ignite_recsys.cli import _check_output
+
+    arguments = argparse.Namespace(qrels="/dev/null", run=["/dev/null"], exclude=None, output="/dev/null")
+    _check_output(arguments)  # no UsageError
+
+
 def test_outputs_are_written_atomically(tmp_path, monkeypatch):
     """The output goes to a temporary file in the same folder, renamed over the target: a write
     that fails leaves the target as it was and no temporary file; the target keeps its mode."""
