@@ -13,6 +13,7 @@ import copy
 import math
 import os
 import re
+import sys
 import warnings
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Union
@@ -273,8 +274,25 @@ def _interactions(value: Any, name: str, **options: Any) -> Interactions:
     )
 
 
+def progress_shown(requested: bool, stream: Any = None) -> bool:
+    """Whether a progress bar is drawn on ``stream`` (default ``sys.stderr``): asked for, and the
+    stream a terminal, or the output of a Jupyter kernel (where tqdm draws a widget). Never into a
+    log file or a pipe. The one rule of :func:`evaluate` and the command line."""
+    if not requested:
+        return False
+    stream = sys.stderr if stream is None else stream
+    try:
+        if stream is not None and stream.isatty():
+            return True
+    except (AttributeError, ValueError):  # no isatty, or a closed stream
+        pass
+    ipython = sys.modules.get("IPython")  # imported by a notebook's kernel; never imported here
+    shell = getattr(ipython, "get_ipython", lambda: None)() if ipython is not None else None
+    return type(shell).__name__ == "ZMQInteractiveShell"
+
+
 def _progress(total: int, enabled: bool, rank: int) -> Any:
-    if not enabled or rank != 0:
+    if not progress_shown(enabled) or rank != 0:
         return None
     try:
         from tqdm.auto import tqdm
@@ -336,7 +354,8 @@ def evaluate(
         device: where the metrics run and the model's user ids are sent.
         per_user: keep each user's values (:meth:`EvaluationResult.per_user`).
         level: the level of the confidence intervals.
-        progress: a tqdm progress bar when tqdm is installed.
+        progress: a tqdm progress bar when tqdm is installed, drawn only where stderr is a
+            terminal or in a Jupyter notebook (never into a log file or a pipe; ``progress_shown``).
         run_ties: the order of equal scores in a run: ``"docid"`` (the larger item id first, as
             trec_eval) or ``"order"`` (the earlier row first).
         run_columns: (user, item, score) column names of a run table; None (or a None entry)

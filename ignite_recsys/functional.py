@@ -20,8 +20,10 @@ The metrics of the top-k lists that have per-user values (``average_popularity``
 ``rank_biased_overlap``, ``intersection``) have a function each too, named after the class in
 snake_case: the update's inputs, then the constructor's arguments (those without a default
 positional, the others keyword-only), returning the (batch, len(top_k)) values that the class's
-``per_user()`` keeps (NaN: a user not counted). :func:`sampled_metrics` gives the per-test-item
-values of :class:`~ignite_recsys.SampledMetrics` (a dict, as its ``per_user()``).
+``per_user()`` keeps (NaN: a user not counted). Those that read no relevance (all but
+``serendipity``, ``epc`` and ``efd``) take ``y=None``, or no ``y`` at all.
+:func:`sampled_metrics` gives the per-test-item values of :class:`~ignite_recsys.SampledMetrics`
+(a dict, as its ``per_user()``).
 
 >>> import torch
 >>> from ignite_recsys import functional as F
@@ -38,6 +40,8 @@ tensor([[0.5000],
 >>> F.average_popularity(scores, relevance, [1, 2], torch.tensor([10.0, 6.0, 2.0, 0.0]))
 tensor([[10.,  8.],
         [ 0.,  1.]], dtype=torch.float64)
+>>> F.average_popularity(scores, None, [1, 2], torch.tensor([10.0, 6.0, 2.0, 0.0]))[0].tolist()
+[10.0, 8.0]
 """
 
 from __future__ import annotations
@@ -52,6 +56,7 @@ from . import _validation as V
 from ._core.adapters import parse_ranking_input
 from ._core.input_checks import raise_if_invalid
 from ._registry import LIST_ENTRIES, REGISTRY, RankingEntry, ranking_metrics_options
+from .inputs import ItemIds, RankedItems
 from . import metrics
 from .metrics._ranking import RankingConfig, RankingMean
 from .metrics._users import UserMean
@@ -195,6 +200,18 @@ def function_name(metric_class: type) -> str:
     return re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", "_", metric_class.__name__).lower()
 
 
+def _no_labels(y_pred: Any) -> Any:
+    """What stands for the ``y`` a list metric does not read: ``ItemIds`` listing no item for each
+    user of ``y_pred``; None where ``y_pred`` is no accepted form (its own error is then raised)."""
+    if isinstance(y_pred, RankedItems):
+        y_pred = y_pred.ids
+    elif not isinstance(y_pred, torch.Tensor):  # vectors of the users (DotScores): one row a user
+        y_pred = getattr(y_pred, "user_vectors", None)
+    if not isinstance(y_pred, torch.Tensor) or y_pred.ndim != 2 or y_pred.shape[0] == 0:
+        return None
+    return ItemIds(torch.full((y_pred.shape[0], 1), -1, dtype=torch.int64, device=y_pred.device))
+
+
 def _function_of_class(metric_class: "type[UserMean]", name: str):
     """The function of a per-user list metric: its ``_parse`` and ``_user_rows`` (what ``update``
     sums) on one batch, with the constructor's checks."""
@@ -202,15 +219,24 @@ def _function_of_class(metric_class: "type[UserMean]", name: str):
     positional, keyword = inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY
     constructor = [p for p in inspect.signature(metric_class).parameters.values() if p.name not in _MACHINERY]
     required, optional = list(metric_class.required_output_keys or ()), list(metric_class.optional_output_keys)
-    parameters = [inspect.Parameter(name, positional) for name in required]
+    # ``y`` of a metric that reads no relevance: None or left out (it keeps its place, second)
+    needs = next(entry.needs for entry in LIST_ENTRIES if entry.name == name)
+    unread = "y" in required and "relevance" not in needs
+    parameters = [
+        inspect.Parameter(name, positional, default=None if unread and name == "y" else inspect.Parameter.empty)
+        for name in required
+    ]
     parameters += [inspect.Parameter(p.name, positional) for p in constructor if p.default is empty]
     parameters += [inspect.Parameter(name, positional, default=None) for name in optional]
     parameters += [inspect.Parameter(p.name, keyword, default=p.default) for p in constructor if p.default is not empty]
-    signature = inspect.Signature(parameters)
+    # a default (y's) before parameters without one: allowed here, as ``bind`` handles it
+    signature = inspect.Signature(parameters, __validate_parameters__=not unread)
 
     def metric_values(*args: Any, **kwargs: Any) -> torch.Tensor:
         arguments = signature.bind(*args, **kwargs).arguments
         metric = metric_class(**{p.name: arguments[p.name] for p in constructor if p.name in arguments})
+        if unread and arguments.get("y") is None:
+            arguments["y"] = _no_labels(arguments[required[0]])
         inputs = [arguments[name] for name in required] + [arguments.get(name) for name in optional]
         while len(inputs) > len(required) and inputs[-1] is None:
             inputs.pop()
