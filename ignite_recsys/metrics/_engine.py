@@ -214,7 +214,10 @@ class CutoffResults:
 
     def compute_dict(self) -> dict[str, float]:
         """``compute()`` as a dict ``{"<metric>@<k>": value}`` in ascending k order, e.g.
-        ``{"ndcg@1": ..., "ndcg@3": ...}`` for ``NDCG(top_k=[3, 1])``; ``<metric>`` is the class
-        name in snake case (``"hit_rate"``, ``"item_coverage"``), as in :class:`RankingMetrics`."""
-        prefix = snake_case(type(self).__name__)
+        ``{"ndcg@1": ..., "ndcg@3": ...}`` for ``NDCG(top_k=[3, 1])``; ``<metric>`` is the
+        registry entry's name (``"hit_rate"``, ``"item_coverage"``, ``"bpref"``), as in
+        :class:`RankingMetrics`, ``evaluate()`` and the command line; the class name in snake case
+        for a class without an entry."""
+        entry = getattr(self, "entry", None)
+        prefix = entry.name if entry is not None else snake_case(type(self).__name__)
         return {prefix + label: value for label, value in zip(self._value_labels(), self.compute())}  # type: ignore[attr-defined]

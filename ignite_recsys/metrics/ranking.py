@@ -377,12 +377,6 @@ class BPref(CutoffResults, RankingMean):
 
     entry = REGISTRY["bpref"]
 
-    def compute_dict(self) -> dict[str, float]:
-        """``compute()`` labelled with the registry's name, ``{"bpref@<k>": value}``, as
-        RankingMetrics, ``evaluate()`` and the command line label it (not the class name in
-        snake_case: see ``_registry.NAMES_NOT_SNAKE_CASE``)."""
-        return {self.entry.name + label: value for label, value in zip(self._value_labels(), self.compute())}
-
 
 class RPrecision(RankingMean):
     r"""R-Precision: precision at rank \|R\|, the user's own number of relevant items.
