@@ -339,7 +339,7 @@ def test_dict_output_without_mask_counts_every_entry(rng, name):
 def test_dict_output_missing_a_required_key_raises(rng):
     engine = Engine(lambda engine, batch: {"y_pred": batch[0], "mask": batch[2]})
     R.MAE().attach(engine, "mae")
-    with pytest.raises(ValueError, match=r"should contain \('y_pred', 'y'\) keys"):
+    with pytest.raises(ValueError, match=r"should contain \('y_pred', 'y'\) keys \(and optionally \('mask',\)\)"):
         engine.run(_pointwise_batches(rng, binary=False))
 
 

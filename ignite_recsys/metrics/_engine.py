@@ -158,7 +158,8 @@ def from_mapping(metric: Any, output: Mapping) -> tuple:
     if missing:
         raise ValueError(
             f"When transformed engine's output is a mapping, it should contain {tuple(required)} keys "
-            f"(and optionally {tuple(metric.optional_output_keys)}), but given {list(output.keys())}"
+            f"(and optionally {tuple(metric.optional_output_keys) + tuple(metric._tagged_output_keys())}), "
+            f"but given {list(output.keys())}"
         )
     optional = [output.get(key) for key in metric.optional_output_keys]
     while optional and optional[-1] is None:
