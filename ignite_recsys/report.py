@@ -16,6 +16,7 @@ from .stats import (
     CORRECTION_METHODS,
     PAIRED_TEST_METHODS,
     PerUserValues,
+    _paired,
     _user_ids_of,
     _values_of,
     correct_p_values,
@@ -213,14 +214,10 @@ class Report:
         if baseline is not None:
             for model in self.models:
                 for column in self.columns:
-                    if (
-                        model != baseline
-                        and (model, column) in per_user
-                        and (baseline, column) in per_user
-                        and _counted(per_user[model, column]) >= 2  # fewer: no test (and no interval)
-                        and _counted(per_user[baseline, column]) >= 2
-                    ):
+                    if model != baseline and (model, column) in per_user and (baseline, column) in per_user:
                         try:
+                            if _both_counted(per_user[model, column], per_user[baseline, column]) < 2:
+                                continue  # no test: fewer than two users both count
                             self.tests[model, column] = paired_test(
                                 per_user[model, column],
                                 per_user[baseline, column],
@@ -358,10 +355,13 @@ class Report:
         return "\n".join(lines)
 
 
-def _counted(values: Any) -> int:
-    """The users with a value (not NaN) of per-user values, with or without their user ids."""
-    values = _values_of("values", values.values if isinstance(values, PerUserValues) else values, None)
-    return int((~np.isnan(values)).sum())
+def _both_counted(a: Any, b: Any) -> int:
+    """The users with a value (not NaN) in both per-user cells ``a`` and ``b``, paired as
+    :func:`paired_test` pairs them (a ValueError where they cannot be)."""
+    first, second = _paired(a, b, _values_of("a", a, None), _values_of("b", b, None))
+    if first.shape != second.shape:
+        raise ValueError(f"a and b must hold the same users: got {first.shape[0]} and {second.shape[0]} values")
+    return int((~(np.isnan(first) | np.isnan(second))).sum())
 
 
 def _check_summary_level(model: str, value: Any, level: float) -> None:

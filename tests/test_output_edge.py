@@ -298,6 +298,9 @@ def test_report_cells_without_users():
     assert rows[1:] == [["A", "0.5000 ± –", "–"], ["B", "0.2000 ± –", "0.2000 ± 1.2706"]]
     with pytest.raises(ValueError, match="low <= mean <= high"):
         Report({"A": {"x": (0.5, (math.nan, 0.6))}})
+    # two users each, one user both count: no test, the intervals of each shown
+    report = Report({"A": {"x": [0.5, 0.6, np.nan]}, "B": {"x": [np.nan, 0.2, 0.3]}}, baseline="A")
+    assert report.tests == {} and "No test against A" in report.to_markdown()
 
 
 # --- The differential check: every format renders every result of a randomized set -----------
@@ -371,6 +374,30 @@ def test_every_format_renders_every_result_of_a_randomized_set(tmp_path):
                     latex.append(out)
                 else:
                     assert "nan" not in out
+    for _ in range(8):  # Report from per-user cells of 0, 1 or more users, names full of specials
+        names = []
+        for _ in range(3):
+            names.append(random_name(rng, names))
+        cells = {}
+        for name in names:
+            cells[name] = {}
+            for column in names[:2]:
+                values = rng.random(5)
+                values[rng.permutation(5)[: int(rng.choice([5, 4, 3, 0]))]] = np.nan
+                cells[name][column] = values
+        report = Report(cells, baseline=names[0])
+        rows, markup = markdown_table(report.to_markdown())
+        assert markup == [] and rows[0] == ["Model", *names[:2]]
+        for row, name in zip(rows[1:], names):
+            assert row[0] == name
+            for text, column in zip(row[1:], names[:2]):
+                kept = cells[name][column][~np.isnan(cells[name][column])]
+                if len(kept) == 0:
+                    assert text == "–"
+                else:
+                    mean, half = text.split(" ± ")
+                    assert mean.rstrip("†‡") == f"{kept.mean():.4f}" and (half == "–") == (len(kept) < 2)
+        latex.append(report.to_latex())
     if shutil.which("pdflatex"):
         compile_latex(tmp_path, latex)
 
