@@ -467,15 +467,15 @@ def test_each_correction_has_less_bias_than_the_naive_metric():
         full_ranks += [1 + np.sum(candidate[u] & (s[u] > s[u, i])) for i in mine.tolist()]
     full_ranks = np.array(full_ranks, dtype=float)
     exact = {"ndcg@10": np.mean(np_metric("ndcg", 10, full_ranks)), "recall@10": np.mean(full_ranks <= 10)}
-    estimates = []
+    estimates, named = [], ["naive", "kr_bias", "kr_bv", "rescaled", "mle"]
     for seed in range(30):
-        metric = SampledMetrics(top_k=[10], metrics=["ndcg", "recall"], num_negatives=100, seed=seed)
+        metric = SampledMetrics(top_k=[10], metrics=["ndcg", "recall"], num_negatives=100, seed=seed, estimators=named)
         metric.update((scores, positives, train))
         estimates.append(metric.compute())
     for key, truth in exact.items():
-        bias = {e: np.mean([x[f"{key}/{e}"] for x in estimates]) - truth for e in E.ESTIMATORS}
+        bias = {e: np.mean([x[f"{key}/{e}"] for x in estimates]) - truth for e in named}
         assert bias["naive"] > 0.2  # the sampled metric overstates the full-catalog one
-        for estimator in E.ESTIMATORS[1:]:
+        for estimator in named[1:]:
             assert abs(bias[estimator]) < abs(bias["naive"]) / 2, (key, estimator, bias)
 
 
