@@ -204,7 +204,9 @@ def _counting_pass(labels: torch.Tensor, relevance: Relevance, groups: Optional[
     counted as they are, the whole batch at once (``count_true``). Other labels a few pieces of
     rows at a time (``tuning.row_pieces``), each compared, summed and reduced while it is in
     cache; compared into a float32 buffer of one piece (a comparison into float vectorises on
-    CPU, into bool it does not, and a sum over bool is slower still)."""
+    CPU, into bool it does not, and a sum over bool is slower still). On accelerators the pieces
+    keep that buffer within ``_accelerator_count_rows``: a bounded share of the batch, not a
+    float32 copy of it."""
     num_rows, num_cols = labels.shape
     device = labels.device
     if labels.dtype == torch.bool:
@@ -219,7 +221,9 @@ def _counting_pass(labels: torch.Tensor, relevance: Relevance, groups: Optional[
         grouped, group_dim = groups.grouped(labels)
         shape = grouped.shape[:group_dim] + grouped.shape[group_dim + 1 :]
         maxima = torch.empty(shape, dtype=labels.dtype, device=device)
-    pieces = tuning.row_pieces(num_rows, num_cols * (labels.element_size() + 4), device)
+    row_bytes = num_cols * (labels.element_size() + 4)
+    budget = row_bytes * _accelerator_count_rows(num_rows, num_cols)  # (read on accelerators only)
+    pieces = tuning.row_pieces(num_rows, row_bytes, device, budget_bytes=budget)
     buffer = torch.empty(
         pieces[0].stop - pieces[0].start if pieces else 0, num_cols, dtype=torch.float32, device=device
     )
@@ -230,6 +234,24 @@ def _counting_pass(labels: torch.Tensor, relevance: Relevance, groups: Optional[
         elif highest is not None:
             torch.amax(labels[rows], 1, out=highest[rows])
     return counts, highest, maxima
+
+
+# On accelerators, the float32 comparison buffer of the counting pass holds at most this many
+# bytes (1,024 x 1M labels: pieces of 33 rows, 126 MiB, where the whole batch at once takes 3.8 GiB)
+ACCELERATOR_COUNT_BYTES = 128 << 20
+# ... and at most 1/this of the rows (1,024 x 100k: 4 pieces of 256 rows, 98 MiB);
+# a batch of at most ``4 * tuning.ACCELERATOR_CHUNK`` labels is one piece
+ACCELERATOR_COUNT_SHARE = 4
+
+
+def _accelerator_count_rows(num_rows: int, num_cols: int) -> int:
+    """Rows per piece of the counting pass on an accelerator: a float32 buffer of at most
+    ``ACCELERATOR_COUNT_BYTES`` and at most 1/``ACCELERATOR_COUNT_SHARE`` of the batch's rows
+    (every row for a small batch). Shapes only: no value is read, so no host synchronisation."""
+    if num_rows * num_cols <= 4 * tuning.ACCELERATOR_CHUNK:
+        return max(num_rows, 1)
+    within_bytes = ACCELERATOR_COUNT_BYTES // (4 * max(num_cols, 1))
+    return max(1, min(-(-num_rows // ACCELERATOR_COUNT_SHARE), within_bytes))
 
 
 class RankingHints:
