@@ -27,9 +27,11 @@ is a function of the sampled ranks only, so a histogram :math:`h(r)` of the samp
   (CLS) problem with each :math:`\tilde M(r)` bounded to the metric's range
   :math:`[\min_R M(R), \max_R M(R)]` (:math:`[0, 1]`; :math:`[0, 1/k]` for Precision@k), so
   that every estimate lies in that range; no monotonicity in :math:`r` is imposed (the
-  objective has none). It is solved exactly by bounded-variable least squares
-  (``scipy.optimize.lsq_linear``, ``method="bvls"``, ``tol=1e-12``: an active-set method that
-  ends at a point meeting the problem's optimality conditions). Where the problem has several
+  objective has none). It is solved exactly by active-set methods, which end at a point meeting
+  the problem's optimality conditions: non-negative least squares (``scipy.optimize.nnls``,
+  Lawson and Hanson), whose solution is the answer where no value exceeds the upper bound, else
+  bounded-variable least squares (``scipy.optimize.lsq_linear``, ``method="bvls"``,
+  ``tol=1e-12``). Where the problem has several
   minimisers (its matrix is numerically rank deficient) the solver's is returned.
   ``kr_bias_unbounded`` is the unconstrained least-squares solution of least norm, with the
   eigenvalues of :math:`A^\top A` below ``1e-8`` of the largest dropped: its values depend on
@@ -223,15 +225,20 @@ def krichene_rendle_tables(
 @functools.lru_cache(maxsize=128)
 def _bounded_least_bias_column(name: str, k: int, num_candidates: int, num_negatives: int) -> torch.Tensor:
     """(n + 1,) the bounded least-bias table of ``name``@``k`` (:func:`krichene_rendle_tables`)."""
-    from scipy.optimize import lsq_linear
+    from scipy.optimize import lsq_linear, nnls
 
     pairs = ((name, k),)
     low, high = metric_ranges(pairs, num_candidates)[:, 0].tolist()
     if high <= low:  # a constant metric (a cut-off past the catalog: M = 1 at every rank)
         return torch.full((num_negatives + 1,), low, dtype=torch.float64)
     rows, targets, _ = least_squares_rows(pairs, num_candidates, num_negatives)
-    solution = lsq_linear(rows.numpy(), targets[:, 0].numpy(), bounds=(low, high), method="bvls", tol=BOUNDED_TOLERANCE)
-    return torch.from_numpy(np.clip(solution.x, low, high))
+    design, target = rows.numpy(), targets[:, 0].numpy()
+    if low == 0.0:  # the lower bound alone first (Lawson-Hanson): the answer where no value reaches the upper one
+        solution, _ = nnls(design, target, maxiter=50 * design.shape[1])
+        if solution.max() <= high:
+            return torch.from_numpy(solution)
+    solution = lsq_linear(design, target, bounds=(low, high), method="bvls", tol=BOUNDED_TOLERANCE).x
+    return torch.from_numpy(np.clip(solution, low, high))
 
 
 def rescaled_tables(pairs: Sequence[tuple], num_candidates: int, num_negatives: int) -> torch.Tensor:
