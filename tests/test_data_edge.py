@@ -41,7 +41,7 @@ def test_from_frame_refuses_a_uint64_id_past_int64_naming_column_row_and_id(form
         table = pytest.importorskip("pandas").DataFrame(table.to_pydict()).astype("uint64")
     elif form == "polars":
         table = pytest.importorskip("polars").from_arrow(table)
-    with pytest.raises(ValueError, match=f"frame column 'item': id {BIG} at row 1 does not fit in int64.*as strings"):
+    with pytest.raises(ValueError, match=f"items: id {BIG} at row 1 does not fit in int64.*as strings"):
         Interactions.from_frame(table, user="user", item="item")
 
 

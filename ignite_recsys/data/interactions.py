@@ -581,7 +581,6 @@ class Interactions:
                 stacklevel=2,
             )
         for role, name in (("user_map", user), ("item_map", item)):
-            check_int64_range(f"frame column {name!r}", column(name, columns[name]))  # named as the frame names it
             mapped = map_ids if map_ids is not None else not isinstance(columns[name], torch.Tensor)
             if mapped and options.get(role) is None:
                 options[role] = IdMap.derived_map()  # filled with the column's distinct ids, in sorted order
