@@ -434,3 +434,12 @@ def test_listed_exclusion_in_long_tiles_equals_the_dense_path(exclude):
     order = ranked_candidates(parse_ranking_input((vectors, y, mask)), 100)[0]
     expected = [ranked[:100] for ranked in _ranking(u.astype(float) @ v.T.astype(float), excluded)]
     assert order.tolist() == expected
+
+
+def test_a_non_finite_entry_past_the_first_block_of_the_check_is_refused():
+    """The finite check reads the item table a block of rows at a time: the last row counts too."""
+    items = torch.zeros(70_000, 64)  # 4.5M entries: two blocks of the check
+    items[-1, -1] = float("inf")
+    metric = R.HitRate([5])
+    with pytest.raises(ValueError, match="item_vectors holds NaN or an infinite value"):
+        metric.update((R.DotScores(torch.ones(2, 64), items), R.ItemIds(torch.tensor([[0], [1]]))))

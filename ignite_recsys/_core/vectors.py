@@ -31,6 +31,17 @@ _FINITE = "y_pred (DotScores) "
 NAN_SCORES = "y_pred (DotScores) gives a NaN score: a product of the vectors overflows (inf - inf)"
 
 
+_CHECK_ENTRIES = 1 << 22  # entries read at once by the finite check (4 MiB of flags)
+
+
+def _holds_non_finite(tensor: torch.Tensor) -> torch.Tensor:
+    """0-d bool: ``tensor`` holds NaN or an infinite entry, read a block of rows at a time (the
+    flags of the whole item table would be num_items x d bytes)."""
+    rows = max(1, _CHECK_ENTRIES // max(1, tensor[0].numel()))
+    blocks = [torch.isfinite(tensor[start : start + rows]).all() for start in range(0, tensor.shape[0], rows)]
+    return ~torch.stack(blocks).all()
+
+
 def finite_checks(vectors: DotScores) -> dict:
     """Value-check flags (0-d bool tensors): NaN or infinite entries in the vectors or the bias."""
     flags = {}
@@ -40,9 +51,7 @@ def finite_checks(vectors: DotScores) -> dict:
         ("item_bias", vectors.item_bias),
     ):
         if tensor is not None:
-            flags[f"{_FINITE}{name} holds NaN or an infinite value: give finite vectors"] = (
-                ~torch.isfinite(tensor)
-            ).any()
+            flags[f"{_FINITE}{name} holds NaN or an infinite value: give finite vectors"] = _holds_non_finite(tensor)
     return flags
 
 
