@@ -312,7 +312,15 @@ def test_update_runs_on_the_meta_device():
     targets = [torch.ones(4, 50, device=meta), R.ItemIds(torch.zeros(4, 2, dtype=torch.int64, device=meta))]
     for y in targets:
         for exclude in exclusions:
-            for metric in (R.RankingMetrics([1, 5], device=meta), R.RPrecision(device=meta)):
+            metrics = (
+                R.RankingMetrics([1, 5], device=meta),
+                R.RankingMetrics([1, 5], ties="average", device=meta),
+                R.RPrecision(device=meta),
+                R.RPrecision(ties="average", device=meta),
+                R.ItemCoverage([5], num_items=50, device=meta),
+                R.AveragePopularity([5], torch.ones(50), device=meta),
+            )
+            for metric in metrics:
                 rest = () if exclude is None else (exclude,)
                 metric.update((vectors, y, *rest))
                 assert all(getattr(metric, k).device == meta for k in metric._state_dict_all_req_keys)
