@@ -667,7 +667,11 @@ def _write(path: str, text: str) -> None:
 def _let_go_of_stdout() -> None:
     """Standard output to /dev/null, so that what its buffer holds does not fail again at exit."""
     with contextlib.suppress(OSError, ValueError, AttributeError):
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        null = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(null, sys.stdout.fileno())
+        finally:
+            os.close(null)
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
