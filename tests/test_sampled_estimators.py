@@ -208,22 +208,42 @@ def test_mle_is_the_maximum_where_the_maximum_is_unique():
         np.testing.assert_allclose(got.numpy(), want, atol=2e-3)
 
 
-@pytest.mark.slow
-@pytest.mark.xfail(
-    reason="EM-type iterations do not reach the maximum on these histograms: after 200,000 EM iterations "
-    "the gap is still about 3e-6 and the estimate still moves by 1e-2 between 50,000 and 200,000",
-    strict=False,
-)
-def test_mle_is_within_2e_3_of_em_run_to_convergence():
-    N, n = 1500, 60
+def _check_mle_against_converged_em(N, n, seeds, atol=2e-3):
+    """mle (every full rank its own bin) within ``atol`` of plain EM from the uniform start run to
+    convergence (numpy: 200,000 iterations or a change below 1e-14)."""
     A = np_probabilities(N, n)
     pairs = (("ndcg", 10), ("recall", 10), ("mrr", 10))
-    for seed in range(2):
+    for seed in seeds:
         h = _histogram(N, n, seed)
         got, _ = E.mle_estimates(pairs, torch.tensor(h), N, exact_up_to=N)
         pi = np_em(h, A, 200_000, tol=1e-14)
         want = [pi @ np_metric(name, k, np.arange(1, N + 1)) for name, k in pairs]
-        np.testing.assert_allclose(got.numpy(), want, atol=2e-3)
+        np.testing.assert_allclose(got.numpy(), want, atol=atol)
+
+
+def test_mle_is_at_least_as_close_to_the_maximum_as_em_run_to_convergence():
+    """l(EM after 200,000 iterations) <= l* <= l(mle) + its gap (numpy): the estimate is at a
+    maximum to the gap it reports. (Where the maximum is flat, maximisers differ: on these
+    histograms mle and EM differ by up to 0.05 in MRR@10 with mle's gap below 2e-7.)"""
+    N, n = 120, 15
+    A = np_probabilities(N, n)
+    for seed in (0, 2):
+        h = _histogram(N, n, seed)
+        share = h / h.sum()
+        keep = share > 0
+
+        def loglik(p):
+            return share[keep] @ np.log(p @ A[:, keep])
+
+        pi = E.mle_rank_distribution(torch.tensor(h), N, exact_up_to=N).probabilities.numpy()
+        gap = np_gap(h, A, pi)
+        assert gap < 1e-6
+        assert loglik(pi) + gap >= loglik(np_em(h, A, 200_000, tol=1e-14))
+
+
+@pytest.mark.slow  # (200,000 numpy EM iterations per histogram: about 20 s each)
+def test_mle_is_within_2e_3_of_em_run_to_convergence():
+    _check_mle_against_converged_em(1500, 60, [0, 1])
 
 
 def test_compute_reports_the_mle_gap():
