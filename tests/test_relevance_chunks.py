@@ -121,17 +121,22 @@ class _LargestAllocation(TorchDispatchMode):
         return out
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.int64])
-def test_counting_on_an_accelerator_makes_no_copy_of_the_batch(dtype):
+@pytest.mark.parametrize(
+    "dtype, width",
+    [(torch.float32, 1_000_000), (torch.float16, 1_000_000), (torch.int64, 1_000_000), (torch.bool, 999_999)],
+)
+def test_counting_on_an_accelerator_makes_no_copy_of_the_batch(dtype, width):
     """At 1,024 x 1M (the meta device: shapes without memory) the count's largest temporary is
     its comparison buffer of one piece, at most ``ACCELERATOR_COUNT_BYTES`` (128 MiB), where a
-    float32 copy of the batch takes 3.8 GiB; every metric that counts |R| stays within it."""
-    labels = torch.empty(1024, 1_000_000, dtype=dtype, device="meta")
+    float32 copy of the batch takes 3.8 GiB (bool labels of a width no multiple of 8: the padded
+    copy of one piece, where that of the batch takes 0.95 GiB); every metric that counts |R| stays
+    within it."""
+    labels = torch.empty(1024, width, dtype=dtype, device="meta")
     spy = _LargestAllocation()
     with spy:
         relevance_pass(labels, Relevance.of(1.0, dtype))
     assert spy.bytes <= relevance_module.ACCELERATOR_COUNT_BYTES
-    scores = torch.empty(1024, 1_000_000, device="meta")
+    scores = torch.empty(1024, width, device="meta")
     for metric in (R.RankingMetrics([1, 5, 10, 20, 50, 100], device="meta"), R.Recall([10], device="meta")):
         spy = _LargestAllocation()
         with spy:

@@ -205,12 +205,17 @@ def _counting_pass(labels: torch.Tensor, relevance: Relevance, groups: Optional[
     rows at a time (``tuning.row_pieces``), each compared, summed and reduced while it is in
     cache; compared into a float32 buffer of one piece (a comparison into float vectorises on
     CPU, into bool it does not, and a sum over bool is slower still). On accelerators the pieces
-    keep that buffer within ``_accelerator_count_rows``: a bounded share of the batch, not a
-    float32 copy of it."""
+    keep that buffer (and for bool labels the copy ``count_true`` pads) within
+    ``_accelerator_count_rows``: a bounded share of the batch, not a copy of it."""
     num_rows, num_cols = labels.shape
     device = labels.device
-    if labels.dtype == torch.bool:
-        return count_true(labels).to(count_dtype), None, None if groups is None else groups.maxima(labels)
+    row_bytes = num_cols * (labels.element_size() + 4)
+    budget = row_bytes * _accelerator_count_rows(num_rows, num_cols)  # (read on accelerators only)
+    pieces = tuning.row_pieces(num_rows, row_bytes, device, budget_bytes=budget)
+    if labels.dtype == torch.bool:  # whole on CPU; on accelerators in the pieces (a row padded to 8 is copied)
+        whole = tuning.cpu_tuned(device) or len(pieces) < 2
+        true = count_true(labels) if whole else torch.cat([count_true(labels[rows]) for rows in pieces])
+        return true.to(count_dtype), None, None if groups is None else groups.maxima(labels)
     counts = torch.empty(num_rows, dtype=count_dtype, device=device)
     highest: Optional[torch.Tensor] = None
     grouped: Optional[torch.Tensor] = None
@@ -221,9 +226,6 @@ def _counting_pass(labels: torch.Tensor, relevance: Relevance, groups: Optional[
         grouped, group_dim = groups.grouped(labels)
         shape = grouped.shape[:group_dim] + grouped.shape[group_dim + 1 :]
         maxima = torch.empty(shape, dtype=labels.dtype, device=device)
-    row_bytes = num_cols * (labels.element_size() + 4)
-    budget = row_bytes * _accelerator_count_rows(num_rows, num_cols)  # (read on accelerators only)
-    pieces = tuning.row_pieces(num_rows, row_bytes, device, budget_bytes=budget)
     buffer = torch.empty(
         pieces[0].stop - pieces[0].start if pieces else 0, num_cols, dtype=torch.float32, device=device
     )
