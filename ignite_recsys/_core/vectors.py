@@ -88,10 +88,6 @@ class TileExclusion:
             self.flags = table.values.to(torch.bool)
         self.table = table
 
-    @property
-    def has_any(self) -> bool:
-        return self.mask is not None or self.table is not None
-
     def of(self, start: int, stop: int) -> Optional[torch.Tensor]:
         if self.mask is not None:
             return self.mask[:, start:stop]
@@ -138,11 +134,16 @@ def tiled_topk(vectors: DotScores, k: int, exclusion: TileExclusion) -> tuple:
     for start, stop in tiles(vectors):
         scores = tile_scores(vectors, start, stop)
         width = min(k, stop - start)
-        most = None if exclusion.rows is None else listed_bound(scores, width)
-        if most is not None and exclusion.rows.shape[1] <= most:  # few excluded items: no mask
-            local, nan = stable_topk_excluding_listed(scores, width, exclusion.rows_of(start, stop), detect_nan=True)
-        elif exclusion.has_any:
-            local, nan = stable_topk_excluding(scores, width, exclusion.of(start, stop), detect_nan=True)
+        rows, most = exclusion.rows_of(start, stop), None
+        if rows is not None:
+            most = listed_bound(scores, width)
+        excluded = (
+            None if rows is not None and most is not None and rows.shape[1] <= most else exclusion.of(start, stop)
+        )
+        if rows is not None and excluded is None:  # few excluded items: the listed selection, no mask
+            local, nan = stable_topk_excluding_listed(scores, width, rows, detect_nan=True)
+        elif excluded is not None:
+            local, nan = stable_topk_excluding(scores, width, excluded, detect_nan=True)
         else:
             local, nan = stable_topk(scores, width, detect_nan=True)
         has_nan |= nan
