@@ -51,6 +51,7 @@ GROUPS = {
     "Input forms and diagnostics": [
         "ItemIds",
         "RankedItems",
+        "DotScores",
         "Observed",
         "UserGroups",
         "UserIds",
@@ -68,6 +69,8 @@ SIDES = {
     "item ids.",
     "RankedItems": "``RankedItems`` goes on the ``y_pred`` side of the update tuple: the predictions, as "
     "each user's ranked item ids, best first.",
+    "DotScores": "``DotScores`` goes on the ``y_pred`` side of the update tuple: the predictions, as user "
+    "and item vectors whose dot products (plus an item bias) are the scores, ranked a tile of items at a time.",
     "Observed": "``Observed`` goes in the third place of the update tuple of ``AUC``, ``LogLoss``, ``MAE`` "
     "and ``RMSE``: the entries they count (a bare bool tensor there is ``exclude``, which they refuse).",
 }
