@@ -149,13 +149,14 @@ def rank_sum_nodes(first: torch.Tensor, count: torch.Tensor, degree: int) -> tup
     ranks = torch.where(weights > 0, ranks, first.unsqueeze(1).to(torch.float64))
     wide = count > q
     if q > 1 and bool(wide.any()):
-        c = count[wide].to(torch.float64).unsqueeze(1)
-        k = torch.arange(1, q, dtype=torch.float64)
-        off = torch.sqrt(k**2 * (c**2 - k**2) / (4.0 * (4.0 * k**2 - 1.0)))
-        jacobi = torch.diag_embed(off, 1) + torch.diag_embed(off, -1)
-        values, vectors = torch.linalg.eigh(jacobi)
-        ranks[wide] = first[wide].to(torch.float64).unsqueeze(1) + (c - 1.0) / 2.0 + values
-        weights[wide] = c * vectors[:, 0, :].square()
+        from scipy.linalg import eigh_tridiagonal  # (LAPACK's tridiagonal solver: a dense batched eigh is slower)
+
+        c = count[wide].to(torch.float64).unsqueeze(1).numpy()
+        k = np.arange(1, q, dtype=np.float64)
+        off = np.sqrt(k**2 * (c**2 - k**2) / (4.0 * (4.0 * k**2 - 1.0)))
+        values, vectors = zip(*(eigh_tridiagonal(np.zeros(q), row) for row in off))
+        ranks[wide] = first[wide].to(torch.float64).unsqueeze(1) + torch.from_numpy((c - 1.0) / 2.0 + np.stack(values))
+        weights[wide] = torch.from_numpy(c * np.stack([vector[0] for vector in vectors]) ** 2)
     return ranks, weights
 
 
