@@ -171,6 +171,13 @@ def _parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     commands = parser.add_subparsers(dest="command", required=True)
+    _add_evaluate_command(commands)
+    _add_compare_command(commands)
+    return parser
+
+
+def _add_evaluate_command(commands: argparse._SubParsersAction) -> None:
+    """The ``evaluate`` subcommand: one run against the test interactions."""
     evaluate_command = commands.add_parser(
         "evaluate",
         help="evaluate a run against test interactions (qrels)",
@@ -197,6 +204,10 @@ def _parser() -> argparse.ArgumentParser:
         "evaluation page)",
     )
     _common(evaluate_command, ("table", "json", "latex", "markdown"))
+
+
+def _add_compare_command(commands: argparse._SubParsersAction) -> None:
+    """The ``compare`` subcommand: two or more runs on the same test interactions, paired tests."""
     compare_command = commands.add_parser(
         "compare",
         help="compare two or more runs on the same test interactions, with paired tests",
@@ -246,7 +257,6 @@ def _parser() -> argparse.ArgumentParser:
         "lines, then 'all' for the means), with --format json under per_user (one list per run)",
     )
     _common(compare_command, ("table", "json", "latex", "markdown"))
-    return parser
 
 
 def _conventions(args: argparse.Namespace) -> dict:
@@ -414,15 +424,24 @@ def _p_value(p: float) -> str:
 
 
 def _render_comparison(report: Report, results: dict, args: argparse.Namespace) -> str:
-    names, baseline = list(results), report.baseline
-    columns = report.columns
     if args.format == "latex":
         return report.to_latex()
     if args.format == "markdown":
         return report.to_markdown()
+    rows = _comparison_rows(report, results)
+    if args.format == "json":
+        return _comparison_json(report, results, rows, args)
+    lines = _comparison_table(report, list(results), rows, args) + [""] + _comparison_footer(report, results, args)
+    if args.per_user:  # each run's per-user values, as evaluate --per-user with the run first
+        lines += ["", "run\tmetric\tuser\tvalue"] + _per_user_lines_of_runs(results)
+    return "\n".join(lines).rstrip()
+
+
+def _comparison_rows(report: Report, results: dict) -> list:
+    """One row a (run, metric): its mean and, against the baseline, the test's figures."""
     rows = []
-    for name in names:
-        for column in columns:
+    for name in results:
+        for column in report.columns:
             test = report.tests.get((name, column))
             marker = report.marker(name, column)
             rows.append(
@@ -438,20 +457,27 @@ def _render_comparison(report: Report, results: dict, args: argparse.Namespace) 
                     "marker": {"†": "+", "‡": "-", "": ""}[marker],
                 }
             )
-    if args.format == "json":
-        document = {
-            "baseline": baseline,
-            "test": args.method,
-            "correction": args.correction,
-            "alpha": args.alpha,
-            "rows": rows,
-            "info": {name: result.info for name, result in results.items()},
-        }
-        if args.per_user:
-            document["per_user"] = {name: _per_user_rows(result) for name, result in results.items()}
-        return json.dumps(_finite(document), indent=2, ensure_ascii=False)
+    return rows
+
+
+def _comparison_json(report: Report, results: dict, rows: list, args: argparse.Namespace) -> str:
+    document = {
+        "baseline": report.baseline,
+        "test": args.method,
+        "correction": args.correction,
+        "alpha": args.alpha,
+        "rows": rows,
+        "info": {name: result.info for name, result in results.items()},
+    }
+    if args.per_user:
+        document["per_user"] = {name: _per_user_rows(result) for name, result in results.items()}
+    return json.dumps(_finite(document), indent=2, ensure_ascii=False)
+
+
+def _comparison_table(report: Report, names: List[str], rows: list, args: argparse.Namespace) -> List[str]:
+    """The header and one line a row: run, metric, mean, and the difference, p-values and marker."""
     name_width = max(len("run"), *(len(name) for name in names))
-    metric_width = max(len("metric"), *(len(column) for column in columns))
+    metric_width = max(len("metric"), *(len(column) for column in report.columns))
     header = (
         f"{'run':<{name_width}}  {'metric':<{metric_width}}  {'mean':>8}  {'diff':>8}  {'p':>8}  "
         f"{args.correction + ' p':>9}"
@@ -467,9 +493,15 @@ def _render_comparison(report: Report, results: dict, args: argparse.Namespace) 
             )
         line = f"{row['run']:<{name_width}}  {row['metric']:<{metric_width}}  {_number(row['mean'])}  {tail}"
         lines.append(line.rstrip())
+    return lines
+
+
+def _comparison_footer(report: Report, results: dict, args: argparse.Namespace) -> List[str]:
+    """What the table's tests are, the users and rows read (per run where they differ), and the
+    users counted."""
+    names, baseline = list(results), report.baseline
     test = {"t": "paired t-test", "randomization": "paired randomization test"}[args.method]
-    lines += [
-        "",
+    lines = [
         f"diff, p: against {baseline} ({test} on the users both count; {args.correction}-corrected p over "
         f"{len(report.tests)} comparison{'s' if len(report.tests) != 1 else ''}); +/-: significantly "
         f"higher/lower at {args.alpha:g}",
@@ -478,7 +510,7 @@ def _render_comparison(report: Report, results: dict, args: argparse.Namespace) 
     for name, result in results.items():  # a compared run's own users and rows, where they differ
         if name != baseline and _info_line(result.info) != _info_line(results[baseline].info):
             lines.append(_info_line(result.info) + f" (of {name})")
-    untested = len(names) > 1 and len(report.tests) < (len(names) - 1) * len(columns)
+    untested = len(names) > 1 and len(report.tests) < (len(names) - 1) * len(report.columns)
     if untested:
         lines.append("no test where a run or the baseline counts fewer than two users (blank diff and p)")
     counted_lines = [(name, _counted_line(result)) for name, result in results.items()]
@@ -486,16 +518,20 @@ def _render_comparison(report: Report, results: dict, args: argparse.Namespace) 
         if text and (name == baseline or text != counted_lines[0][1]):
             alike = len({text for _, text in counted_lines}) == 1
             lines.append(text + ("" if alike else f" (of {name})"))
-    if args.per_user:  # each run's per-user values, as evaluate --per-user with the run first
-        lines += ["", "run\tmetric\tuser\tvalue"]
-        for name, result in results.items():
-            kept = {key: value.tolist() for key, value in result.per_user().items()}
-            for index, user in enumerate(_users(result)):
-                for key in kept:
-                    if not math.isnan(kept[key][index]):
-                        lines.append(f"{name}\t{key}\t{user}\t{kept[key][index]:.4f}")
-            lines += [f"{name}\t{key}\tall\t{_number(mean, '.4f')}" for key, mean in result.means.items()]
-    return "\n".join(lines).rstrip()
+    return lines
+
+
+def _per_user_lines_of_runs(results: dict) -> List[str]:
+    """Run, metric, user, value lines of each user counted, then each run's means as user "all"."""
+    lines = []
+    for name, result in results.items():
+        kept = {key: value.tolist() for key, value in result.per_user().items()}
+        for index, user in enumerate(_users(result)):
+            for key in kept:
+                if not math.isnan(kept[key][index]):
+                    lines.append(f"{name}\t{key}\t{user}\t{kept[key][index]:.4f}")
+        lines += [f"{name}\t{key}\tall\t{_number(mean, '.4f')}" for key, mean in result.means.items()]
+    return lines
 
 
 def _per_user_rows(result: Any) -> list:
