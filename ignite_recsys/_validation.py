@@ -14,12 +14,13 @@ The checks of ``update``'s inputs live beside the input adapters (``_core/input_
 
 from __future__ import annotations
 
+import functools
 import inspect
 import math
 import numbers
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Optional, Union
+from typing import Any, Callable, Optional, TypeVar, Union, cast
 
 import torch
 
@@ -391,3 +392,42 @@ def _signature_of(cls: type, init: Callable) -> inspect.Signature:
         return inspect.signature(init)
     self_parameter = inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)
     return declared.replace(parameters=[self_parameter, *declared.parameters.values()])
+
+
+# --- The declaration of a function's arguments ---------------------------------------------------
+Function = TypeVar("Function", bound=Callable[..., Any])
+
+
+def checks_arguments(constraints: Mapping) -> Callable[[Function], Function]:
+    """Decorator: each call of the function checks the arguments ``constraints`` declares
+    (:func:`validate`, bound to the function's own signature, defaults applied) and passes on the
+    values the constraints return. The constructors of the classes that are not metrics (a
+    :class:`~ignite_recsys.Report`) and the functions of the package declare their arguments so.
+
+    >>> @checks_arguments({"digits": positive_int()})
+    ... def shown(value, *, digits=4):
+    ...     return f"{value:.{digits}f}"
+    >>> shown(0.5, digits=2)
+    '0.50'
+    >>> shown(0.5, digits=0)
+    Traceback (most recent call last):
+    ...
+    ValueError: digits must be a positive int, got 0
+    """
+
+    def decorate(function: Function) -> Function:
+        signature = inspect.signature(function)
+        unknown = set(constraints) - set(signature.parameters)
+        if unknown:
+            raise TypeError(f"{function.__qualname__} declares constraints of no argument of its: {sorted(unknown)}")
+
+        @functools.wraps(function)
+        def checked(*args: Any, **kwargs: Any) -> Any:
+            bound = signature.bind(*args, **kwargs)
+            bound.apply_defaults()
+            bound.arguments.update(validate(constraints, bound.arguments))
+            return function(*bound.args, **bound.kwargs)
+
+        return cast(Function, checked)
+
+    return decorate

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import numbers
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any, Optional, Sequence
 
 import numpy as np
@@ -91,6 +91,41 @@ def _column_k(metric: Any, column: str) -> Any:
     return int(tail) if at and tail.isdigit() else None
 
 
+def _models_by_text(name: str, results: Any, arguments: Mapping) -> dict:
+    """``results`` with each model named by its text (models keyed by a seed or an epoch number),
+    each text different."""
+    if not isinstance(results, Mapping) or not results:
+        raise TypeError(f"results must be a non-empty mapping model -> {{column: cell}}, got {results!r:.80}")
+    names = [str(model) for model in results]
+    if len(set(names)) != len(names):
+        raise ValueError(f"results must name each model by a different text (str(key)), got keys {list(results)}")
+    return dict(zip(names, results.values()))
+
+
+def _baseline_of(name: str, baseline: Any, arguments: Mapping) -> Optional[str]:
+    """None, or the text of one of the models (``results``, checked before)."""
+    if baseline is not None and str(baseline) not in arguments["results"]:
+        raise ValueError(f"baseline must name one of the models {list(arguments['results'])}, got {baseline!r}")
+    return None if baseline is None else str(baseline)
+
+
+def _significance_level(name: str, alpha: Any, arguments: Mapping) -> float:
+    """A probability strictly between 0 and 1 (a bool is no number here)."""
+    if isinstance(alpha, bool) or not isinstance(alpha, numbers.Real) or not 0 < float(alpha) < 1:
+        raise ValueError(f"alpha must be a significance level strictly between 0 and 1 (e.g. 0.05), got {alpha!r}")
+    return float(alpha)
+
+
+def _column_names(name: str, columns: Any, arguments: Mapping) -> Optional[set]:
+    """None, or the set of the column names given (which must be columns: checked once the columns
+    are read)."""
+    if columns is None:
+        return None
+    if isinstance(columns, (str, bytes)) or not isinstance(columns, Iterable):
+        raise TypeError(f"lower_is_better must be None or a sequence of column names, got {columns!r:.80}")
+    return set(columns)
+
+
 class Report:
     r"""A models × metrics results table: each cell the mean with the half-width of its confidence
     interval, the best value of each column in bold, and, against a ``baseline`` model, markers
@@ -151,6 +186,18 @@ class Report:
     tests: dict
     adjusted_p_values: dict
 
+    _parameter_constraints = {
+        "results": V.Custom("a non-empty mapping model -> {column: cell}", _models_by_text),
+        "baseline": V.Custom("None or one of the models", _baseline_of),
+        "level": V.Custom("a real number strictly between 0 and 1", lambda name, value, _: V.check_level(value)),
+        "method": V.Options(PAIRED_TEST_METHODS),
+        "correction": V.Options(CORRECTION_METHODS),
+        "alpha": V.Custom("a significance level strictly between 0 and 1", _significance_level),
+        "digits": V.positive_int(),
+        "lower_is_better": V.Custom("None or a sequence of column names", _column_names),
+    }
+
+    @V.checks_arguments(_parameter_constraints)
     def __init__(
         self,
         results: Any,
@@ -164,27 +211,25 @@ class Report:
         lower_is_better: Optional[Sequence[str]] = None,
         **test_options: Any,
     ):
-        if not isinstance(results, Mapping) or not results:
-            raise TypeError(f"results must be a non-empty mapping model -> {{column: cell}}, got {results!r:.80}")
-        self.level = V.check_level(level)
-        self.method = V.check_choice("method", method, PAIRED_TEST_METHODS)
-        self.correction = V.check_choice("correction", correction, CORRECTION_METHODS)
-        if isinstance(alpha, bool) or not isinstance(alpha, numbers.Real) or not 0 < alpha < 1:
-            raise ValueError(f"alpha must be a significance level strictly between 0 and 1 (e.g. 0.05), got {alpha!r}")
-        self.alpha = float(alpha)
-        self.digits = V.check_positive_int("digits", digits)
-        given_lower = None if lower_is_better is None else set(lower_is_better)
-        # models keyed by any value (a seed or an epoch number) are named by their text
-        names = [str(model) for model in results]
-        if len(set(names)) != len(names):
-            raise ValueError(f"results must name each model by a different text (str(key)), got keys {list(results)}")
-        results = dict(zip(names, results.values()))
-        if baseline is not None and str(baseline) not in results:
-            raise ValueError(f"baseline must name one of the models {list(results)}, got {baseline!r}")
-        self.baseline = None if baseline is None else str(baseline)
-        self.models = names
+        self.level, self.method, self.correction, self.alpha, self.digits = level, method, correction, alpha, digits
+        self.baseline = baseline
+        self.models = list(results)  # named by their text: checked different by the declaration
         self.columns: list = []
         self._summary: dict = {}  # (model, column) -> (mean, low, high)
+        per_user = self._read_cells(results)
+        lower = {column for column in self.columns if _metric_of(column) in LOWER_IS_BETTER}
+        if lower_is_better is not None:  # a set of names (the declaration): each must be a column
+            lower = set(lower_is_better)
+        for column in lower - set(self.columns):
+            raise ValueError(f"lower_is_better names {column!r}, which is not a column ({self.columns})")
+        self.lower_is_better = lower
+        self.tests = self._paired_tests(per_user, test_options)
+        adjusted = correct_p_values([test.p_value for test in self.tests.values()], self.correction)
+        self.adjusted_p_values = dict(zip(self.tests, adjusted))
+
+    def _read_cells(self, results: Mapping) -> dict:
+        """Fill the columns and each cell's summary; return the per-user values of the cells that
+        have them, ``{(model, column): values}``."""
         per_user: dict = {}
         for model, cells in results.items():
             _check_summary_level(model, cells, self.level)
@@ -204,34 +249,35 @@ class Report:
                     ids = _user_ids_of(cell)  # the tests pair users by id where the cell has them
                     per_user[model, column] = values if ids is None else PerUserValues(values, ids)
                     self._summary[model, column] = self._interval(model, column, values)
-        if given_lower is None:  # the columns of the metrics where lower is better
-            given_lower = {column for column in self.columns if _metric_of(column) in LOWER_IS_BETTER}
-        for column in given_lower - set(self.columns):
-            raise ValueError(f"lower_is_better names {column!r}, which is not a column ({self.columns})")
-        self.lower_is_better = given_lower
-        self.tests: dict = {}
+        return per_user
+
+    def _paired_tests(self, per_user: dict, test_options: dict) -> dict:
+        """``{(model, column): PairedTestResult}``: each model's per-user column against the
+        baseline's, where at least two users count in both."""
+        tests: dict = {}
         baseline = self.baseline
-        if baseline is not None:
-            for model in self.models:
-                for column in self.columns:
-                    if model != baseline and (model, column) in per_user and (baseline, column) in per_user:
-                        try:
-                            if _both_counted(per_user[model, column], per_user[baseline, column]) < 2:
-                                continue  # no test: fewer than two users both count
-                            self.tests[model, column] = paired_test(
-                                per_user[model, column],
-                                per_user[baseline, column],
-                                self.method,
-                                level=self.level,
-                                **test_options,
-                            )
-                        except ValueError as error:
-                            raise ValueError(
-                                f"results[{model!r}][{column!r}] (a) cannot be tested against the baseline "
-                                f"results[{baseline!r}][{column!r}] (b): {error}"
-                            ) from None
-        adjusted = correct_p_values([test.p_value for test in self.tests.values()], self.correction)
-        self.adjusted_p_values = dict(zip(self.tests, adjusted))
+        if baseline is None:
+            return tests
+        for model in self.models:
+            for column in self.columns:
+                if model == baseline or (model, column) not in per_user or (baseline, column) not in per_user:
+                    continue
+                try:
+                    if _both_counted(per_user[model, column], per_user[baseline, column]) < 2:
+                        continue  # no test: fewer than two users both count
+                    tests[model, column] = paired_test(
+                        per_user[model, column],
+                        per_user[baseline, column],
+                        self.method,
+                        level=self.level,
+                        **test_options,
+                    )
+                except ValueError as error:
+                    raise ValueError(
+                        f"results[{model!r}][{column!r}] (a) cannot be tested against the baseline "
+                        f"results[{baseline!r}][{column!r}] (b): {error}"
+                    ) from None
+        return tests
 
     @staticmethod
     def _read_summary(model, column, cell) -> tuple:
