@@ -9,6 +9,7 @@ process's), and returns an :class:`EvaluationResult`.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import math
 import os
@@ -16,7 +17,7 @@ import re
 import sys
 import warnings
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Union
+from typing import Any, Callable, Dict, Iterator, List, NamedTuple, Optional, Sequence, Union, cast
 
 import numpy as np
 import torch
@@ -301,6 +302,53 @@ def _progress(total: int, enabled: bool, rank: int) -> Any:
     return tqdm(total=total, unit="user", desc="evaluate", leave=False)
 
 
+def _metric_names(name: str, metrics: Any, arguments: Any) -> List[MetricName]:
+    return parse_metrics(metrics)
+
+
+def _confidence_level(name: str, level: Any, arguments: Any) -> Any:
+    if isinstance(level, bool) or not isinstance(level, (int, float)) or not 0 < level < 1:
+        raise ValueError(f"level must lie strictly between 0 and 1 (e.g. 0.95), got {level!r}")
+    return level
+
+
+def _batch_size(name: str, batch_size: Any, arguments: Any) -> Optional[int]:
+    if batch_size is not None and (isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1):
+        raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
+    return batch_size
+
+
+def _score_precision(name: str, score_precision: Any, arguments: Any) -> str:
+    if score_precision not in SCORE_PRECISIONS:
+        raise ValueError(
+            f"score_precision must be 'float64' or 'float32' (trec_eval's: scores equal in float32 tie), "
+            f"got {score_precision!r}"
+        )
+    return score_precision
+
+
+def _conventions(name: str, conventions: dict, arguments: Any) -> dict:
+    unknown = sorted(set(conventions) - set(CONVENTIONS))
+    if unknown:
+        raise TypeError(
+            f"evaluate() got unexpected keyword argument(s) {unknown}; the conventions it passes to "
+            f"RankingMetrics are {list(CONVENTIONS)}"
+        )
+    return conventions
+
+
+# evaluate()'s arguments that are checked before any table is read (the tables: _tables)
+_EVALUATE_CONSTRAINTS = {
+    "metrics": V.Custom("metric names with cut-offs (see parse_metrics)", _metric_names),
+    "batch_size": V.Custom("a positive int or None", _batch_size),
+    "level": V.Custom("a confidence level strictly between 0 and 1", _confidence_level),
+    "num_threads": V.positive_int(optional=True),
+    "score_precision": V.Custom(f"one of {list(SCORE_PRECISIONS)}", _score_precision),
+    "conventions": V.Custom(f"keywords among {list(CONVENTIONS)}", _conventions),
+}
+
+
+@V.checks_arguments(_EVALUATE_CONSTRAINTS)
 def evaluate(
     scores: Any,
     test: Any,
@@ -400,55 +448,36 @@ def evaluate(
     >>> result.means
     {'recall@2': 0.5, 'mrr@2': 0.5}
     """
-    requested = _checked_arguments(metrics, conventions, score_precision, level)
-    is_model = (
-        callable(scores)
-        and not isinstance(scores, (str, os.PathLike, tuple, dict))
-        and not hasattr(scores, "columns")
-        and not hasattr(scores, "column_names")
-    )
-    is_run = not is_model and not isinstance(scores, tuple)
-    if not is_model and sampled is None:
+    requested = cast(List[MetricName], metrics)  # parsed by the declaration (_EVALUATE_CONSTRAINTS)
+    source = _source_of(scores)
+    if source != "model" and sampled is None:
         _check_list_ties(conventions.get("ties", "stable"))
     if batch_size is None:
-        run_batch = RUN_BATCH_SIZE if sampled is None else SAMPLED_RUN_BATCH_SIZE
-        batch_size = 1024 if is_model else run_batch if is_run else 16384
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-        raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
-    started = _early_run(scores, run_columns, run_format) if is_run and sampled is None else None
+        batch_size = _default_batch_size(source, sampled)
+    started = _early_run(scores, run_columns, run_format) if source == "run" and sampled is None else None
     try:
-        test, exclude, catalog, known = _tables(test, exclude, num_items, is_model)
+        test, exclude, catalog, known = _tables(test, exclude, num_items, source == "model")
         if sampled is not None:  # each test item among sampled negatives (sampled.py)
             from .sampled import evaluate_sampled
 
             arguments = (scores, test, requested, sampled, exclude, catalog, known, batch_size, device, per_user, level)
             run_options = (run_ties, run_columns, run_format, score_precision)
             return EvaluationResult(*evaluate_sampled(*arguments, run_options, conventions))
-        names = [metric.name for metric in requested]
-        cutoffs = sorted({metric.k for metric in requested if metric.k is not None}) or [1]
         # the metrics learn the catalog, except for a run of named items, whose items the test
         # table does not name are numbered past it
-        told = catalog if is_model else known if isinstance(scores, tuple) or test.item_map is None else None
-        metric = RankingMetrics(
-            cutoffs, metrics=list(dict.fromkeys(names)), device=device, per_user=per_user, num_items=told, **conventions
-        )
+        told = catalog if source == "model" else known if source == "ranked" or test.item_map is None else None
+        metric = _ranking_metrics(requested, told, device, per_user, conventions)
         feed = _Feed.start(test, exclude, metric, batch_size, device, per_user, progress)
-        threads = torch.get_num_threads()
-        if num_threads is not None:
-            torch.set_num_threads(V.check_positive_int("num_threads", num_threads))
-        elif is_run and threads > 1:  # the run's reader threads get a core
-            torch.set_num_threads(threads - 1)
         try:
-            if is_model:
-                _from_model(scores, feed, catalog)
-            elif isinstance(scores, tuple):
-                _from_ranked(scores, feed, known)
-            else:
-                depth = None if any(_reads_whole_list(name) for name in names) else cutoffs[-1]
-                run = _RunOptions(run_ties, run_columns, run_format, depth, score_precision)
-                _from_run(scores, feed, run, known if test.item_map is None else None, started)
+            with _intra_op_threads(num_threads, reading_a_run=source == "run"):
+                if source == "model":
+                    _from_model(scores, feed, catalog)
+                elif source == "ranked":
+                    _from_ranked(scores, feed, known)
+                else:
+                    run = _RunOptions(run_ties, run_columns, run_format, _run_depth(requested), score_precision)
+                    _from_run(scores, feed, run, known if test.item_map is None else None, started)
         finally:
-            torch.set_num_threads(threads)
             if feed.bar is not None:
                 feed.bar.close()
         # info counts the whole run: every process reads all of it (and evaluates its share of the users)
@@ -456,6 +485,61 @@ def evaluate(
     finally:  # a run reader that started early stops with the call
         if started is not None:
             started.pieces.close()
+
+
+def _source_of(scores: Any) -> str:
+    """What ranks the items: ``"model"`` (a callable of user ids), ``"ranked"`` (``(users,
+    ranked)`` tensors) or ``"run"`` (a run file or table)."""
+    is_model = (
+        callable(scores)
+        and not isinstance(scores, (str, os.PathLike, tuple, dict))
+        and not hasattr(scores, "columns")
+        and not hasattr(scores, "column_names")
+    )
+    return "model" if is_model else "ranked" if isinstance(scores, tuple) else "run"
+
+
+def _default_batch_size(source: str, sampled: Any) -> int:
+    """Users per update: 1024 for a model and a run (2048 for a sampled run), 16384 for ranked lists."""
+    if source == "model":
+        return 1024
+    if source == "ranked":
+        return 16384
+    return RUN_BATCH_SIZE if sampled is None else SAMPLED_RUN_BATCH_SIZE
+
+
+def _ranking_metrics(
+    requested: List[MetricName], told: Optional[int], device: Any, per_user: bool, conventions: dict
+) -> RankingMetrics:
+    """One RankingMetrics of every metric requested, at every cut-off requested (1 where none is)."""
+    names = [metric.name for metric in requested]
+    cutoffs = sorted({metric.k for metric in requested if metric.k is not None}) or [1]
+    return RankingMetrics(
+        cutoffs, metrics=list(dict.fromkeys(names)), device=device, per_user=per_user, num_items=told, **conventions
+    )
+
+
+def _run_depth(requested: List[MetricName]) -> Optional[int]:
+    """How much of each user's list a run needs read: to the largest cut-off, or all of it (None)
+    when a metric reads the whole list."""
+    if any(_reads_whole_list(metric.name) for metric in requested):
+        return None
+    return max((metric.k for metric in requested if metric.k is not None), default=1)
+
+
+@contextlib.contextmanager
+def _intra_op_threads(num_threads: Optional[int], reading_a_run: bool) -> Iterator[None]:
+    """torch's intra-op threads while the metrics run: ``num_threads``, or by default one fewer
+    while a run is read (its reader threads get a core); the caller's setting restored after."""
+    threads = torch.get_num_threads()
+    if num_threads is not None:
+        torch.set_num_threads(num_threads)
+    elif reading_a_run and threads > 1:
+        torch.set_num_threads(threads - 1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
 
 
 def _check_list_ties(ties: Any) -> None:
@@ -467,25 +551,6 @@ def _check_list_ties(ties: Any) -> None:
             "their scores (a run's equal scores are ordered by run_ties): leave ties at 'stable', or pass the scores "
             "as a model callable"
         )
-
-
-def _checked_arguments(metrics: Any, conventions: dict, score_precision: str, level: Any) -> List[MetricName]:
-    """The requested metrics, after the checks of evaluate()'s arguments that need no table."""
-    unknown = sorted(set(conventions) - set(CONVENTIONS))
-    if unknown:
-        raise TypeError(
-            f"evaluate() got unexpected keyword argument(s) {unknown}; the conventions it passes to "
-            f"RankingMetrics are {list(CONVENTIONS)}"
-        )
-    requested = parse_metrics(metrics)
-    if score_precision not in SCORE_PRECISIONS:
-        raise ValueError(
-            f"score_precision must be 'float64' or 'float32' (trec_eval's: scores equal in float32 tie), "
-            f"got {score_precision!r}"
-        )
-    if isinstance(level, bool) or not isinstance(level, (int, float)) or not 0 < level < 1:
-        raise ValueError(f"level must lie strictly between 0 and 1 (e.g. 0.95), got {level!r}")
-    return requested
 
 
 def _tables(test: Any, exclude: Any, num_items: Optional[int], is_model: bool) -> tuple:
