@@ -81,8 +81,8 @@ class PerUserValues:
             )
         if not isinstance(self.user_ids, (torch.Tensor, np.ndarray)):
             numbers_ = {"integers": "numbers", "floats": "numbers"}
-            kinds = {_KIND_NAMES.get(_python_kind(type(id_)), "other values") for id_ in self.user_ids}
-            kinds = sorted({numbers_.get(kind, kind) for kind in kinds})
+            found = {_KIND_NAMES.get(_python_kind(type(id_)), "other values") for id_ in self.user_ids}
+            kinds = sorted({numbers_.get(kind, kind) for kind in found})
             if len(kinds) > 1:  # numpy would make every id text (1 pairs with "1"), or True a 1
                 raise ValueError(f"PerUserValues: user_ids mixes {' and '.join(kinds)}: give every id of one kind")
 

@@ -291,7 +291,8 @@ class RankingMean(UserMean):
             for name, (default, annotation) in RANKING_KEYWORDS.items()
             if name not in named
         ]
-        cls.__signature__ = with_parameters(cls.__init__, keywords + cls._option_parameters(tuple(named)))
+        signature = with_parameters(cls.__init__, keywords + cls._option_parameters(tuple(named)))
+        cls.__signature__ = signature  # type: ignore[attr-defined]
 
     @classmethod
     def _option_parameters(cls, named: tuple) -> list:
