@@ -2,9 +2,9 @@
 
 Each metric class names its arguments' constraints in ``_parameter_constraints`` (argument name ->
 :class:`Constraint`, merged along the class hierarchy, as scikit-learn's
-``_parameter_constraints``); a constructor checks every declared argument once, at its top, with
-``self._validate_params(locals())`` (:func:`bind_arguments`, then :func:`validate`), and builds
-the metric from the normalised values it returns (``top_k`` sorted, an item vector copied to
+``_parameter_constraints``); a constructor decorated with :func:`checks_constructor` has every
+declared argument checked once, bound to its signature, before its body runs, and builds the
+metric from the normalised values its body receives (``top_k`` sorted, an item vector copied to
 float64, ...). A constraint writes its own message, which names the argument and says
 what was expected, and offers :meth:`Constraint.invalid_values` that the tests feed to every
 argument of every class (as scikit-learn's ``generate_invalid_param_val``).
@@ -348,6 +348,9 @@ def _is_int(value: Any) -> bool:
 
 
 # --- The declaration of a class's arguments ------------------------------------------------------
+Function = TypeVar("Function", bound=Callable[..., Any])
+
+
 def declared_constraints(cls: type) -> dict:
     """The ``_parameter_constraints`` of ``cls`` and its bases (a subclass's declaration wins)."""
     merged: dict = {}
@@ -367,21 +370,37 @@ def validate(constraints: Mapping, arguments: Mapping) -> dict:
     return checked
 
 
-def bind_arguments(cls: type, init: Callable, given: Mapping) -> dict:
-    """The arguments of a call of ``cls`` by name, defaults applied, in the order of the class's
-    signature (``__signature__`` when it declares one, else the constructor's), from ``given``:
-    the constructor's ``locals()`` at its top (its ``**`` parameter merged in). A TypeError
-    for an argument the signature does not have, as a call of a plain function raises."""
-    own = inspect.signature(init).parameters
-    named: dict = {}
-    for name, value in given.items():
-        if name in own and own[name].kind is inspect.Parameter.VAR_KEYWORD:
-            named.update(value)
-        elif name in own and name != "self":
-            named[name] = value
-    bound = _signature_of(cls, init).bind(None, **named)
-    bound.apply_defaults()
-    return {name: value for name, value in list(bound.arguments.items())[1:]}
+def checks_constructor(init: Function) -> Function:
+    """Decorator of a metric's ``__init__``: each call is bound to the signature of the class that
+    runs this constructor, defaults applied, every argument that ``type(self)``'s
+    ``_parameter_constraints`` declare is checked (:func:`validate`), and the body receives the
+    checked, normalised values (``top_k`` sorted, an item vector copied, ...), all of which are
+    also kept as ``self._arguments`` (the configuration a state is saved under). A call the
+    signature refuses raises Python's TypeError, naming the constructor.
+
+    The class bound to is the most derived class of ``type(self)`` whose constructor is this
+    one, found by looking the decorated function up along the MRO: a subclass that inherits the
+    constructor (a ranking metric of one registry entry) binds to its own declared
+    ``__signature__``, whose keyword-only options reach the body's ``**`` parameter."""
+
+    @functools.wraps(init)
+    def checked(self: Any, *args: Any, **kwargs: Any) -> None:
+        owner = next((klass for klass in type(self).__mro__ if _constructor(klass) is checked), type(self))
+        try:
+            bound = _signature_of(owner, init).bind(self, *args, **kwargs)
+        except TypeError as error:
+            raise TypeError(f"{init.__qualname__}() {error}") from None
+        bound.apply_defaults()
+        arguments = validate(declared_constraints(type(self)), dict(list(bound.arguments.items())[1:]))
+        self.__dict__["_arguments"] = arguments
+        init(self, **arguments)
+
+    return cast(Function, checked)
+
+
+def _constructor(klass: type) -> Any:
+    """The constructor ``klass`` runs (its own or inherited)."""
+    return next(vars(base)["__init__"] for base in klass.__mro__ if "__init__" in vars(base))
 
 
 def _signature_of(cls: type, init: Callable) -> inspect.Signature:
@@ -395,7 +414,6 @@ def _signature_of(cls: type, init: Callable) -> inspect.Signature:
 
 
 # --- The declaration of a function's arguments ---------------------------------------------------
-Function = TypeVar("Function", bound=Callable[..., Any])
 
 
 def checks_arguments(constraints: Mapping) -> Callable[[Function], Function]:

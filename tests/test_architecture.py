@@ -4,12 +4,15 @@ function: a lazy import that only hides a cycle counts as the cycle it hides).""
 from __future__ import annotations
 
 import ast
+import inspect
 import pathlib
 import tomllib
 
 import pytest
 
 import ignite_recsys
+import ignite_recsys as R
+from ignite_recsys import _validation as V
 
 PACKAGE = pathlib.Path(ignite_recsys.__file__).parent
 
@@ -120,29 +123,64 @@ def test_every_metric_class_has_at_most_five_package_classes_in_its_mro():
     ]
 
 
+_CHECKED = V.checks_constructor(lambda self: None).__code__  # the code of every checks_constructor wrapper
+
+
 def test_no_constructor_is_wrapped_at_class_creation():
-    """A constructor checks its arguments itself, at its top (``self._validate_params(locals())``):
-    what its body receives is what the caller passed."""
-    wrapped = [
-        cls for cls in _metric_classes() if "__init__" in vars(cls) and hasattr(vars(cls)["__init__"], "__wrapped__")
-    ]
-    assert wrapped == []
+    """The one wrapper a constructor carries is the ``@V.checks_constructor`` written above it in
+    its class body: nothing rewrites a constructor when its class is created."""
+    wrapped = {}
+    for cls in _metric_classes():
+        init = vars(cls).get("__init__")
+        if init is None or not hasattr(init, "__wrapped__"):
+            continue
+        decorators = inspect.getsource(init).split("def __init__")[0]
+        wrapped[cls.__name__] = init.__code__ is _CHECKED and "@V.checks_constructor" in decorators
+    assert len(wrapped) >= 10
+    assert [name for name, declared in wrapped.items() if not declared] == []
 
 
 def test_every_metric_constructor_checks_its_arguments_at_its_top():
-    """Each constructor a metric class defines starts by checking its arguments:
-    ``self._validate_params(locals())``, or ``configure(self, args, kwargs)`` (a list metric's
-    registry-declared signature). The shared bases take the arguments their subclass checked."""
+    """Each constructor a metric class defines has its arguments checked before its body runs:
+    decorated with ``checks_constructor`` (bound to its signature), or calling
+    ``configure(self, args, kwargs)`` (a list metric's registry-declared signature). The shared
+    bases take the arguments their subclass checked."""
     bases = {"StatefulMetric", "UserMean", "StreamingMean"}
     unchecked = []
     for cls in _metric_classes():
         init = vars(cls).get("__init__")
-        if init is None or cls.__name__ in bases:
+        if init is None or cls.__name__ in bases or init.__code__ is _CHECKED:
             continue
-        names = init.__code__.co_names
-        if not {"_validate_params", "configure", "_validate_call"} & set(names):
+        if not {"configure", "_validate_call"} & set(init.__code__.co_names):
             unchecked.append(f"{cls.__module__}.{cls.__qualname__}")
     assert unchecked == []
+
+
+def test_checks_constructor_binds_to_the_class_that_runs_the_constructor():
+    """A class that inherits a checked constructor binds to its own declared signature (Recall's
+    ``normalization``, declared by its registry entry, reaches the shared constructor); a
+    subclass's own constructor forwarding to a checked one is checked by that one's signature."""
+    recall = R.Recall([3, 1], normalization="min_k_relevant")
+    assert (recall.top_k, recall.normalization) == ([1, 3], "min_k_relevant")
+    with pytest.raises(TypeError, match=r"^RankingMean.__init__\(\) got an unexpected keyword argument 'discount'"):
+        R.Recall([3], discount="log2")  # NDCG's option, not Recall's
+
+    class Shallow(R.NDCG):
+        def __init__(self, k):
+            super().__init__(top_k=k, discount="log2_clip")
+
+    shallow = Shallow(2)
+    assert (shallow.top_k, shallow.discount, shallow._arguments["ideal"]) == ([2], "log2_clip", "achievable")
+    with pytest.raises(ValueError, match="top_k must be list of positive integers only"):
+        Shallow(0)
+
+
+def test_a_constructor_warning_points_at_the_users_line():
+    """SampledMetrics' warning for an unbounded estimator names the line that built it, past the
+    constructor's checks_constructor wrapper."""
+    with pytest.warns(UserWarning, match="unconstrained least-bias correction") as caught:
+        R.SampledMetrics(estimators=["kr_bias_unbounded"])
+    assert caught[0].filename == __file__
 
 
 def _function_lengths(source: str) -> dict:

@@ -298,6 +298,7 @@ class RankingMean(UserMean):
     def _option_parameters(cls, named: tuple) -> list:
         return option_parameters([cls.entry], skip=named) if cls.entry is not None else []
 
+    @V.checks_constructor
     def __init__(
         self,
         top_k: Union[int, Sequence[int]],
@@ -308,7 +309,7 @@ class RankingMean(UserMean):
         skip_unrolling: bool = False,
         **keywords: Any,
     ):
-        self._start_entry(self._validate_params(locals()))
+        self._start_entry(self._arguments)
 
     def _start_entry(self, arguments: Mapping) -> None:
         """:meth:`_start` for the class's one registry ``entry``, under its options in ``arguments``."""

@@ -42,11 +42,6 @@ def _identity(output: Any) -> Any:
     return output
 
 
-def _constructor(klass: type) -> Any:
-    """The constructor ``klass`` runs (its own or inherited)."""
-    return next(vars(base)["__init__"] for base in klass.__mro__ if "__init__" in vars(base))
-
-
 def values_checked_on_host(device: torch.device) -> bool:
     """Whether the value checks of inputs on ``device`` are read at once (CPU: ``update`` raises)
     or deferred to ``compute`` (every other device: no synchronisation in ``update``)."""
@@ -141,9 +136,11 @@ class StatefulMetric(Metric):
     """What every metric here shares about its arguments, its state and an Engine:
 
     - Constructor arguments are declared in ``_parameter_constraints`` (merged along the class
-      hierarchy) and checked at the top of the constructor: ``self._validate_params(locals())``
-      returns the checked, normalised values (:meth:`_validate_call` for a constructor of
-      ``*args, **kwargs`` whose class declares its signature).
+      hierarchy) and checked before the constructor's body runs, by its decorator
+      :func:`~ignite_recsys._validation.checks_constructor` (bound to its signature; the body
+      receives the checked, normalised values, kept as ``_arguments``), or by
+      :meth:`_validate_call` for a constructor of ``*args, **kwargs`` whose class declares its
+      signature.
     - State tensors are declared with :meth:`add_state`; ``reset`` makes them, ``compute`` reduces
       copies of them across processes (:meth:`_reduced`: the local state is unchanged, whether
       ``compute`` returns or raises).
@@ -165,6 +162,7 @@ class StatefulMetric(Metric):
     _counted = "counted user"  # what a mean's ``count`` counts, for the NotComputableError message
     # (ignite's Metric answers any unknown attribute with a function: these are declared for checkers)
     _states: dict
+    _arguments: dict  # the checked constructor arguments, the configuration a state is saved under
     _device: torch.device
     _num_invalid_updates: torch.Tensor
     _inputs_looked_at: bool
@@ -181,24 +179,8 @@ class StatefulMetric(Metric):
         self.add_state("_num_invalid_updates", ())  # batches whose deferred value checks failed
         super().__init__(output_transform, device=device, skip_unrolling=skip_unrolling)
 
-    def _validate_params(self, given: Mapping) -> dict:
-        """The constructor's arguments (``given``: its ``locals()`` at its top) checked against the
-        declared constraints and normalised, by name in signature order; kept as ``_arguments``,
-        the configuration a state is saved under."""
-        # the most derived class whose constructor is the one that called (a subclass's constructor
-        # may forward to it): its signature is the one the arguments are bound to
-        code = getattr(getattr(inspect.currentframe(), "f_back", None), "f_code", None)
-        owner = next(
-            (klass for klass in type(self).__mro__ if getattr(_constructor(klass), "__code__", None) is code),
-            type(self),
-        )
-        init = _constructor(owner)
-        arguments = V.validate(V.declared_constraints(type(self)), V.bind_arguments(owner, init, given))
-        self.__dict__["_arguments"] = arguments
-        return arguments
-
     def _validate_call(self, args: tuple, kwargs: Mapping) -> dict:
-        """:meth:`_validate_params` for a constructor that takes ``*args, **kwargs`` and whose
+        """The arguments' check for a constructor that takes ``*args, **kwargs`` and whose
         class declares its signature (``__signature__``: a list metric's registry entry): the call
         bound to that signature (a TypeError for a wrong call, as a plain function raises),
         checked, normalised and kept as ``_arguments``."""

@@ -105,6 +105,7 @@ class Paired(StatefulMetric):
     _shift: torch.Tensor
     _sum_d_deviations: torch.Tensor
 
+    @V.checks_constructor
     def __init__(
         self,
         metric: Any,
@@ -113,7 +114,7 @@ class Paired(StatefulMetric):
         device: Any = None,
         skip_unrolling: bool = False,
     ):
-        self._keep_arguments(self._validate_params(locals()), "metric", "level")
+        self._keep_arguments(self._arguments, "metric", "level")
         size = metric._num_values()
         self.add_state("_count", ())
         for key in ("_sum_a", "_sum_b", "_sum_d", "_sum_d2"):

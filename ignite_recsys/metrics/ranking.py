@@ -66,6 +66,7 @@ class NDCG(CutoffResults, RankingMean):
     entry = REGISTRY["ndcg"]
     _ignite_sums_key = "_sum_ndcg_per_k"
 
+    @V.checks_constructor
     def __init__(
         self,
         top_k: Union[int, Sequence[int]],
@@ -77,7 +78,7 @@ class NDCG(CutoffResults, RankingMean):
         skip_unrolling: bool = False,
         **keywords: Any,
     ):
-        self._start_entry(self._validate_params(locals()))
+        self._start_entry(self._arguments)
 
 
 class HitRate(CutoffResults, RankingMean):
@@ -107,6 +108,7 @@ class HitRate(CutoffResults, RankingMean):
     entry = REGISTRY["hit_rate"]
     _ignite_sums_key = "_hits_per_k"
 
+    @V.checks_constructor
     def __init__(
         self,
         top_k: Union[int, Sequence[int]] = 1,
@@ -118,7 +120,7 @@ class HitRate(CutoffResults, RankingMean):
         relevance_threshold: Union[float, None] = None,
         **keywords: Any,
     ):
-        self._start_entry(self._validate_params(locals()))
+        self._start_entry(self._arguments)
 
 
 class Recall(CutoffResults, RankingMean):
@@ -398,6 +400,7 @@ class RPrecision(RankingMean):
 
     entry = REGISTRY["r_precision"]
 
+    @V.checks_constructor
     def __init__(
         self,
         ignore_zero_hits: bool = True,
@@ -408,7 +411,7 @@ class RPrecision(RankingMean):
         ties: str = "stable",
         **keywords: Any,
     ):
-        self._start_entry(self._validate_params(locals()))
+        self._start_entry(self._arguments)
 
     def _result(self, means):
         return means[0]

@@ -74,6 +74,7 @@ class RankingMetrics(RankingMean):
     def _option_parameters(cls, named: tuple) -> list:
         return option_parameters(list(REGISTRY.values()), "argument", skip=named)
 
+    @V.checks_constructor
     def __init__(
         self,
         top_k: Union[int, Sequence[int]],
@@ -86,7 +87,7 @@ class RankingMetrics(RankingMean):
         skip_unrolling: bool = False,
         **keywords: Any,
     ):
-        arguments = self._validate_params(locals())
+        arguments = self._arguments
         entries = [REGISTRY[name] for name in arguments["metrics"]]
         # each metric's options, by the metric's own option names, from RankingMetrics' arguments
         options = {
@@ -165,6 +166,7 @@ class RecallAtFixedPrecision(StatefulMetric):
         },
     }
 
+    @V.checks_constructor
     def __init__(
         self,
         max_k: int,
@@ -179,7 +181,6 @@ class RecallAtFixedPrecision(StatefulMetric):
         ties: str = "stable",
         num_items: Optional[int] = None,
     ):
-        self._validate_params(locals())
         self.max_k, self.min_precision, self.adaptive_k = max_k, min_precision, adaptive_k
         self._curves = RankingMetrics(
             list(range(1, max_k + 1)),

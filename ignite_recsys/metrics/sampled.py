@@ -205,6 +205,7 @@ class SampledMetrics(StatefulMetric):
     _candidates_min: torch.Tensor
     _candidates_max: torch.Tensor
 
+    @V.checks_constructor
     def __init__(
         self,
         top_k: Union[int, Sequence[int]] = (10,),
@@ -223,7 +224,7 @@ class SampledMetrics(StatefulMetric):
         skip_unrolling: bool = False,
         per_user: bool = False,
     ):
-        arguments = self._validate_params(locals())
+        arguments = self._arguments
         if model is not None and num_items is None:
             raise ValueError("num_items: a SampledMetrics with a model needs the catalog size num_items")
         item_weights = arguments["item_weights"]
@@ -240,7 +241,7 @@ class SampledMetrics(StatefulMetric):
                 "range (e.g. a recall above 1 or an NDCG below 0), set by an eigenvalue cut-off; 'kr_bias' is the "
                 "same correction with the values bounded to the range",
                 UserWarning,
-                stacklevel=2,
+                stacklevel=3,  # the user's line: past the constructor and its checks_constructor wrapper
             )
         self.mle_gap: Optional[float] = None  # the duality gap of the last mle estimate (compute())
         self.keeps_per_user = per_user

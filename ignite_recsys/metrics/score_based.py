@@ -92,6 +92,7 @@ class GAUC(StreamingMean):
     relevance_threshold: float
     weighting: str
 
+    @V.checks_constructor
     def __init__(
         self,
         relevance_threshold: float = 1.0,
@@ -100,7 +101,7 @@ class GAUC(StreamingMean):
         device: Union[str, torch.device] = torch.device("cpu"),
         skip_unrolling: bool = False,
     ):
-        self._keep_arguments(self._validate_params(locals()), "relevance_threshold", "weighting")
+        self._keep_arguments(self._arguments, "relevance_threshold", "weighting")
         super().__init__(output_transform, device, skip_unrolling)
 
     def _parse(self, output):
@@ -162,6 +163,7 @@ class AUC(StatefulMetric):
     _lowest: torch.Tensor
     _highest: torch.Tensor
 
+    @V.checks_constructor
     def __init__(
         self,
         relevance_threshold: float = 1.0,
@@ -170,7 +172,7 @@ class AUC(StatefulMetric):
         device: Union[str, torch.device] = torch.device("cpu"),
         skip_unrolling: bool = False,
     ):
-        self._keep_arguments(self._validate_params(locals()), "relevance_threshold", "resolution_bits")
+        self._keep_arguments(self._arguments, "relevance_threshold", "resolution_bits")
         num_buckets = 1 << self.resolution_bits
         # row 0: positives per bucket, row 1: negatives per bucket (ascending scores)
         self.add_state("_histogram", (2, num_buckets))
@@ -377,6 +379,7 @@ class LogLoss(PointwiseMean):
     eps: float
     from_logits: bool
 
+    @V.checks_constructor
     def __init__(
         self,
         eps: float = 1e-15,
@@ -385,7 +388,7 @@ class LogLoss(PointwiseMean):
         device: Union[str, torch.device] = torch.device("cpu"),
         skip_unrolling: bool = False,
     ):
-        self._keep_arguments(self._validate_params(locals()), "eps", "from_logits")
+        self._keep_arguments(self._arguments, "eps", "from_logits")
         super().__init__(output_transform, device, skip_unrolling)
 
     def _loss(self, y_pred, y):
