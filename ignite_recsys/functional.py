@@ -127,7 +127,15 @@ def ranking_metrics(
             raise TypeError(f"ranking_metrics() got an unexpected keyword argument {argument!r}")
     entries = [REGISTRY[name] for name in names]
     options = {entry.name: _checked_options(entry, {**conventions, "top_k": top_k}, "argument") for entry in entries}
-    keys, values = _values("ranking_metrics", entries, options, y_pred, y, exclude, locals())
+    common = {
+        "top_k": top_k,
+        "relevance_threshold": relevance_threshold,
+        "ties": ties,
+        "ignore_zero_hits": ignore_zero_hits,
+        "num_items": num_items,
+        "skip_users_without_relevant": skip_users_without_relevant,
+    }
+    keys, values = _values("ranking_metrics", entries, options, y_pred, y, exclude, common)
     return dict(zip(keys, values.unbind(1)))
 
 
