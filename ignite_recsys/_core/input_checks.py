@@ -165,13 +165,25 @@ def _package_dir(module: Any) -> str:
 
 def warn_user(message: str, category: type) -> None:
     """``warnings.warn`` attributed to the first frame outside this library, ignite and torch (the
-    user's line that called ``update``, ``compute`` or ``Engine.run``)."""
+    user's line that called ``update``, ``compute`` or ``Engine.run``): ``skip_file_prefixes``
+    on Python >= 3.12."""
     skipped = tuple(_package_dir(module) for module in (sys.modules["ignite_recsys"], ignite, torch))
-    frame: Optional[FrameType] = sys._getframe(1)
+    if sys.version_info >= (3, 12):
+        warnings.warn(message, category, stacklevel=2, skip_file_prefixes=skipped)
+    else:
+        warnings.warn(message, category, stacklevel=_outside_stacklevel(skipped))
+
+
+def _outside_stacklevel(skipped: tuple) -> int:
+    """The ``stacklevel`` of :func:`warn_user`'s ``warnings.warn`` that reaches the first frame
+    outside the ``skipped`` directories, for Python < 3.12, which has no ``skip_file_prefixes``:
+    the number of frames between varies (an ``update`` called by the user, or from inside
+    ``Engine.run``), so they are counted. The one place the package reads the call stack."""
+    frame: Optional[FrameType] = sys._getframe(2)  # warn_user's caller
     level = 1
     while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(skipped):
         frame, level = frame.f_back, level + 1
-    warnings.warn(message, category, stacklevel=level + 1)
+    return level + 1
 
 
 # --- Inputs that are accepted but look like mistakes ----------------------------------------------
