@@ -23,6 +23,7 @@ import textwrap
 import warnings
 from typing import Any, List, Optional, Sequence
 
+import numpy as np
 import torch
 
 from . import _validation as V
@@ -30,6 +31,7 @@ from ._registry import ALL_METRICS, CUTOFF_METRICS, ranking_metrics_options
 from .data import FileFormatError
 from .data.files import read_interactions
 from .evaluation import ALIASES, evaluate
+from .inputs import DotScores
 from .report import Report
 from .stats import CORRECTION_METHODS, PAIRED_TEST_METHODS
 
@@ -189,7 +191,15 @@ def _add_evaluate_command(commands: argparse._SubParsersAction) -> None:
         epilog=EVALUATE_EXAMPLES + "\n" + _metric_names() + FILES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    evaluate_command.add_argument("--run", required=True, help="the run: a TREC run file or a parquet/CSV table")
+    evaluate_command.add_argument("--run", help="the run: a TREC run file or a parquet/CSV table")
+    vectors = evaluate_command.add_argument_group(
+        "vectors (instead of --run: user u scores item i by user_vectors[u] @ item_vectors[i] + item_bias[i])"
+    )
+    vectors.add_argument("--user-vectors", metavar="U.npy", help="(users, d) floats, .npy: row u is user id u")
+    vectors.add_argument("--item-vectors", metavar="V.npy", help="(items, d) floats, .npy: row i is item id i")
+    vectors.add_argument("--item-bias", metavar="B.npy", help="(items,) floats, .npy (default: none)")
+    vectors.add_argument("--user-ids", metavar="IDS.npy", help="the id of each row of --user-vectors (default 0..n-1)")
+    vectors.add_argument("--item-ids", metavar="IDS.npy", help="the id of each row of --item-vectors (default 0..n-1)")
     evaluate_command.add_argument(
         "--per-user",
         action="store_true",
@@ -331,6 +341,8 @@ def _summary_table(result: Any) -> List[str]:
 
 
 def _info_line(info: dict) -> str:
+    if "run_rows_not_in_test" not in info:  # a model's scores or vectors: every test user is scored
+        return f"{info['test_users']} test users"
     return (
         f"{info['test_users']} test users; {info.get('test_users_not_in_run', 0)} not in the run "
         f"(empty lists); {info.get('run_rows_not_in_test', 0)} run row(s) of users not in the test set"
@@ -540,11 +552,10 @@ def _per_user_rows(result: Any) -> list:
     return [{"user": user, **{key: values[key][row] for key in values}} for row, user in enumerate(_users(result))]
 
 
-def _read_test(args: argparse.Namespace) -> tuple:
+def _read_test(args: argparse.Namespace, vectors: bool = False) -> tuple:
     table = {"user": args.user_col, "item": args.item_col}
-    test = read_interactions(
-        args.qrels, format=args.qrels_format, value=args.value_col, num_items=args.num_items, **table
-    )
+    num_items = None if vectors else args.num_items  # the vectors' catalog is their item rows
+    test = read_interactions(args.qrels, format=args.qrels_format, value=args.value_col, num_items=num_items, **table)
     if len(test.users) == 0:
         raise FileFormatError(args.qrels, None, None, "holds no test interactions: nothing to evaluate")
     exclude = None
@@ -553,6 +564,106 @@ def _read_test(args: argparse.Namespace) -> tuple:
             args.exclude, format=None, user_map=test.user_map, item_map=test.item_map, duplicates="max", **table
         )
     return test, exclude
+
+
+VECTOR_OPTIONS = ("user_vectors", "item_vectors", "item_bias", "user_ids", "item_ids")
+
+
+def _evaluated_inputs(args: argparse.Namespace) -> tuple:
+    """(scores, test, exclude) of ``evaluate``: the run, or the vectors as a DotScores whose rows
+    number the test table's users and items."""
+    given = [_flag(name) for name in VECTOR_OPTIONS if getattr(args, name) is not None]
+    if args.run is not None and given:
+        raise UsageError(f"give either --run or the vectors, not both (got --run and {' '.join(given)})")
+    if args.run is not None:
+        return (args.run, *_read_test(args))
+    if args.user_vectors is None or args.item_vectors is None:
+        raise UsageError("evaluate needs --run, or --user-vectors and --item-vectors")
+    users, items = _npy(args.user_vectors, "--user-vectors", 2), _npy(args.item_vectors, "--item-vectors", 2)
+    if users.shape[1] != items.shape[1]:
+        raise UsageError(
+            f"--item-vectors has width d = {items.shape[1]} but --user-vectors has d = {users.shape[1]}: the vectors "
+            "must be of one width"
+        )
+    bias = None if args.item_bias is None else _npy(args.item_bias, "--item-bias", 1)
+    if bias is not None and len(bias) != len(items):
+        raise UsageError(
+            f"--item-bias holds {len(bias)} values, but --item-vectors has {len(items)} rows: give one per row"
+        )
+    test, exclude = _read_test(args, vectors=True)
+    user_map = _row_ids(args.user_ids, "--user-ids", len(users), "--user-vectors", test.user_map)
+    item_map = _row_ids(args.item_ids, "--item-ids", len(items), "--item-vectors", test.item_map)
+    test = _numbered(test, user_map, item_map)
+    _check_known_ids(user_map, len(users), "user", "--qrels", "--user-vectors")  # before exclude's users join
+    exclude = None if exclude is None else _numbered(exclude, user_map, item_map)
+    _check_known_ids(item_map, len(items), "item", "--qrels or --exclude", "--item-vectors")
+    dtype = np.result_type(users, items, *([bias] if bias is not None else []))
+    user_vectors, item_vectors = (
+        torch.from_numpy(np.ascontiguousarray(array, dtype=dtype)) for array in (users, items)
+    )
+    item_bias = None if bias is None else torch.from_numpy(bias.astype(dtype))
+    return DotScores(user_vectors, item_vectors, item_bias), test, exclude
+
+
+def _npy(path: str, option: str, ndim: int) -> np.ndarray:
+    """The floating-point array of the .npy file ``path`` with ``ndim`` dimensions (a UsageError naming
+    ``option`` otherwise)."""
+    if not str(path).endswith(".npy"):
+        raise UsageError(f"{option} {path}: give a .npy file (numpy.save)")
+    array = np.load(path, allow_pickle=False)
+    shape = "(rows, d)" if ndim == 2 else "(items,)"
+    if array.ndim != ndim or array.dtype.kind != "f" or array.dtype.itemsize < 4:
+        raise UsageError(
+            f"{option} {path} must hold a {shape} array of float32 or float64, got {array.dtype} {array.shape}"
+        )
+    return array
+
+
+def _row_ids(path: Optional[str], option: str, rows: int, of: str, read: Any) -> Any:
+    """The IdMap of the rows of ``of``: the ids of the .npy file ``path``, one per row, or 0..rows-1,
+    as the files' ids are written (a TREC file's ids are text: row 7 is ``"7"``; ``read``: the map
+    the test file was read with)."""
+    from .data import IdMap
+
+    ids = np.arange(rows, dtype=np.int64)
+    if path is not None:
+        if not str(path).endswith(".npy"):
+            raise UsageError(f"{option} {path}: give a .npy file (numpy.save)")
+        ids = np.load(path, allow_pickle=False)
+        if ids.ndim != 1 or ids.dtype.kind not in "iuU":
+            raise UsageError(
+                f"{option} {path} must hold a 1-D array of integer or string ids, got {ids.dtype} {ids.shape}"
+            )
+        if len(ids) != rows:
+            raise UsageError(f"{option} holds {len(ids)} ids, but {of} has {rows} rows: give one id per row")
+        if len(np.unique(ids)) != len(ids):
+            raise UsageError(f"{option} {path} holds an id twice: give each row its own id")
+    if read.kind == "str":
+        return IdMap(ids.astype(str).astype(object))
+    if ids.dtype.kind == "U":
+        raise UsageError(f"{option} {path} holds text ids, but the ids of --qrels are integers")
+    return IdMap(ids.astype(np.int64))
+
+
+def _numbered(table: Any, user_map: Any, item_map: Any) -> Any:
+    """``table`` with its users and items numbered by the vectors' rows (an id without a row is
+    appended to the map: :func:`_check_known_ids` refuses it)."""
+    from .data import Interactions
+
+    users, items, values = table.pairs()
+    users, items = table.user_map.decode(users), table.item_map.decode(items)
+    return Interactions(users, items, values, user_map=user_map, item_map=item_map, duplicates="max")
+
+
+def _check_known_ids(id_map: Any, rows: int, role: str, where: str, option: str) -> None:
+    """A UsageError where ``where`` named a ``role`` without a row in the vectors of ``option`` (the
+    files were numbered by the rows' map, which appends an id it does not hold)."""
+    if len(id_map) > rows:
+        ids = "--user-ids" if role == "user" else "--item-ids"
+        raise UsageError(
+            f"{role} {id_map.ids[rows]!r} of {where} has no row in {option} ({len(id_map) - rows} such ids; "
+            f"{ids} gives the id of each row, by default 0 to {rows - 1})"
+        )
 
 
 def _evaluate(run: Any, test: Any, exclude: Any, args: argparse.Namespace, per_user: bool) -> Any:
@@ -578,8 +689,9 @@ def _evaluate(run: Any, test: Any, exclude: Any, args: argparse.Namespace, per_u
 
 def _inputs(args: argparse.Namespace) -> List[tuple]:
     """(option, path) of every file the command reads."""
-    runs = args.run if isinstance(args.run, list) else [args.run]
+    runs = args.run if isinstance(args.run, list) else [args.run] if args.run is not None else []
     named = [("--qrels", args.qrels)] + [("--run", run) for run in runs]
+    named += [(_flag(name), getattr(args, name)) for name in VECTOR_OPTIONS if getattr(args, name, None) is not None]
     return named + ([("--exclude", args.exclude)] if args.exclude is not None else [])
 
 
@@ -627,8 +739,8 @@ def _command(args: argparse.Namespace) -> str:
                 f"--sampled takes none of the options that set conventions (its estimates have their own), got "
                 f"{' '.join(_typed_conventions(args))}"
             )
-        test, exclude = _read_test(args)
-        return _render_evaluation(_evaluate(args.run, test, exclude, args, args.per_user or not sampled), args)
+        scores, test, exclude = _evaluated_inputs(args)
+        return _render_evaluation(_evaluate(scores, test, exclude, args, args.per_user or not sampled), args)
     if len(args.run) < 2:
         raise UsageError("compare needs two or more runs: --run A --run B")
     names = _run_names(args)

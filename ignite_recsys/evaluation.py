@@ -30,7 +30,7 @@ from .data.files import read_interactions
 from .data._arrow import numpy_of
 from .data.interactions import IdMap, Interactions, column, user_batches
 from .data.runs import SCORE_PRECISIONS, RunStream, SplitUserError, grouped_chunks, run_chunks, user_pieces
-from .inputs import RankedItems, UserIds
+from .inputs import DotScores, RankedItems, UserIds
 from .metrics import RankingMetrics
 from .stats import PerUserValues, paired_test
 
@@ -383,7 +383,14 @@ def evaluate(
               ``(users, K)`` tensor of their ranked items as dense item ids (the test table's
               numbering), best first, ``-1`` padded; a test table that numbered integer item ids
               of its own is refused (ValueError: ``map_ids=False`` keeps them, or pass a run).
-              A user the test table lacks is skipped and counted, as a run's rows are.
+              A user the test table lacks is skipped and counted, as a run's rows are;
+            - ``DotScores(user_vectors, item_vectors, item_bias=None)`` of every user and item:
+              row ``u`` of ``user_vectors`` is the user of dense id ``u`` (``test.user_map.ids[u]``,
+              or the integer id ``u`` where the test table has no map), row ``i`` of
+              ``item_vectors`` the item of dense id ``i``; the catalog is the item table (a map of
+              the test table's items must hold one id per row: ``item_map=IdMap(row_ids)``). Each
+              batch of users is ranked over the catalog a tile of items at a time (see
+              :doc:`vectors`). A model callable may also return a ``DotScores`` of its batch.
         test: the test interactions, an :class:`~ignite_recsys.Interactions` or a file path (a
             TREC qrels file, a parquet/CSV table: see :func:`~ignite_recsys.data.read_interactions`).
             Its users are the users evaluated; its values are the grades.
@@ -450,16 +457,24 @@ def evaluate(
     """
     requested = cast(List[MetricName], metrics)  # parsed by the declaration (_EVALUATE_CONSTRAINTS)
     source = _source_of(scores)
-    if source != "model" and sampled is None:
+    if source == "vectors" and sampled is not None:
+        raise TypeError(_VECTORS_SAMPLED)
+    if source not in ("model", "vectors") and sampled is None:
         _check_list_ties(conventions.get("ties", "stable"))
     if batch_size is None:
         batch_size = _default_batch_size(source, sampled)
     started = _early_run(scores, run_columns, run_format) if source == "run" and sampled is None else None
     try:
-        test, exclude, catalog, known = _tables(test, exclude, num_items, source == "model")
+        if source == "vectors":  # the vectors' rows are the dense ids: the catalog is the item table
+            test, exclude, catalog, known = _tables(test, exclude, None, True)
+            catalog = known = _vector_catalog(scores, test, exclude, num_items)
+            scores, source = _vector_model(scores, catalog, device), "model"
+        else:
+            test, exclude, catalog, known = _tables(test, exclude, num_items, source == "model")
         if sampled is not None:  # each test item among sampled negatives (sampled.py)
             from .sampled import evaluate_sampled
 
+            scores = _refusing_vectors(scores) if source == "model" else scores
             arguments = (scores, test, requested, sampled, exclude, catalog, known, batch_size, device, per_user, level)
             run_options = (run_ties, run_columns, run_format, score_precision)
             return EvaluationResult(*evaluate_sampled(*arguments, run_options, conventions))
@@ -488,8 +503,11 @@ def evaluate(
 
 
 def _source_of(scores: Any) -> str:
-    """What ranks the items: ``"model"`` (a callable of user ids), ``"ranked"`` (``(users,
-    ranked)`` tensors) or ``"run"`` (a run file or table)."""
+    """What ranks the items: ``"vectors"`` (a :class:`DotScores` of every user and item),
+    ``"model"`` (a callable of user ids), ``"ranked"`` (``(users, ranked)`` tensors) or ``"run"``
+    (a run file or table)."""
+    if isinstance(scores, DotScores):
+        return "vectors"
     is_model = (
         callable(scores)
         and not isinstance(scores, (str, os.PathLike, tuple, dict))
@@ -500,8 +518,8 @@ def _source_of(scores: Any) -> str:
 
 
 def _default_batch_size(source: str, sampled: Any) -> int:
-    """Users per update: 1024 for a model and a run (2048 for a sampled run), 16384 for ranked lists."""
-    if source == "model":
+    """Users per update: 1024 for a model, vectors and a run (2048 for a sampled run), 16384 for ranked lists."""
+    if source in ("model", "vectors"):
         return 1024
     if source == "ranked":
         return 16384
@@ -729,17 +747,99 @@ def _from_model(model: Callable, feed: _Feed, catalog: int) -> None:
     users = test.users[torch.from_numpy(np.flatnonzero(feed.mine))]
     for batch in user_batches(users, feed.batch_size):
         scores = model(batch.to(feed.device))
-        if not isinstance(scores, torch.Tensor) or scores.ndim != 2 or tuple(scores.shape) != (len(batch), catalog):
-            shape = tuple(scores.shape) if isinstance(scores, torch.Tensor) else type(scores).__name__
-            raise ValueError(
-                f"scores(users) must return a (batch, num_items) = ({len(batch)}, {catalog}) tensor, got {shape}"
-            )
-        targets = test.csr(batch, num_items=catalog, device=scores.device)
-        excluded = (
-            exclude.csr(batch, grades=False, num_items=catalog, device=scores.device) if exclude is not None else None
-        )
+        on = _checked_model_scores(scores, len(batch), catalog)
+        targets = test.csr(batch, num_items=catalog, device=on)
+        excluded = exclude.csr(batch, grades=False, num_items=catalog, device=on) if exclude is not None else None
         feed.update(scores, targets, excluded, batch)
         feed.advance(len(batch))
+
+
+def _checked_model_scores(scores: Any, batch: int, catalog: int) -> torch.device:
+    """The device of a model's scores for ``batch`` users: a ``(batch, num_items)`` tensor, or a
+    :class:`DotScores` of ``batch`` user vectors and ``num_items`` item vectors; else a ValueError."""
+    if isinstance(scores, DotScores):
+        if (scores.num_users, scores.num_items) != (batch, catalog):
+            raise ValueError(
+                f"scores(users) returned a DotScores of {scores.num_users} user and {scores.num_items} item vectors; "
+                f"it must hold one user vector per user of the batch ({batch}) and one item vector per item of "
+                f"the catalog (num_items = {catalog})"
+            )
+        return scores.user_vectors.device
+    if not isinstance(scores, torch.Tensor) or scores.ndim != 2 or tuple(scores.shape) != (batch, catalog):
+        shape = tuple(scores.shape) if isinstance(scores, torch.Tensor) else type(scores).__name__
+        raise ValueError(
+            f"scores(users) must return a (batch, num_items) = ({batch}, {catalog}) tensor or a DotScores, got {shape}"
+        )
+    return scores.device
+
+
+_VECTORS_SAMPLED = (
+    "sampled= ranks each test item among sampled negatives from a matrix of scores (users by items); DotScores "
+    "(user and item vectors) are evaluated over the whole catalog: leave sampled out, or pass a model callable "
+    "that returns the scores"
+)
+
+
+def _refusing_vectors(model: Callable) -> Callable:
+    """``model``, refusing a :class:`DotScores` it returns (the sampled path takes score matrices)."""
+
+    def scores(users: torch.Tensor) -> Any:
+        given = model(users)
+        if isinstance(given, DotScores):
+            raise TypeError(_VECTORS_SAMPLED)
+        return given
+
+    return scores
+
+
+def _vector_catalog(vectors: DotScores, test: Interactions, exclude: Any, num_items: Optional[int]) -> int:
+    """The catalog of ``evaluate(DotScores(...), test)``: the item vectors' rows, which are the test
+    table's dense item ids, as the user vectors' rows are its dense user ids; a ValueError where
+    the tables hold ids past the rows, or ``num_items`` or an id map disagree with them."""
+    rows, users = vectors.num_items, vectors.num_users
+    if num_items is not None and num_items != rows:
+        raise ValueError(f"num_items={num_items} differs from the {rows} rows of item_vectors (the catalog)")
+    item_map = _numbering(test.item_map)
+    if item_map is not None and len(item_map) != rows:
+        raise ValueError(
+            f"item_vectors has {rows} rows but the test table's item map holds {len(item_map)} items: row i of "
+            "item_vectors is item_map.ids[i], so build the tables with item_map=IdMap(the id of each row)"
+        )
+    for name, table in (("test", test), ("exclude", exclude)):
+        if table is not None and table._max_item >= rows:
+            raise ValueError(
+                f"{name} holds item id {table._max_item}, past the {rows} rows of item_vectors (dense item ids "
+                f"0 to {rows - 1})"
+            )
+    last_user = int(test.users.max())
+    user_map = _numbering(test.user_map)
+    if last_user >= users or (user_map is not None and users > len(user_map)):
+        held = f"its user map holds {len(user_map)} users" if user_map is not None else f"its ids reach {last_user}"
+        raise ValueError(
+            f"user_vectors has {users} rows, one per dense user id of the test table, but {held}: row u of "
+            "user_vectors is user_map.ids[u] (build the tables with user_map=IdMap(the id of each row))"
+        )
+    return rows
+
+
+def _numbering(id_map: Optional[IdMap]) -> Optional[IdMap]:
+    """The map that numbers the vectors' rows: None where the ids are the dense ids themselves (no
+    map, or a reader's map of integer ids 0..n-1, which may hold fewer ids than the vectors' rows)."""
+    return None if id_map is None or (id_map.derived and id_map.kind == "int") else id_map
+
+
+def _vector_model(vectors: DotScores, catalog: int, device: Any) -> Callable:
+    """A model callable that returns the :class:`DotScores` of a batch of users: their rows of
+    ``user_vectors``, and the item table (on ``device``, moved there once)."""
+    items = vectors.item_vectors.to(device)
+    bias = vectors.item_bias.to(device) if vectors.item_bias is not None else None
+    users = vectors.user_vectors
+
+    def scores(batch: torch.Tensor) -> DotScores:
+        rows = users[batch.to(users.device)].to(device)
+        return DotScores(rows, items, bias, memory_budget=vectors.memory_budget)
+
+    return scores
 
 
 def _dense_user_ids(users: Any) -> torch.Tensor:
