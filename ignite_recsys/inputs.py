@@ -140,10 +140,20 @@ class DotScores:
     ``memory_budget // (batch * itemsize)`` items (at least one). NaN or infinite vector entries
     are refused in ``update``.
 
+    The item table split across processes: ``item_vectors`` (and ``item_bias``) are rows
+    ``[item_offset, item_offset + len)`` of a catalog of ``num_items`` items; every process of
+    ``process_group`` (None: the default group) gives the same users, targets and exclusion (item
+    ids global). Each process selects its rows' best k, the candidates of all processes are
+    gathered (batch x k ids and scores from each) and merged by score, then item id; each process
+    then counts users ``rank::world`` of the batch, so that the sums of ``compute()`` count every
+    user once (see docs/vectors.md).
+
     >>> import torch
     >>> from ignite_recsys import DotScores
     >>> DotScores(torch.ones(2, 8), torch.ones(1000, 8)).num_items
     1000
+    >>> DotScores(torch.ones(2, 8), torch.ones(250, 8), item_offset=500, num_items=1000).shard_items
+    250
     """
 
     def __init__(
@@ -152,6 +162,10 @@ class DotScores:
         item_vectors: torch.Tensor,
         item_bias: Optional[torch.Tensor] = None,
         memory_budget: int = DEFAULT_MEMORY_BUDGET,
+        *,
+        item_offset: int = 0,
+        num_items: Optional[int] = None,
+        process_group=None,
     ):
         users = _vector_tensor("DotScores user_vectors", user_vectors, "(batch, d)")
         items = _vector_tensor("DotScores item_vectors", item_vectors, "(num_items, d)")
@@ -192,12 +206,48 @@ class DotScores:
             item_bias = item_bias.detach()
         if isinstance(memory_budget, bool) or not isinstance(memory_budget, int) or memory_budget <= 0:
             raise ValueError(f"DotScores memory_budget must be a positive int (bytes), got {memory_budget!r}")
+        for name, value in (("item_offset", item_offset), ("num_items", num_items)):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+                raise ValueError(f"DotScores {name} must be a non-negative int, got {value!r}")
+        if num_items is not None and item_offset + items.shape[0] > num_items:
+            raise ValueError(
+                f"DotScores item_offset + item_vectors rows ({item_offset} + {items.shape[0]}) must be at most "
+                f"num_items ({num_items}): the shard's rows lie in the catalog"
+            )
+        if num_items is None and item_offset != 0:
+            raise ValueError("DotScores item_offset needs num_items (the whole catalog's size)")
         self.user_vectors, self.item_vectors, self.item_bias = users, items, item_bias
         self.memory_budget = memory_budget
+        self.item_offset = item_offset
+        self._catalog = int(items.shape[0]) if num_items is None else num_items
+        self.process_group = process_group
 
     @property
     def num_items(self) -> int:
+        """The catalog's size: ``num_items`` as given, else the rows of ``item_vectors``."""
+        return self._catalog
+
+    @property
+    def shard_items(self) -> int:
+        """The rows of ``item_vectors``: this process's items."""
         return int(self.item_vectors.shape[0])
+
+    @property
+    def sharded(self) -> bool:
+        """Whether the item table is split across processes (``num_items`` past this shard)."""
+        return self._catalog != self.shard_items
+
+    def for_users(self, rows: torch.Tensor) -> DotScores:
+        """The same item shard for the users at ``rows`` of the batch."""
+        return DotScores(
+            self.user_vectors[rows],
+            self.item_vectors,
+            self.item_bias,
+            self.memory_budget,
+            item_offset=self.item_offset,
+            num_items=self._catalog,
+            process_group=self.process_group,
+        )
 
     @property
     def num_users(self) -> int:
@@ -205,15 +255,16 @@ class DotScores:
 
     def tile_items(self) -> int:
         """The items scored at once: ``memory_budget`` bytes of (batch, tile) scores, at least one
-        item, at most the catalog."""
+        item, at most the rows of ``item_vectors``."""
         per_item = self.num_users * self.user_vectors.element_size()
-        return max(1, min(self.num_items, self.memory_budget // per_item))
+        return max(1, min(self.shard_items, self.memory_budget // per_item))
 
     def __repr__(self) -> str:
         bias = "" if self.item_bias is None else ", item_bias"
+        shard = f", item_offset={self.item_offset}, num_items={self._catalog}" if self.sharded else ""
         return (
             f"DotScores(user_vectors of shape {tuple(self.user_vectors.shape)}, item_vectors of shape "
-            f"{tuple(self.item_vectors.shape)}{bias}, {self.user_vectors.dtype})"
+            f"{tuple(self.item_vectors.shape)}{bias}{shard}, {self.user_vectors.dtype})"
         )
 
 

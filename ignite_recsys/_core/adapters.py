@@ -83,6 +83,9 @@ class RankingInput:
     invalid: dict[str, torch.Tensor] = field(default_factory=dict)  # message -> 0-d bool tensor (value checks)
     groups: Optional[torch.Tensor] = None  # (B,) int64 from UserGroups, range checked by the metric
     users: Optional[torch.Tensor] = None  # (B,) int64 from UserIds
+    # DotScores split across processes: the whole batch (this one is its users ``shard_rows``)
+    shard_source: Optional[RankingInput] = None
+    shard_rows: Optional[torch.Tensor] = None
 
     def dense_pair(self) -> Optional[tuple[torch.Tensor, torch.Tensor]]:
         """(scores, labels) for the plain dense form without exclusion (the fast path of the ranking
@@ -164,7 +167,47 @@ def parse_ranking_input(output: Any, num_items: Optional[int] = None, user_tags:
     ``user_tags``: whether trailing :class:`~ignite_recsys.UserGroups` / :class:`~ignite_recsys.UserIds`
     entries are accepted (the metrics that average over users); they land in ``groups`` / ``users``."""
     output, groups, users = _split_user_tags(output, user_tags)
-    return _with_user_tags(_parse_ranking_input(output, num_items), groups, users)
+    result = _with_user_tags(_parse_ranking_input(output, num_items), groups, users)
+    if result.vectors is not None and result.vectors.sharded:
+        return _user_share(result, output, num_items, groups, users)
+    return result
+
+
+def _user_share(full: RankingInput, output: tuple, num_items: Optional[int], groups, users) -> RankingInput:
+    """DotScores split across processes: every process ranks the whole batch (``full``, whose
+    checks are kept), and counts its users ``rank::world`` only, so that the sums across
+    processes count each user once."""
+    import torch.distributed as dist
+
+    from .vectors import _group
+
+    y_pred, y, exclude = _unpack(output)
+    group = _group(y_pred)
+    rank, world = dist.get_rank(group), dist.get_world_size(group)
+    if full.num_users < world:
+        raise ValueError(
+            f"DotScores user_vectors must hold at least one user per process ({world}) when the item table is "
+            f"split, got {full.num_users}"
+        )
+    rows = torch.arange(rank, full.num_users, world, device=full.device)
+    share = (y_pred.for_users(rows), _rows_of(y, rows)) + (() if exclude is None else (_rows_of(exclude, rows),))
+    result = _with_user_tags(
+        _parse_ranking_input(share, num_items),
+        None if groups is None else groups[rows],
+        None if users is None else users[rows],
+    )
+    result.invalid.update(full.invalid)  # the whole batch's checks: the same verdict on every process
+    result.shard_source, result.shard_rows = full, rows
+    return result
+
+
+def _rows_of(value: Any, rows: torch.Tensor) -> Any:
+    """The users at ``rows`` of targets or an exclusion (dense, sparse COO/CSR, or ItemIds)."""
+    if isinstance(value, ItemIds):
+        return ItemIds(value.ids[rows], value.grades[rows])
+    if value.layout == torch.sparse_csr:
+        value = value.to_sparse_coo()
+    return value.index_select(0, rows)
 
 
 _USER_TAGS = (UserGroups, UserIds)
@@ -257,7 +300,8 @@ def _batch_shape(y_pred: Any, y: Any, exclude: Any, num_items: Optional[int]) ->
         if isinstance(t, torch.Tensor)
     ]
     if isinstance(y_pred, DotScores):  # its item table is the catalog
-        shaped.insert(0, ("y_pred (DotScores item_vectors rows)", y_pred.num_items))
+        name = "y_pred (DotScores num_items)" if y_pred.sharded else "y_pred (DotScores item_vectors rows)"
+        shaped.insert(0, (name, y_pred.num_items))
     if shaped:
         first_name, width = shaped[0]
         for name, other in shaped:

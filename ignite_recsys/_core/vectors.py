@@ -56,7 +56,9 @@ def finite_checks(vectors: DotScores) -> dict:
 
 
 def tile_scores(vectors: DotScores, start: int, stop: int) -> torch.Tensor:
-    """(batch, stop - start) the scores of items ``[start, stop)``: one matrix product, then the bias."""
+    """(batch, stop - start) the scores of items ``[start, stop)`` (catalog ids, in the shard):
+    one matrix product, then the bias."""
+    start, stop = start - vectors.item_offset, stop - vectors.item_offset
     scores = vectors.user_vectors @ vectors.item_vectors[start:stop].T
     if vectors.item_bias is not None:
         scores += vectors.item_bias[start:stop]
@@ -64,9 +66,10 @@ def tile_scores(vectors: DotScores, start: int, stop: int) -> torch.Tensor:
 
 
 def tiles(vectors: DotScores):
-    """The (start, stop) of each tile of items, in item order."""
-    size, num_items = vectors.tile_items(), vectors.num_items
-    return [(start, min(start + size, num_items)) for start in range(0, num_items, size)]
+    """The (start, stop) catalog ids of each tile of the shard's items, in item order."""
+    size, first = vectors.tile_items(), vectors.item_offset
+    last = first + vectors.shard_items
+    return [(start, min(start + size, last)) for start in range(first, last, size)]
 
 
 class TileExclusion:
@@ -125,7 +128,7 @@ def tiled_topk(vectors: DotScores, k: int, exclusion: TileExclusion) -> tuple:
     """(order (batch, k') int64 item ids, -1 past a user's candidates; their scores (batch, k');
     (batch,) bool: a candidate scores NaN), k' = min(k, num_items), by score descending then
     item index ascending over each user's candidates."""
-    k = min(k, vectors.num_items)
+    k = min(k, vectors.shard_items)
     device, dtype = vectors.user_vectors.device, vectors.user_vectors.dtype
     num_users = vectors.num_users
     ids = torch.empty(num_users, 0, dtype=torch.int64, device=device)
@@ -177,7 +180,10 @@ def num_candidates(batch) -> torch.Tensor:
 def vector_candidates(batch, depth: int) -> tuple:
     """``ranking._candidates`` for DotScores: (order, number of candidates, value-check flags,
     None); the scores at ``order`` are kept as ``batch.vector_top_values`` (the boundary ties)."""
-    order, values, has_nan = tiled_topk(batch.vectors, depth, exclusion_of(batch))
+    if batch.shard_source is not None:  # the item table split across processes
+        order, values, has_nan = sharded_topk(batch.shard_source, depth, batch.shard_rows)
+    else:
+        order, values, has_nan = tiled_topk(batch.vectors, depth, exclusion_of(batch))
     batch.vector_top_values = values
     # the vectors' own checks first: a NaN score from a NaN entry is reported as that entry
     flags = {message: flag for message, flag in batch.invalid.items() if message.startswith(_FINITE)}
@@ -212,6 +218,11 @@ def vector_group_totals(batch, boundary, relevance, gain_functions, threshold, r
     the same tiles (the same products, so the same scores), each tile's candidates scored
     ``boundary`` counted by ``ties.last_group_totals``; with sparse or id targets, their entries'
     scores read from the tiles that hold them."""
+    if batch.shard_source is not None:
+        raise ValueError(
+            'ties="average" is not taken with DotScores split across processes (item_offset, num_items): '
+            'give ties="stable", or the whole item table on each process'
+        )
     vectors, exclusion = batch.vectors, exclusion_of(batch)
     num_users, device = batch.num_users, batch.device
     totals = [torch.zeros(num_users, dtype=torch.float64, device=device) for _ in range(2 + len(gain_functions))]
@@ -244,3 +255,91 @@ def vector_group_totals(batch, boundary, relevance, gain_functions, threshold, r
         for row, gain_function in enumerate(gain_functions, start=2):
             totals[row] = table.per_user_sum(tied * gains(values, relevant_values, gain_function, threshold))
     return totals[0], totals[1], totals[2:]
+
+
+# --- the item table split across processes ----------------------------------------------------
+
+
+def _group(vectors: DotScores):
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized()):
+        raise ValueError(
+            "DotScores num_items is larger than its item_vectors (an item shard): that needs torch.distributed "
+            "initialised (the shards of the other processes), or give the whole item table"
+        )
+    return vectors.process_group
+
+
+def check_shards(shards: list, num_users: int) -> None:
+    """Refuses shards (per process: (item_offset, rows, num_items, batch)) that do not give the
+    same catalog and batch on every process or that do not cover ``[0, num_items)`` once."""
+    catalogs = sorted({shard[2] for shard in shards})
+    if len(catalogs) > 1:
+        raise ValueError(f"DotScores num_items must be the same on every process, got {catalogs}")
+    batches = sorted({shard[3] for shard in shards})
+    if len(batches) > 1:
+        raise ValueError(f"DotScores user_vectors must hold the same users on every process, got batches of {batches}")
+    expected = 0
+    for offset, rows, _, _ in sorted(shards):
+        if offset != expected:
+            what = "overlap" if offset < expected else "leave a gap"
+            raise ValueError(
+                f"DotScores item_offset: the shards of the processes {what} at item {min(offset, expected)} "
+                f"(shards as (item_offset, rows): {sorted(shard[:2] for shard in shards)}); they must cover "
+                f"[0, num_items) once"
+            )
+        expected = offset + rows
+    if expected != catalogs[0]:
+        raise ValueError(
+            f"DotScores item_offset: the shards of the processes end at item {expected}, not at num_items "
+            f"({catalogs[0]}): they must cover [0, num_items) once"
+        )
+    if num_users < len(shards):
+        raise ValueError(
+            f"DotScores user_vectors must hold at least one user per process ({len(shards)}) when the item table is "
+            f"split, got {num_users}"
+        )
+
+
+def merge_candidates(ids: torch.Tensor, values: torch.Tensor, k: int) -> tuple:
+    """The best ``k`` of each row of candidates from several shards, (batch, n) ids (-1: none)
+    and their scores, in any order: by score descending, then item id ascending (the dense
+    path's tie rule), ids -1 last."""
+    by_id = torch.where(ids >= 0, ids, torch.iinfo(torch.int64).max).argsort(dim=1, stable=True)
+    ids, values = ids.gather(1, by_id), values.gather(1, by_id)
+    return _merge(ids, values, k)
+
+
+def sharded_topk(full, depth: int, rows: torch.Tensor) -> tuple:
+    """``tiled_topk`` of the whole catalog for the users at ``rows`` of the batch ``full`` (a
+    ``RankingInput`` of the whole batch, its DotScores one shard): the shard's best candidates
+    of every user, gathered from every process (batch x k ids and scores each, and a NaN flag)
+    and merged (``merge_candidates``); every process then holds the same ranking."""
+    import torch.distributed as dist
+
+    vectors = full.vectors
+    group = _group(vectors)
+    world = dist.get_world_size(group)
+    shards: list = [None] * world
+    # host ints only: the shards, the catalog, the batch, and the depth each process asks for
+    dist.all_gather_object(
+        shards, (vectors.item_offset, vectors.shard_items, vectors.num_items, vectors.num_users, depth), group=group
+    )
+    check_shards([shard[:4] for shard in shards], vectors.num_users)
+    k = min(max(shard[4] for shard in shards), vectors.num_items)  # one width on every process
+    ids, values, has_nan = tiled_topk(vectors, k, exclusion_of(full))
+    if ids.shape[1] < k:  # a shard narrower than k: padded (-1 ids are merged last)
+        ids = torch.nn.functional.pad(ids, (0, k - ids.shape[1]), value=-1)
+        values = torch.nn.functional.pad(values, (0, k - values.shape[1]))
+    all_ids = [torch.empty_like(ids) for _ in range(world)]
+    all_values = [torch.empty_like(values) for _ in range(world)]
+    nan = has_nan.any().to(torch.int32).reshape(1)
+    all_nan = [torch.empty_like(nan) for _ in range(world)]
+    dist.all_gather(all_ids, ids.contiguous(), group=group)
+    dist.all_gather(all_values, values.contiguous(), group=group)
+    dist.all_gather(all_nan, nan, group=group)
+    ids, values = merge_candidates(torch.cat(all_ids, 1)[rows], torch.cat(all_values, 1)[rows], k)
+    width = min(depth, vectors.num_items)
+    any_nan = torch.cat(all_nan).any()
+    return ids[:, :width], values[:, :width], any_nan.expand(rows.shape[0])
