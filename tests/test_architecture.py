@@ -224,3 +224,40 @@ def test_the_whole_package_is_type_checked():
     mypy = tomllib.loads(pyproject.read_text())["tool"]["mypy"]
     assert mypy["files"] == ["ignite_recsys"]
     assert not any(override.get("ignore_errors") for override in mypy.get("overrides", []))
+
+
+# --- No reading of the caller's variables or frames ------------------------------------------------
+_FRAME_ACCESS = ("locals()", "currentframe", "f_back", "_getframe")
+# Python < 3.12 has no warnings.warn(skip_file_prefixes=...): the stacklevel that reaches the
+# user's line past a varying number of library frames is counted there, in this one function
+_FRAME_ACCESS_ALLOWED = {("_core/input_checks.py", "_outside_stacklevel")}
+
+
+def _frame_access(source: str, relative: str) -> list:
+    """``relative:line: text`` of each line of ``source`` naming one of ``_FRAME_ACCESS`` outside
+    the functions of ``_FRAME_ACCESS_ALLOWED``."""
+    allowed_lines: set = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.FunctionDef) and (relative, node.name) in _FRAME_ACCESS_ALLOWED:
+            allowed_lines.update(range(node.lineno, node.end_lineno + 1))
+    return [
+        f"{relative}:{number}: {line.strip()}"
+        for number, line in enumerate(source.splitlines(), 1)
+        if any(name in line for name in _FRAME_ACCESS) and number not in allowed_lines
+    ]
+
+
+def test_no_locals_or_frames_in_the_package():
+    """Arguments reach their checks bound by signature and warnings find the user's line without
+    the call stack: no ``locals()``, ``inspect.currentframe``, ``f_back`` or ``sys._getframe``
+    in the package but the one documented place (Python < 3.12's warning stacklevel)."""
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        relative = path.relative_to(PACKAGE).as_posix()
+        found += _frame_access(path.read_text(encoding="utf-8"), relative)
+    assert found == []
+    # the check finds each name, and the exception covers its function alone
+    probe = "def f():\n    return locals()\ndef _outside_stacklevel():\n    return sys._getframe(2).f_back\n"
+    assert _frame_access(probe, "x.py") == ["x.py:2: return locals()", "x.py:4: return sys._getframe(2).f_back"]
+    assert _frame_access(probe, "_core/input_checks.py") == ["_core/input_checks.py:2: return locals()"]
+    assert _frame_access("frame = inspect.currentframe()\n", "y.py") == ["y.py:1: frame = inspect.currentframe()"]
