@@ -269,3 +269,22 @@ def test_cli_refusals_exit_2_with_one_line(tmp_path, change, message):
     assert code == 2, (out, err)
     assert message in err and len(err.strip().splitlines()) == 1, err
     assert out == ""
+
+
+def test_cli_excluded_users_without_a_row_are_read_not_evaluated(tmp_path):
+    """An --exclude user without a row in --user-vectors is never evaluated: the result equals
+    the one without that user's rows (numpy reference on the kept rows)."""
+    U, V, b, relevant, excluded = _data(seed=6, users=12, items=60)
+    np.save(tmp_path / "U.npy", U)
+    np.save(tmp_path / "V.npy", V)
+    names = [str(n) for n in range(100)]
+    _write_qrels(tmp_path / "test.qrels", relevant, names, names)
+    _write_qrels(tmp_path / "train.qrels", {**excluded, 99: {0, 1}}, names, names)
+    code, out, err = _cli(
+        "evaluate", "--user-vectors", tmp_path / "U.npy", "--item-vectors", tmp_path / "V.npy",
+        "--qrels", tmp_path / "test.qrels", "--exclude", tmp_path / "train.qrels", "--metrics", "ndcg@10",
+        "--format", "json", "--no-progress",
+    )  # fmt: skip
+    assert code == 0, err
+    ndcg, _ = _reference(U @ V.T, relevant, excluded)
+    assert abs(json.loads(out)["means"]["ndcg@10"] - ndcg.mean()) < 1e-12
