@@ -12,7 +12,11 @@ from __future__ import annotations
 
 import json
 import os
+import pathlib
 import pickle
+import re
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -251,3 +255,25 @@ def test_shard_without_torch_distributed_is_refused():
         R.DotScores(torch.ones(2, 2), torch.ones(3, 2), item_offset=3, num_items=5)
     with pytest.raises(ValueError, match="item_offset needs num_items"):
         R.DotScores(torch.ones(2, 2), torch.ones(3, 2), item_offset=1)
+
+
+@pytest.mark.slow
+def test_the_torchrun_script_of_the_vectors_page(tmp_path):
+    """docs/vectors.md's torchrun script runs in 2 gloo processes and checks its own values."""
+    page = (pathlib.Path(__file__).resolve().parent.parent / "docs" / "vectors.md").read_text()
+    script = re.search(r"caption: evaluate_item_shards.py\n\n(.*?)^```$", page, flags=re.MULTILINE | re.DOTALL)
+    assert script is not None
+    (tmp_path / "evaluate_item_shards.py").write_text(script.group(1))
+    environment = dict(os.environ, CUDA_VISIBLE_DEVICES="", OMP_NUM_THREADS="1")
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2"]
+    done = subprocess.run(
+        command + ["evaluate_item_shards.py"],
+        cwd=tmp_path,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    printed = re.findall(r"rank (\d) of 2, items \[\d+, \d+\): ndcg@10 ([0-9.]+)", done.stdout)  # lines may interleave
+    assert sorted(rank for rank, _ in printed) == ["0", "1"] and len({value for _, value in printed}) == 1
