@@ -288,3 +288,37 @@ def test_cli_excluded_users_without_a_row_are_read_not_evaluated(tmp_path):
     assert code == 0, err
     ndcg, _ = _reference(U @ V.T, relevant, excluded)
     assert abs(json.loads(out)["means"]["ndcg@10"] - ndcg.mean()) < 1e-12
+
+
+def _vector_results():
+    U, V, b, relevant, excluded = _data(seed=7, users=23, items=90)
+    test, train = _tables(relevant, excluded, len(V))
+    dots = DotScores(*map(torch.from_numpy, (U, V, b)))
+    result = evaluate(dots, test, METRICS, exclude=train, batch_size=4, per_user=True, progress=False)
+    return {
+        "means": result.means,
+        "users": result.user_ids.tolist(),
+        "per_user": {key: value.tolist() for key, value in result.per_user().items()},
+    }
+
+
+def _vector_worker(local_rank, folder):
+    import ignite.distributed as idist
+
+    with open(f"{folder}/rank{idist.get_rank()}.json", "w") as handle:
+        json.dump(_vector_results(), handle)
+
+
+@pytest.mark.slow  # two gloo processes
+def test_vectors_in_two_gloo_processes_equal_the_formula():
+    """Each process evaluates every second test user; the sums are reduced and the per-user
+    values gathered in user order, equal to the numpy reference on every rank."""
+    from gloo import run_in_processes
+
+    U, V, b, relevant, excluded = _data(seed=7, users=23, items=90)
+    ndcg, recall = _reference(U @ V.T + b, relevant, excluded)
+    for got in run_in_processes(_vector_worker):
+        assert got["users"] == list(range(len(U)))
+        np.testing.assert_allclose(got["per_user"]["ndcg@10"], ndcg, rtol=0, atol=1e-12)
+        np.testing.assert_allclose(got["per_user"]["recall@20"], recall, rtol=0, atol=1e-12)
+        assert abs(got["means"]["ndcg@10"] - ndcg.mean()) < 1e-12
