@@ -40,7 +40,9 @@ def _data(seed: int = 0):
     v = rng.integers(-2, 3, size=(NUM_ITEMS, WIDTH)).astype(np.float64)
     bias = rng.integers(-1, 2, size=NUM_ITEMS).astype(np.float64)
     test = np.stack([rng.permutation(NUM_ITEMS)[:4] for _ in range(NUM_USERS)])
-    grades = rng.integers(1, 4, size=test.shape).astype(np.float64)
+    grades = rng.integers(0, 4, size=test.shape).astype(
+        np.float64
+    )  # |R| from 0 to 4: R-Precision ranks deeper on some processes
     history = np.stack([rng.permutation(NUM_ITEMS)[:5] for _ in range(NUM_USERS)])
     history[:, 3:] = -1  # padding
     user_ids = rng.permutation(100)[:NUM_USERS]
@@ -52,6 +54,7 @@ def _metrics():
         "ranking": R.RankingMetrics([1, 3, 5, 10], metrics=["ndcg", "recall", "mrr", "precision", "map"]),
         "ndcg": R.NDCG(5, per_user=True),
         "coverage": R.ItemCoverage([3, 5]),
+        "r_precision": R.RPrecision(),
     }
 
 
@@ -84,6 +87,7 @@ def _results(metrics) -> dict:
         "per_user": metrics["ndcg"].per_user().tolist(),
         "user_ids": metrics["ndcg"].per_user_ids().tolist(),
         "coverage": _floats(metrics["coverage"].compute()),
+        "r_precision": _floats(metrics["r_precision"].compute()),
     }
 
 
@@ -120,6 +124,7 @@ def _assert_close(got: dict, expected: dict) -> None:
     assert got["user_ids"] == expected["user_ids"]  # every user once, in user-id order
     np.testing.assert_allclose(got["per_user"], expected["per_user"], atol=TOLERANCE)
     np.testing.assert_allclose(got["coverage"], expected["coverage"], atol=TOLERANCE)
+    np.testing.assert_allclose(got["r_precision"], expected["r_precision"], atol=TOLERANCE)
 
 
 @pytest.mark.slow
@@ -224,6 +229,11 @@ def _refusals(rank, world, u, v, bias, data) -> dict:
             messages[name] = None
         except ValueError as error:
             messages[name] = str(error)
+    try:
+        R.NDCG(5, ties="average").update((shard(), test, history))
+        messages["average"] = None
+    except ValueError as error:
+        messages["average"] = str(error)
     messages["kept"] = _floats(metric.compute()) == before
     return messages
 
@@ -243,6 +253,7 @@ def test_collective_bytes_and_refusals(world):
         assert "num_items must be the same on every process" in refusals["num_items"]
         assert "y" in refusals["target"] and str(NUM_ITEMS) in refusals["target"]
         assert "exclude" in refusals["exclude"]
+        assert 'ties="average"' in refusals["average"]
         assert refusals["kept"]
 
 
