@@ -29,6 +29,7 @@ import torch
 from . import _validation as V
 from ._registry import ALL_METRICS, CUTOFF_METRICS, ranking_metrics_options
 from .data import FileFormatError
+from .data._optional import require
 from .data.files import read_interactions
 from .evaluation import ALIASES, evaluate
 from .inputs import DotScores
@@ -195,8 +196,12 @@ def _add_evaluate_command(commands: argparse._SubParsersAction) -> None:
     vectors = evaluate_command.add_argument_group(
         "vectors (instead of --run: user u scores item i by user_vectors[u] @ item_vectors[i] + item_bias[i])"
     )
-    vectors.add_argument("--user-vectors", metavar="U.npy", help="(users, d) floats, .npy: row u is user id u")
-    vectors.add_argument("--item-vectors", metavar="V.npy", help="(items, d) floats, .npy: row i is item id i")
+    vectors.add_argument(
+        "--user-vectors", metavar="U.npy", help="(users, d) floats, .npy (row u is user id u) or parquet (id, vector)"
+    )
+    vectors.add_argument(
+        "--item-vectors", metavar="V.npy", help="(items, d) floats, .npy (row i is item id i) or parquet (id, vector)"
+    )
     vectors.add_argument("--item-bias", metavar="B.npy", help="(items,) floats, .npy (default: none)")
     vectors.add_argument("--user-ids", metavar="IDS.npy", help="the id of each row of --user-vectors (default 0..n-1)")
     vectors.add_argument("--item-ids", metavar="IDS.npy", help="the id of each row of --item-vectors (default 0..n-1)")
@@ -579,7 +584,13 @@ def _evaluated_inputs(args: argparse.Namespace) -> tuple:
         return (args.run, *_read_test(args))
     if args.user_vectors is None or args.item_vectors is None:
         raise UsageError("evaluate needs --run, or --user-vectors and --item-vectors")
-    users, items = _npy(args.user_vectors, "--user-vectors", 2), _npy(args.item_vectors, "--item-vectors", 2)
+    (users, user_ids), (items, item_ids) = (
+        _vector_file(path, option, ids, _flag(ids_name))
+        for path, option, ids, ids_name in (
+            (args.user_vectors, "--user-vectors", args.user_ids, "user_ids"),
+            (args.item_vectors, "--item-vectors", args.item_ids, "item_ids"),
+        )
+    )
     if users.shape[1] != items.shape[1]:
         raise UsageError(
             f"--item-vectors has width d = {items.shape[1]} but --user-vectors has d = {users.shape[1]}: the vectors "
@@ -591,8 +602,8 @@ def _evaluated_inputs(args: argparse.Namespace) -> tuple:
             f"--item-bias holds {len(bias)} values, but --item-vectors has {len(items)} rows: give one per row"
         )
     test, exclude = _read_test(args, vectors=True)
-    user_map = _row_ids(args.user_ids, "--user-ids", len(users), "--user-vectors", test.user_map)
-    item_map = _row_ids(args.item_ids, "--item-ids", len(items), "--item-vectors", test.item_map)
+    user_map = _row_ids(user_ids, _ids_named(args.user_vectors, "user"), len(users), "--user-vectors", test.user_map)
+    item_map = _row_ids(item_ids, _ids_named(args.item_vectors, "item"), len(items), "--item-vectors", test.item_map)
     test = _numbered(test, user_map, item_map)
     _check_known_ids(user_map, len(users), "user", "--qrels", "--user-vectors")  # before exclude's users join
     exclude = None if exclude is None else _numbered(exclude, user_map, item_map)
@@ -609,7 +620,7 @@ def _npy(path: str, option: str, ndim: int) -> np.ndarray:
     """The floating-point array of the .npy file ``path`` with ``ndim`` dimensions (a UsageError naming
     ``option`` otherwise)."""
     if not str(path).endswith(".npy"):
-        raise UsageError(f"{option} {path}: give a .npy file (numpy.save)")
+        raise UsageError(f"{option} {path}: give a .npy file (numpy.save){' or a .parquet table' if ndim == 2 else ''}")
     array = np.load(path, allow_pickle=False)
     shape = "(rows, d)" if ndim == 2 else "(items,)"
     if array.ndim != ndim or array.dtype.kind != "f" or array.dtype.itemsize < 4:
@@ -619,30 +630,77 @@ def _npy(path: str, option: str, ndim: int) -> np.ndarray:
     return array
 
 
-def _row_ids(path: Optional[str], option: str, rows: int, of: str, read: Any) -> Any:
-    """The IdMap of the rows of ``of``: the ids of the .npy file ``path``, one per row, or 0..rows-1,
-    as the files' ids are written (a TREC file's ids are text: row 7 is ``"7"``; ``read``: the map
-    the test file was read with)."""
+def _vector_file(path: str, option: str, ids_path: Optional[str], ids_option: str) -> tuple:
+    """(vectors, ids or None) of ``option``: a .npy array (the ids from the .npy file ``ids_path``,
+    if given), or a parquet table whose first column holds the row ids and the other columns the
+    vector's entries (float columns in order, or one list column)."""
+    if not str(path).endswith(".parquet"):
+        return _npy(path, option, 2), None if ids_path is None else _ids_file(ids_path, ids_option)
+    if ids_path is not None:
+        raise UsageError(f"{ids_option} is for a .npy {option}: the first column of {path} gives the ids")
+    pa = require("pyarrow", "reading parquet vectors")
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(path)
+    columns = table.columns[1:]
+    kind = columns[0].type if len(columns) == 1 else None
+    if kind is not None and (
+        pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_fixed_size_list(kind)
+    ):
+        rows = columns[0].to_pylist()
+        widths = {len(row) if row is not None else -1 for row in rows}
+        if len(widths) > 1 or -1 in widths:
+            raise UsageError(f"{option} {path}: every row's vector must have one width (no missing vector)")
+        vectors = np.array(rows, dtype=np.float64).reshape(len(rows), widths.pop() if widths else 0)
+    elif columns and all(pa.types.is_floating(column.type) and column.null_count == 0 for column in columns):
+        vectors = np.column_stack([column.to_numpy() for column in columns])
+    else:
+        raise UsageError(
+            f"{option} {path} must hold an id column, then float columns (the vector's entries) or one list column"
+        )
+    ids = table.column(0).to_numpy(zero_copy_only=False)
+    return vectors, ids.astype(str) if ids.dtype.kind == "O" else ids
+
+
+def _ids_named(path: str, role: str) -> str:
+    """Where the ids of the vectors of ``path`` come from, as an error names it."""
+    return f"the id column of --{role}-vectors" if str(path).endswith(".parquet") else f"--{role}-ids"
+
+
+def _ids_file(path: str, option: str) -> np.ndarray:
+    if not str(path).endswith(".npy"):
+        raise UsageError(f"{option} {path}: give a .npy file (numpy.save)")
+    return np.load(path, allow_pickle=False)
+
+
+def _row_ids(ids: Optional[np.ndarray], option: str, rows: int, of: str, read: Any) -> Any:
+    """The IdMap of the rows of ``of``: ``ids``, one per row, or 0..rows-1, as the files' ids are
+    written (a TREC file's ids are text: row 7 is ``"7"``; ``read``: the map the test file was
+    read with)."""
     from .data import IdMap
 
-    ids = np.arange(rows, dtype=np.int64)
-    if path is not None:
-        if not str(path).endswith(".npy"):
-            raise UsageError(f"{option} {path}: give a .npy file (numpy.save)")
-        ids = np.load(path, allow_pickle=False)
-        if ids.ndim != 1 or ids.dtype.kind not in "iuU":
-            raise UsageError(
-                f"{option} {path} must hold a 1-D array of integer or string ids, got {ids.dtype} {ids.shape}"
-            )
-        if len(ids) != rows:
-            raise UsageError(f"{option} holds {len(ids)} ids, but {of} has {rows} rows: give one id per row")
-        if len(np.unique(ids)) != len(ids):
-            raise UsageError(f"{option} {path} holds an id twice: give each row its own id")
+    if ids is None:
+        ids = np.arange(rows, dtype=np.int64)
+    if ids.ndim != 1 or ids.dtype.kind not in "iuU":
+        raise UsageError(f"{option} must hold a 1-D array of integer or string ids, got {ids.dtype} {ids.shape}")
+    if len(ids) != rows:
+        raise UsageError(f"{option} holds {len(ids)} ids, but {of} has {rows} rows: give one id per row")
+    if len(np.unique(ids)) != len(ids):
+        raise UsageError(
+            f"{option} holds an id twice ({ids[np.argmax(~_first(ids))].item()!r}): give each row its own id"
+        )
     if read.kind == "str":
         return IdMap(ids.astype(str).astype(object))
     if ids.dtype.kind == "U":
-        raise UsageError(f"{option} {path} holds text ids, but the ids of --qrels are integers")
+        raise UsageError(f"{option} holds text ids, but the ids of --qrels are integers")
     return IdMap(ids.astype(np.int64))
+
+
+def _first(ids: np.ndarray) -> np.ndarray:
+    """Whether each id is the first of its value."""
+    first = np.zeros(len(ids), dtype=bool)
+    first[np.unique(ids, return_index=True)[1]] = True
+    return first
 
 
 def _numbered(table: Any, user_map: Any, item_map: Any) -> Any:

@@ -322,3 +322,46 @@ def test_vectors_in_two_gloo_processes_equal_the_formula():
         np.testing.assert_allclose(got["per_user"]["ndcg@10"], ndcg, rtol=0, atol=1e-12)
         np.testing.assert_allclose(got["per_user"]["recall@20"], recall, rtol=0, atol=1e-12)
         assert abs(got["means"]["ndcg@10"] - ndcg.mean()) < 1e-12
+
+
+def test_cli_parquet_vectors_with_id_columns(tmp_path):
+    """Parquet vectors: the first column the row's id, then one list column (users, rows
+    reversed) or one float column per entry (items, rows shuffled); equal to the formula."""
+    pa = pytest.importorskip("pyarrow")
+    import pyarrow.parquet as pq
+
+    U, V, b, relevant, excluded = _data(seed=8, users=15, items=70)
+    order_u, order_i = np.arange(len(U))[::-1], np.random.default_rng(1).permutation(len(V))
+    pq.write_table(
+        pa.table({"user": [f"u{n}" for n in order_u], "vector": [row.tolist() for row in U[order_u]]}),
+        tmp_path / "U.parquet",
+    )
+    item_columns = {f"d{j}": V[order_i, j] for j in range(V.shape[1])}
+    pq.write_table(pa.table({"item": [f"i{n}" for n in order_i], **item_columns}), tmp_path / "V.parquet")
+    _write_qrels(tmp_path / "test.qrels", relevant, [f"u{n}" for n in range(len(U))], [f"i{n}" for n in range(len(V))])
+    _write_qrels(tmp_path / "train.qrels", excluded, [f"u{n}" for n in range(len(U))], [f"i{n}" for n in range(len(V))])
+    code, out, err = _cli(
+        "evaluate", "--user-vectors", tmp_path / "U.parquet", "--item-vectors", tmp_path / "V.parquet",
+        "--qrels", tmp_path / "test.qrels", "--exclude", tmp_path / "train.qrels", "--metrics", "ndcg@10,recall@20",
+        "--format", "json", "--no-progress",
+    )  # fmt: skip
+    assert code == 0, err
+    # equal scores: the earlier row of the item table first (the rows are the dense item ids)
+    position = np.argsort(order_i)
+    moved = [{int(position[item]) for item in items} for items in relevant]
+    moved_out = {user: {int(position[item]) for item in items} for user, items in excluded.items()}
+    ndcg, recall = _reference(U @ V[order_i].T, moved, moved_out)
+    assert abs(json.loads(out)["means"]["ndcg@10"] - ndcg.mean()) < 1e-12
+    assert abs(json.loads(out)["means"]["recall@20"] - recall.mean()) < 1e-12
+    pq.write_table(pa.table({"item": [0, 1], "rank": [1, 2]}), tmp_path / "bad.parquet")
+    pq.write_table(pa.table({"user": ["u0", "u0"], "v": [[1.0] * 6, [2.0] * 6]}), tmp_path / "twice.parquet")
+    for arguments, message in [
+        (["--item-vectors", tmp_path / "bad.parquet"], "must hold an id column, then float columns"),
+        (["--user-vectors", tmp_path / "twice.parquet"], "the id column of --user-vectors holds an id twice ('u0')"),
+        (["--item-ids", tmp_path / "U.parquet"], "--item-ids"),
+    ]:
+        given = {"--user-vectors": tmp_path / "U.parquet", "--item-vectors": tmp_path / "V.parquet"}
+        given.update(dict(zip(arguments[::2], arguments[1::2])))
+        flat = [part for pair in given.items() for part in pair]
+        code, out, err = _cli("evaluate", *flat, "--qrels", tmp_path / "test.qrels", "--metrics", "ndcg@3")
+        assert code == 2 and message in err and len(err.strip().splitlines()) == 1, err
