@@ -25,7 +25,7 @@ import torch.distributed as dist
 import ignite.distributed as idist
 
 import ignite_recsys as R
-from ignite_recsys._core.vectors import merge_candidates
+from ignite_recsys._core.vectors import check_shards, merge_candidates
 from gloo import run_in_processes
 
 NUM_USERS, NUM_ITEMS, WIDTH = 9, 23, 3
@@ -288,3 +288,19 @@ def test_the_torchrun_script_of_the_vectors_page(tmp_path):
     assert done.returncode == 0, done.stderr[-3000:]
     printed = re.findall(r"rank (\d) of 2, items \[\d+, \d+\): ndcg@10 ([0-9.]+)", done.stdout)  # lines may interleave
     assert sorted(rank for rank, _ in printed) == ["0", "1"] and len({value for _, value in printed}) == 1
+
+
+@pytest.mark.parametrize(
+    "shards, message",
+    [
+        ([(0, 5, 10, 4), (4, 6, 10, 4)], "overlap at item 4"),
+        ([(0, 5, 10, 4), (6, 4, 10, 4)], "leave a gap at item 5"),
+        ([(0, 5, 10, 4), (5, 4, 10, 4)], "end at item 9, not at num_items \\(10\\)"),
+        ([(0, 5, 10, 4), (5, 5, 11, 4)], "num_items must be the same on every process"),
+        ([(0, 5, 10, 4), (5, 5, 10, 3)], "same users on every process"),
+    ],
+)
+def test_check_shards_refuses_bad_shards(shards, message):
+    with pytest.raises(ValueError, match=message):
+        check_shards(shards, 4)
+    check_shards([(5, 5, 10, 4), (0, 5, 10, 4)], 4)  # in any rank order
