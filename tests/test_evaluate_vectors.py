@@ -66,13 +66,16 @@ def _tables(relevant, excluded, items):
 METRICS = ["ndcg@10", "recall@20"]
 
 
-@pytest.mark.parametrize("batch_size", [7, None])
+@pytest.mark.parametrize("batch_size, memory_budget", [(7, 2**28), (None, 2**28), (5, 200)])
 @pytest.mark.parametrize("with_bias", [True, False])
-def test_vectors_equal_the_formula_per_user(batch_size, with_bias):
+def test_vectors_equal_the_formula_per_user(batch_size, memory_budget, with_bias):
+    """Heavy ties (small integer vectors); one tile, or tiles of 5 items (memory_budget=200 bytes
+    of float64 scores for 5 users)."""
     U, V, b, relevant, excluded = _data()
     bias = b if with_bias else np.zeros_like(b)
     test, train = _tables(relevant, excluded, len(V))
-    dots = DotScores(torch.from_numpy(U), torch.from_numpy(V), torch.from_numpy(b) if with_bias else None)
+    vectors = (torch.from_numpy(U), torch.from_numpy(V), torch.from_numpy(b) if with_bias else None)
+    dots = DotScores(*vectors, memory_budget=memory_budget)
     result = evaluate(dots, test, METRICS, exclude=train, batch_size=batch_size, per_user=True, progress=False)
     ndcg, recall = _reference(U @ V.T + bias, relevant, excluded)
     assert result.user_ids.tolist() == list(range(len(U)))
