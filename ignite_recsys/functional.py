@@ -56,7 +56,7 @@ from . import _validation as V
 from ._core.adapters import parse_ranking_input
 from ._core.input_checks import raise_if_invalid
 from ._registry import LIST_ENTRIES, REGISTRY, RankingEntry, ranking_metrics_options
-from .inputs import ItemIds, RankedItems
+from .inputs import DotScores, ItemIds, RankedItems
 from . import metrics
 from .metrics._ranking import RankingConfig, RankingMean
 from .metrics._users import UserMean
@@ -67,6 +67,16 @@ _COMMON = {
     name: V.declared_constraints(RankingMean)[name]
     for name in ("relevance_threshold", "ties", "ignore_zero_hits", "num_items", "skip_users_without_relevant")
 }
+
+
+def _whole_catalog(owner: str, y_pred: Any) -> None:
+    """Refuse ``DotScores`` of one shard of a split item table: a function returns every user's
+    values of its one call, where a split table's metrics count each process's share of users."""
+    if isinstance(y_pred, DotScores) and y_pred.sharded:
+        raise ValueError(
+            f"{owner}() takes no y_pred of DotScores with a split item table (item_offset, num_items): its "
+            "values would be this process's users only; update a metric class in every process instead"
+        )
 
 
 def _values(owner: str, entries: Sequence[RankingEntry], options: dict, y_pred, y, exclude, arguments: dict) -> tuple:
@@ -81,6 +91,7 @@ def _values(owner: str, entries: Sequence[RankingEntry], options: dict, y_pred, 
             "or a sequence of distinct positive ints"
         )
     config = RankingConfig.of(owner, checked, entries, options)
+    _whole_catalog(owner, y_pred)
     batch = parse_ranking_input((y_pred, y) if exclude is None else (y_pred, y, exclude), num_items=config.num_items)
     columns, has_relevant, invalid, _ = config.evaluate(batch, config.request())
     raise_if_invalid(invalid)
@@ -242,6 +253,7 @@ def _function_of_class(metric_class: "type[UserMean]", name: str):
 
     def metric_values(*args: Any, **kwargs: Any) -> torch.Tensor:
         arguments = signature.bind(*args, **kwargs).arguments
+        _whole_catalog(name, arguments.get(required[0]))
         metric = metric_class(**{p.name: arguments[p.name] for p in constructor if p.name in arguments})
         if unread and arguments.get("y") is None:
             arguments["y"] = _no_labels(arguments[required[0]])

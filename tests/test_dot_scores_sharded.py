@@ -304,3 +304,20 @@ def test_check_shards_refuses_bad_shards(shards, message):
     with pytest.raises(ValueError, match=message):
         check_shards(shards, 4)
     check_shards([(5, 5, 10, 4), (0, 5, 10, 4)], 4)  # in any rank order
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda d, y: R.functional.ndcg(d, y, top_k=2),
+        lambda d, y: R.functional.ranking_metrics(d, y, top_k=2, metrics=["recall"]),
+        lambda d, y: R.functional.novelty(d, top_k=2, item_popularity=torch.ones(10)),
+    ],
+)
+def test_functions_refuse_one_shard_of_a_split_table(call):
+    # a function returns the values of its one call: with a split table those would be this
+    # process's share of the users, under the names of every user's values
+    shard = R.DotScores(torch.randn(3, 4), torch.randn(5, 4), item_offset=5, num_items=10)
+    test = R.ItemIds(torch.tensor([[1], [2], [7]]))
+    with pytest.raises(ValueError, match="split item table"):
+        call(shard, test)
