@@ -758,6 +758,8 @@ def _checked_model_scores(scores: Any, batch: int, catalog: int) -> torch.device
     """The device of a model's scores for ``batch`` users: a ``(batch, num_items)`` tensor, or a
     :class:`DotScores` of ``batch`` user vectors and ``num_items`` item vectors; else a ValueError."""
     if isinstance(scores, DotScores):
+        if scores.sharded:
+            raise ValueError(_VECTORS_SHARDED)
         if (scores.num_users, scores.num_items) != (batch, catalog):
             raise ValueError(
                 f"scores(users) returned a DotScores of {scores.num_users} user and {scores.num_items} item vectors; "
@@ -772,6 +774,12 @@ def _checked_model_scores(scores: Any, batch: int, catalog: int) -> torch.device
         )
     return scores.device
 
+
+_VECTORS_SHARDED = (
+    "evaluate() takes DotScores of the whole item table: it splits the users across processes, where a split "
+    "item table (item_offset, num_items) needs every process to score the same users; update a metric class "
+    "in every process instead (see the vectors page)"
+)
 
 _VECTORS_SAMPLED = (
     "sampled= ranks each test item among sampled negatives from a matrix of scores (users by items); DotScores "
@@ -796,6 +804,8 @@ def _vector_catalog(vectors: DotScores, test: Interactions, exclude: Any, num_it
     """The catalog of ``evaluate(DotScores(...), test)``: the item vectors' rows, which are the test
     table's dense item ids, as the user vectors' rows are its dense user ids; a ValueError where
     the tables hold ids past the rows, or ``num_items`` or an id map disagree with them."""
+    if vectors.sharded:
+        raise ValueError(_VECTORS_SHARDED)
     rows, users = vectors.num_items, vectors.num_users
     if num_items is not None and num_items != rows:
         raise ValueError(f"num_items={num_items} differs from the {rows} rows of item_vectors (the catalog)")

@@ -207,6 +207,10 @@ def _refusals(rank, world, u, v, bias, data) -> dict:
         "overlap": lambda: shard(offset=max(0, offset - 1)),
         "gap": lambda: shard(rows=rows - 1) if offset == 0 else shard(),
         "num_items": lambda: shard(num_items=NUM_ITEMS + rank),
+        # the users of a batch split across processes (as a DistributedSampler does): other users on one
+        "users": lambda: R.DotScores(
+            u.roll(1, 0) if rank == 1 else u, v[offset : offset + rows], item_offset=offset, num_items=NUM_ITEMS
+        ),
     }
     metric = R.NDCG(5)
     metric.update((shard(), test, history))
@@ -242,7 +246,8 @@ def _refusals(rank, world, u, v, bias, data) -> dict:
 @pytest.mark.parametrize("world", [2, 4])
 def test_collective_bytes_and_refusals(world):
     k = 10 + 1  # NDCG@10 ranks one position more (whether the cut-off splits tied scores)
-    bound = NUM_USERS * k * world * (8 + 4) + 4 * world  # ids int64, float32 scores, a NaN flag per process
+    # ids int64, float32 scores; per process a NaN flag and two float64 sums of its users
+    bound = NUM_USERS * k * world * (8 + 4) + 3 * 8 * world
     for got in run_in_processes(_bytes_worker, world, processes=world):
         assert sum(got["tensor"]) * world <= bound  # each process hands its part; the gathered total
         assert sum(got["tensor"]) > 0
@@ -251,6 +256,7 @@ def test_collective_bytes_and_refusals(world):
         assert "overlap" in refusals["overlap"] and "item_offset" in refusals["overlap"]
         assert "gap" in refusals["gap"] or "end at item" in refusals["gap"]
         assert "num_items must be the same on every process" in refusals["num_items"]
+        assert "user_vectors differ between the processes" in refusals["users"]
         assert "y" in refusals["target"] and str(NUM_ITEMS) in refusals["target"]
         assert "exclude" in refusals["exclude"]
         assert 'ties="average"' in refusals["average"]

@@ -159,6 +159,12 @@ def test_python_refusals():
     named = Interactions(np.array(["a", "b"], dtype=object), np.array(["x", "y"], dtype=object))
     with pytest.raises(ValueError, match="item_vectors has 50 rows but the test table's item map holds 2"):
         evaluate(DotScores(Ut[:2], Vt), named, METRICS, progress=False)
+    # one shard of a split item table: evaluate() splits users, a split table needs the same users everywhere
+    with pytest.raises(ValueError, match="whole item table"):
+        evaluate(DotScores(Ut, Vt[:25], item_offset=0, num_items=50), test, METRICS, progress=False)
+    with pytest.raises(ValueError, match="whole item table"):
+        shard = Vt[25:]
+        evaluate(lambda batch: DotScores(Ut[batch], shard, item_offset=25, num_items=50), test, METRICS, progress=False)
 
 
 # ---- the command line

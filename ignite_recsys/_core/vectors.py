@@ -29,6 +29,10 @@ from .selection import listed_bound, stable_topk, stable_topk_excluding, stable_
 _ITEM_MASK = (1 << ITEM_BITS) - 1
 _FINITE = "y_pred (DotScores) "
 NAN_SCORES = "y_pred (DotScores) gives a NaN score: a product of the vectors overflows (inf - inf)"
+USERS_DIFFER = (
+    "y_pred (DotScores) user_vectors differ between the processes of a split item table: every process must "
+    "score the same users in the same order (split the items across processes, not the users)"
+)
 
 
 _CHECK_ENTRIES = 1 << 22  # entries read at once by the finite check (4 MiB of flags)
@@ -180,13 +184,14 @@ def num_candidates(batch) -> torch.Tensor:
 def vector_candidates(batch, depth: int) -> tuple:
     """``ranking._candidates`` for DotScores: (order, number of candidates, value-check flags,
     None); the scores at ``order`` are kept as ``batch.vector_top_values`` (the boundary ties)."""
+    # the vectors' own checks first: a NaN score from a NaN entry is reported as that entry
+    flags = {message: flag for message, flag in batch.invalid.items() if message.startswith(_FINITE)}
     if batch.shard_source is not None:  # the item table split across processes
-        order, values, has_nan = sharded_topk(batch.shard_source, depth, batch.shard_rows)
+        order, values, has_nan, users_differ = sharded_topk(batch.shard_source, depth, batch.shard_rows)
+        flags[USERS_DIFFER] = users_differ
     else:
         order, values, has_nan = tiled_topk(batch.vectors, depth, exclusion_of(batch))
     batch.vector_top_values = values
-    # the vectors' own checks first: a NaN score from a NaN entry is reported as that entry
-    flags = {message: flag for message, flag in batch.invalid.items() if message.startswith(_FINITE)}
     flags[NAN_SCORES] = has_nan.any()
     return order, num_candidates(batch), flags, None
 
@@ -334,12 +339,24 @@ def sharded_topk(full, depth: int, rows: torch.Tensor) -> tuple:
         values = torch.nn.functional.pad(values, (0, k - values.shape[1]))
     all_ids = [torch.empty_like(ids) for _ in range(world)]
     all_values = [torch.empty_like(values) for _ in range(world)]
-    nan = has_nan.any().to(torch.int32).reshape(1)
-    all_nan = [torch.empty_like(nan) for _ in range(world)]
+    # a NaN flag and a fingerprint of the users (the same users, in the same order, everywhere)
+    flags = torch.cat([has_nan.any().to(torch.float64).reshape(1), _fingerprint(vectors.user_vectors)])
+    all_flags = [torch.empty_like(flags) for _ in range(world)]
     dist.all_gather(all_ids, ids.contiguous(), group=group)
     dist.all_gather(all_values, values.contiguous(), group=group)
-    dist.all_gather(all_nan, nan, group=group)
+    dist.all_gather(all_flags, flags, group=group)
     ids, values = merge_candidates(torch.cat(all_ids, 1)[rows], torch.cat(all_values, 1)[rows], k)
     width = min(depth, vectors.num_items)
-    any_nan = torch.cat(all_nan).any()
-    return ids[:, :width], values[:, :width], any_nan.expand(rows.shape[0])
+    gathered = torch.stack(all_flags)
+    any_nan = gathered[:, 0].any()
+    users_differ = (gathered[:, 1:] != flags[1:]).any()
+    return ids[:, :width], values[:, :width], any_nan.expand(rows.shape[0]), users_differ
+
+
+def _fingerprint(user_vectors: torch.Tensor) -> torch.Tensor:
+    """(2,) float64 sums of the user vectors, plain and weighted by the row's position: equal
+    on processes given the same users in the same order (the same sums of the same values);
+    a batch of other users, or of the same users in another order, almost surely differs."""
+    users = torch.nan_to_num(user_vectors.to(torch.float64), nan=0.0, posinf=1.0, neginf=-1.0).sum(1)
+    position = torch.arange(1, users.shape[0] + 1, dtype=torch.float64, device=users.device)
+    return torch.stack([users.sum(), (users * position.sqrt()).sum()])
