@@ -22,7 +22,7 @@ import torch
 from ..inputs import DotScores
 from . import tuning
 from .item_sets import ITEM_BITS, ROW_PADDING, ItemTable
-from .relevance import count_true, gains
+from .relevance import Relevance, any_nan, count_true, gains
 from .ties import last_group_totals
 from .selection import listed_bound, stable_topk, stable_topk_excluding, stable_topk_excluding_listed
 
@@ -360,3 +360,72 @@ def _fingerprint(user_vectors: torch.Tensor) -> torch.Tensor:
     users = torch.nan_to_num(user_vectors.to(torch.float64), nan=0.0, posinf=1.0, neginf=-1.0).sum(1)
     position = torch.arange(1, users.shape[0] + 1, dtype=torch.float64, device=users.device)
     return torch.stack([users.sum(), (users * position.sqrt()).sum()])
+
+
+# --- per-user AUC of held-out items (GAUC) ------------------------------------------------------
+
+IDS_OUTSIDE = "y (ItemIds) holds an id outside [0, num_items) other than the padding -1"
+IDS_TWICE = "y (ItemIds) lists an item twice for one user: give each held-out item once"
+
+
+def held_out_auc(vectors: DotScores, ids: torch.Tensor, grades: torch.Tensor, relevance_threshold: float) -> tuple:
+    """``full_rows.per_user_auc`` of the matrix made of the tiles, the positives given as
+    ``ItemIds`` (``ids`` (batch, width), -1 padding; positive where the grade passes the
+    threshold; every other item is a negative). Returns (AUC (0 where undefined), positives,
+    defined, value-check flags), float64 (batch,) tensors and a dict of 0-d bools.
+
+    Two passes over the same tiles (the same products, so the same scores): the first reads each
+    positive's score from the tile that holds it; the positives are then sorted once per user
+    (padding +inf, past the P real ones). The second counts, for each candidate c (score not
+    -inf) with L_c / R_c the positives scored below / at most s_c (``searchsorted`` left /
+    right, R clamped to P), the pairs it makes: :math:`T = \\sum_c (P - R_c) + \\frac{1}{2}
+    (R_c - L_c)`, the positive-candidate pairs with the candidate below, ties one half. The
+    positive-positive pairs add exactly :math:`P^2/2` to T (each pair 1, each positive with
+    itself 1/2), so the Mann-Whitney :math:`U = T - P^2/2` and :math:`AUC = U / (P Q)`, Q the
+    candidates less P. Memory: (batch, tile) scores and counts, plus (batch, width)."""
+    num_users, device = vectors.num_users, vectors.user_vectors.device
+    num_items = vectors.num_items
+    relevance = Relevance.of(relevance_threshold, grades.dtype)
+    listed = ids >= 0
+    flags = {
+        IDS_OUTSIDE: ((ids < -1) | (ids >= num_items)).any(),
+        "y (ItemIds) grades contain NaN relevance values": any_nan(torch.where(listed, grades, 0)),
+    }
+    by_id = torch.where(listed, ids, -1).sort(1).values
+    flags[IDS_TWICE] = ((by_id[:, 1:] == by_id[:, :-1]) & (by_id[:, 1:] >= 0)).any()
+    positive = listed & (ids < num_items) & relevance.mask(grades)
+    inf = torch.full((), float("inf"), dtype=vectors.user_vectors.dtype, device=device)
+    scores_of = torch.full(ids.shape, float("inf"), dtype=vectors.user_vectors.dtype, device=device)
+    for start, stop in tiles(vectors):
+        scores = tile_scores(vectors, start, stop)
+        inside = positive & (ids >= start) & (ids < stop)
+        read = scores.gather(1, (ids - start).clamp(min=0, max=stop - start - 1))
+        scores_of = torch.where(inside, read, scores_of)
+    # a positive scored -inf is not a candidate (as the dense path): it becomes padding
+    real = positive & (scores_of > float("-inf"))
+    scores_of = torch.where(real, scores_of, inf)
+    num_positive = real.sum(1)
+    ordered = scores_of.sort(1).values  # NaN sorts last, past +inf: not a real positive's place
+    pairs = torch.zeros(num_users, dtype=torch.float64, device=device)
+    candidates = torch.zeros_like(pairs)
+    has_nan = torch.zeros((), dtype=torch.bool, device=device)
+    limit = num_positive.unsqueeze(1)
+    for start, stop in tiles(vectors):
+        scores = tile_scores(vectors, start, stop)
+        has_nan |= scores.isnan().any()
+        candidate = scores > float("-inf")
+        if ordered.shape[1]:
+            below = torch.searchsorted(ordered, scores, right=False).clamp(max=limit)
+            at_most = torch.searchsorted(ordered, scores, right=True).clamp(max=limit)
+        else:
+            below = at_most = torch.zeros(scores.shape, dtype=torch.int64, device=device)
+        above = (limit - at_most) * 2 + (at_most - below)  # twice the pairs: integers
+        pairs += torch.where(candidate, above, 0).sum(1).to(torch.float64)
+        candidates += candidate.sum(1).to(torch.float64)
+    positives = num_positive.to(torch.float64)
+    negatives = candidates - positives
+    defined = (positives > 0) & (negatives > 0)
+    u = pairs / 2 - positives * positives / 2
+    auc = u / (positives * negatives).clamp(min=1)
+    flags[NAN_SCORES] = has_nan
+    return torch.where(defined, auc, torch.zeros_like(auc)), positives, defined, flags

@@ -2,7 +2,8 @@
 losses LogLoss, MAE and RMSE (RecBole's definitions).
 
 :class:`GAUC` takes the usual ``(y_pred, y)`` (batch, num_items) input and ranks each user's full
-row. :class:`AUC`, :class:`LogLoss`, :class:`MAE` and :class:`RMSE` take ``(y_pred, y)`` or
+row, or ``(DotScores, ItemIds)``, counted a tile of items at a time. :class:`AUC`,
+:class:`LogLoss`, :class:`MAE` and :class:`RMSE` take ``(y_pred, y)`` or
 ``(y_pred, y, Observed(mask))`` of any (equal) shape; ``mask`` (bool, True = observed) restricts
 them to the observed entries, by default all entries count. Entries outside the mask are never
 read, so they may hold NaN. A bare tensor in the third place is refused: the ranking and catalog
@@ -27,10 +28,11 @@ from ignite.metrics.metric import reinit__is_reduced
 from .. import _validation as V
 from .._core import tuning
 from .._core.full_rows import per_user_auc
-from .._core.input_checks import check_pointwise, check_scores_and_relevance
+from .._core.input_checks import LABEL_DTYPES, check_dtype, check_pointwise, check_scores_and_relevance
 from .._core.relevance import Relevance
 from .._core.selection import ordered_int32
-from ..inputs import Observed
+from .._core.vectors import finite_checks, held_out_auc
+from ..inputs import DotScores, ItemIds, Observed
 from ._state import BatchTotals, StatefulMetric, StreamingMean, _identity
 
 GAUC_WEIGHTINGS = ("positives", "uniform")
@@ -73,6 +75,12 @@ class GAUC(StreamingMean):
     left out, as in RecBole (torchmetrics would count them as 0). Items scored ``-inf`` are not
     candidates (RecBole's masking of history items). Each update sorts the full rows.
 
+    ``update((DotScores(...), ItemIds(held_out)))`` gives the same values as the dense path fed
+    the matrix made of the same tiles, in memory bounded by the tile: each user's positive
+    scores are read from the tiles, sorted once, and every tile's candidates are counted against
+    them with ``searchsorted`` (Mann-Whitney U). Listed ids with a grade below the threshold, and
+    every unlisted item, are negatives. Other target forms are refused with DotScores.
+
     >>> import torch
     >>> from ignite_recsys import GAUC
     >>> scores = torch.tensor([[4.0, 3, 2, 1], [4, 3, 2, 1], [2, 2, 1, 1]])
@@ -110,14 +118,21 @@ class GAUC(StreamingMean):
                 "GAUC takes (y_pred, y): it ranks each user's full row and takes no exclude or Observed(mask) "
                 "in a third place; give the items to exclude the score -inf (they are then not candidates)"
             )
+        if isinstance(output, Sequence) and len(output) == 2 and isinstance(output[0], DotScores):
+            return _check_vectors_input(output[0], output[1])
         return check_scores_and_relevance(output)
 
     def _inputs_device(self, inputs):
-        return inputs[0].device
+        y_pred = inputs[0]
+        return y_pred.user_vectors.device if isinstance(y_pred, DotScores) else y_pred.device
 
     def _batch_totals(self, inputs) -> BatchTotals:
         y_pred, y = inputs
-        auc, positives, defined, invalid = per_user_auc(y_pred, y, self.relevance_threshold)
+        if isinstance(y_pred, DotScores):
+            auc, positives, defined, invalid = held_out_auc(y_pred, y.ids, y.grades, self.relevance_threshold)
+            invalid = {**finite_checks(y_pred), **invalid}
+        else:
+            auc, positives, defined, invalid = per_user_auc(y_pred, y, self.relevance_threshold)
         weight = defined.to(torch.float64)
         if self.weighting == "positives":
             weight = weight * positives
@@ -125,6 +140,32 @@ class GAUC(StreamingMean):
 
     def _result(self, means):
         return means[0]
+
+
+def _check_vectors_input(y_pred: DotScores, y: Any) -> tuple:
+    """GAUC's ``(DotScores, ItemIds)``: the held-out items as ids, one user per row of the user
+    vectors, on their device; the whole item table (not one process's shard)."""
+    if not isinstance(y, ItemIds):
+        got = f"a {y.layout} tensor" if isinstance(y, torch.Tensor) else type(y).__name__
+        raise TypeError(
+            f"GAUC with y_pred DotScores takes y as ItemIds (each user's held-out items, -1 padding), got {got}: "
+            "a dense or sparse y would be read as a (batch, num_items) matrix, which DotScores exists to avoid"
+        )
+    if y_pred.sharded:
+        raise ValueError(
+            "GAUC takes no y_pred of DotScores with a split item table (item_offset, num_items): give the whole "
+            "item table on each process"
+        )
+    if y.ids.shape[0] != y_pred.num_users:
+        raise ValueError(
+            f"y (ItemIds) must hold one row per user of y_pred (DotScores user_vectors, {y_pred.num_users}), "
+            f"got {y.ids.shape[0]}"
+        )
+    device = y_pred.user_vectors.device
+    if y.ids.device != device:
+        raise ValueError(f"y (ItemIds) must be on the device of y_pred's user_vectors ({device}), got {y.ids.device}")
+    check_dtype("y (ItemIds) grades", y.grades, LABEL_DTYPES, "bool, integer or floating-point relevance")
+    return y_pred, y
 
 
 class AUC(StatefulMetric):
