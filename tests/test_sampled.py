@@ -983,3 +983,22 @@ def test_a_resumed_sampled_metric_draws_what_an_uninterrupted_one_draws(tmp_path
     old.pop("sampler_states")
     with pytest.warns(UserWarning, match="holds no sampler state"):
         _sampled_metric().load_state_dict(old)
+
+
+def test_naive_is_the_sampled_metric_even_where_the_catalog_is_smaller_than_k():
+    # 8 candidates, k = 10: recall@10 over the full catalog is always 1, but the naive estimate is
+    # the sampled metric (ranks among 20 drawn negatives), which is 0 for an item ranked past 10;
+    # its mean and interval are those of its per-item values, not moved into the catalog's range
+    torch.manual_seed(0)
+    scores = torch.randn(50, 8, dtype=torch.float64)
+    positives = torch.randint(0, 8, (50,))
+    metric = SampledMetrics(
+        top_k=[10], metrics=["recall"], num_negatives=20, estimators=["naive"], seed=0, per_user=True
+    )
+    metric.update((scores, positives))
+    values = next(iter(metric.per_user().values())).numpy()
+    assert values.min() == 0.0
+    assert metric.compute()["recall@10/naive"] == pytest.approx(values.mean(), abs=1e-12)
+    low, high = metric.confidence_interval()["recall@10/naive"]
+    half = stats.t.ppf(0.975, len(values) - 1) * values.std(ddof=1) / np.sqrt(len(values))
+    assert (low, high) == pytest.approx((values.mean() - half, values.mean() + half), abs=1e-12)

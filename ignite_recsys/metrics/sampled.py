@@ -549,17 +549,24 @@ class SampledMetrics(StatefulMetric):
     def _value_labels(self) -> list:
         return ["/" + label for label in self._labels()]
 
+    def _range(self, estimator: str, num_candidates: int) -> torch.Tensor:
+        """(2, pairs) the range an estimate is clipped to: the sampled metric's own (ranks 1 to
+        n + 1) for ``naive``, which is that metric; the full-catalog metric's (ranks 1 to N) for
+        the estimates of it (clipping moves ``kr_bv``'s alone: the others lie in it)."""
+        catalog = self.num_negatives + 1 if estimator == "naive" else num_candidates
+        return E.metric_ranges(self._pairs(), catalog)
+
     def compute(self) -> dict:
         histogram, count, num_candidates, _, _ = self._state()
         per_estimator = {}
-        low, high = E.metric_ranges(self._pairs(), num_candidates)
         for estimator in self.estimators:
             if estimator == "mle":
                 exact_up_to = max(200, 2 * max(k for _, k in self._pairs()))
                 values, self.mle_gap = E.mle_estimates(self._pairs(), histogram, num_candidates, exact_up_to)
             else:
                 values = histogram @ self._table(estimator, num_candidates) / count
-            if estimator not in E.UNBOUNDED_ESTIMATORS:  # (moves kr_bv's alone: the others lie in the range)
+            if estimator not in E.UNBOUNDED_ESTIMATORS:
+                low, high = self._range(estimator, num_candidates)
                 values = torch.minimum(torch.maximum(values, low), high)
             per_estimator[estimator] = values
         result = {}
@@ -579,7 +586,6 @@ class SampledMetrics(StatefulMetric):
             raise NotComputableError(f"{type(self).__name__}.confidence_interval() needs at least two test items")
         result = {}
         bounds = {}
-        bottom, top = E.metric_ranges(self._pairs(), num_candidates)
         for estimator in self.estimators:
             if estimator in E.PER_ITEM_ESTIMATORS:
                 table = self._table(estimator, num_candidates)
@@ -587,6 +593,7 @@ class SampledMetrics(StatefulMetric):
                 deviations = histogram @ (table - total / count).square()  # about the mean: no cancellation
                 low, high = t_intervals(total, deviations, torch.tensor(count, dtype=torch.float64), level)
                 if estimator not in E.UNBOUNDED_ESTIMATORS:
+                    bottom, top = self._range(estimator, num_candidates)
                     low, high = torch.maximum(low, bottom), torch.minimum(high, top)
                 bounds[estimator] = (low.tolist(), high.tolist())
         for column, (name, k) in enumerate(self._pairs()):
