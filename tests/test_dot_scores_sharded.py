@@ -208,6 +208,15 @@ def _refusals(rank, world, u, v, bias, data) -> dict:
         "gap": lambda: shard(rows=rows - 1) if offset == 0 else shard(),
         "num_items": lambda: shard(num_items=NUM_ITEMS + rank),
         # the users of a batch split across processes (as a DistributedSampler does): other users on one
+        # an infinite entry in one process's item rows (+inf scores, no NaN): refused on every process
+        "inf": lambda: R.DotScores(
+            u,
+            v[offset : offset + rows].index_fill(1, torch.tensor([0]), float("inf") if rank == 1 else 0.0),
+            item_offset=offset,
+            num_items=NUM_ITEMS,
+        ),
+        # fewer users than processes: refused on every process, none left waiting in a collective
+        "one user": lambda: R.DotScores(u[:1], v[offset : offset + rows], item_offset=offset, num_items=NUM_ITEMS),
         "users": lambda: R.DotScores(
             u.roll(1, 0) if rank == 1 else u, v[offset : offset + rows], item_offset=offset, num_items=NUM_ITEMS
         ),
@@ -222,6 +231,13 @@ def _refusals(rank, world, u, v, bias, data) -> dict:
             messages[name] = None
         except ValueError as error:
             messages[name] = str(error)
+    # one process's targets of another batch size: its own parse fails, the others are told
+    short = R.ItemIds(torch.from_numpy(data[3])[:-1]) if rank == 1 else test
+    try:
+        metric.update((shard(), short, history))
+        messages["parse"] = None
+    except ValueError as error:
+        messages["parse"] = str(error)
     past = torch.from_numpy(data[3]).clone()
     past[0, 0] = NUM_ITEMS  # an id past the catalog
     for name, output in (
@@ -247,7 +263,7 @@ def _refusals(rank, world, u, v, bias, data) -> dict:
 def test_collective_bytes_and_refusals(world):
     k = 10 + 1  # NDCG@10 ranks one position more (whether the cut-off splits tied scores)
     # ids int64, float32 scores; per process a NaN flag and two float64 sums of its users
-    bound = NUM_USERS * k * world * (8 + 4) + 3 * 8 * world
+    bound = NUM_USERS * k * world * (8 + 4) + 4 * 8 * world  # and a flag of non-finite item vectors
     for got in run_in_processes(_bytes_worker, world, processes=world):
         assert sum(got["tensor"]) * world <= bound  # each process hands its part; the gathered total
         assert sum(got["tensor"]) > 0
@@ -257,6 +273,9 @@ def test_collective_bytes_and_refusals(world):
         assert "gap" in refusals["gap"] or "end at item" in refusals["gap"]
         assert "num_items must be the same on every process" in refusals["num_items"]
         assert "user_vectors differ between the processes" in refusals["users"]
+        assert "infinite value" in refusals["inf"]
+        assert refusals["one user"] is not None  # refused on every process (a process left waiting would hang)
+        assert "refused" in refusals["parse"] or "y" in refusals["parse"]
         assert "y" in refusals["target"] and str(NUM_ITEMS) in refusals["target"]
         assert "exclude" in refusals["exclude"]
         assert 'ties="average"' in refusals["average"]

@@ -167,10 +167,39 @@ def parse_ranking_input(output: Any, num_items: Optional[int] = None, user_tags:
     ``user_tags``: whether trailing :class:`~ignite_recsys.UserGroups` / :class:`~ignite_recsys.UserIds`
     entries are accepted (the metrics that average over users); they land in ``groups`` / ``users``."""
     output, groups, users = _split_user_tags(output, user_tags)
-    result = _with_user_tags(_parse_ranking_input(output, num_items), groups, users)
-    if result.vectors is not None and result.vectors.sharded:
-        return _user_share(result, output, num_items, groups, users)
-    return result
+    y_pred = output[0] if isinstance(output, (tuple, list)) and output else None
+    if isinstance(y_pred, DotScores) and y_pred.sharded:
+        return _user_share(_agreed_batch(output, num_items, groups, users), output, num_items, groups, users)
+    return _with_user_tags(_parse_ranking_input(output, num_items), groups, users)
+
+
+def _agreed_batch(output: tuple, num_items: Optional[int], groups, users) -> RankingInput:
+    """The whole batch of an item shard, parsed, once every process has parsed its own: its
+    shard, catalog and batch size and whether its parse failed are exchanged (host values), so
+    that a refusal on one process is a refusal on every process, never a process left waiting
+    in a collective; shards that overlap, leave gaps or disagree are refused (``check_shards``)."""
+    import torch.distributed as dist
+
+    from .vectors import _group, check_shards
+
+    vectors = output[0]
+    group = _group(vectors)
+    try:
+        full, error = _with_user_tags(_parse_ranking_input(output, num_items), groups, users), None
+    except (TypeError, ValueError) as refused:
+        full, error = None, refused
+    shards: list = [None] * dist.get_world_size(group)
+    mine = (vectors.item_offset, vectors.shard_items, vectors.num_items, vectors.num_users)
+    dist.all_gather_object(shards, (None if error is None else f"{type(error).__name__}: {error}", mine), group=group)
+    if error is not None:
+        raise error
+    refusals = [(rank, message) for rank, (message, _) in enumerate(shards) if message is not None]
+    if refusals:
+        rank, message = refusals[0]
+        raise ValueError(f"the update of process {rank} (DotScores of a split item table) was refused: {message}")
+    check_shards([shard for _, shard in shards], vectors.num_users)
+    assert full is not None
+    return full
 
 
 def _user_share(full: RankingInput, output: tuple, num_items: Optional[int], groups, users) -> RankingInput:
@@ -184,11 +213,6 @@ def _user_share(full: RankingInput, output: tuple, num_items: Optional[int], gro
     y_pred, y, exclude = _unpack(output)
     group = _group(y_pred)
     rank, world = dist.get_rank(group), dist.get_world_size(group)
-    if full.num_users < world:
-        raise ValueError(
-            f"DotScores user_vectors must hold at least one user per process ({world}) when the item table is "
-            f"split, got {full.num_users}"
-        )
     rows = torch.arange(rank, full.num_users, world, device=full.device)
     share = (y_pred.for_users(rows), _rows_of(y, rows)) + (() if exclude is None else (_rows_of(exclude, rows),))
     result = _with_user_tags(

@@ -29,6 +29,10 @@ from .selection import listed_bound, stable_topk, stable_topk_excluding, stable_
 _ITEM_MASK = (1 << ITEM_BITS) - 1
 _FINITE = "y_pred (DotScores) "
 NAN_SCORES = "y_pred (DotScores) gives a NaN score: a product of the vectors overflows (inf - inf)"
+ITEMS_NOT_FINITE = (
+    f"{_FINITE}item_vectors or item_bias of a process's item shard holds NaN or an infinite value: give finite "
+    "vectors on every process"
+)
 USERS_DIFFER = (
     "y_pred (DotScores) user_vectors differ between the processes of a split item table: every process must "
     "score the same users in the same order (split the items across processes, not the users)"
@@ -187,7 +191,10 @@ def vector_candidates(batch, depth: int) -> tuple:
     # the vectors' own checks first: a NaN score from a NaN entry is reported as that entry
     flags = {message: flag for message, flag in batch.invalid.items() if message.startswith(_FINITE)}
     if batch.shard_source is not None:  # the item table split across processes
-        order, values, has_nan, users_differ = sharded_topk(batch.shard_source, depth, batch.shard_rows)
+        order, values, has_nan, users_differ, items_elsewhere = sharded_topk(
+            batch.shard_source, depth, batch.shard_rows
+        )
+        flags[ITEMS_NOT_FINITE] = items_elsewhere
         flags[USERS_DIFFER] = users_differ
     else:
         order, values, has_nan = tiled_topk(batch.vectors, depth, exclusion_of(batch))
@@ -340,7 +347,17 @@ def sharded_topk(full, depth: int, rows: torch.Tensor) -> tuple:
     all_ids = [torch.empty_like(ids) for _ in range(world)]
     all_values = [torch.empty_like(values) for _ in range(world)]
     # a NaN flag and a fingerprint of the users (the same users, in the same order, everywhere)
-    flags = torch.cat([has_nan.any().to(torch.float64).reshape(1), _fingerprint(vectors.user_vectors)])
+    item_flags = [
+        flag for message, flag in full.invalid.items() if message.startswith(_FINITE) and "user_vectors" not in message
+    ]
+    items_not_finite = torch.stack(item_flags).any() if item_flags else has_nan.new_zeros(())
+    flags = torch.cat(
+        [
+            has_nan.any().to(torch.float64).reshape(1),
+            _fingerprint(vectors.user_vectors),
+            items_not_finite.to(torch.float64).reshape(1),
+        ]
+    )
     all_flags = [torch.empty_like(flags) for _ in range(world)]
     dist.all_gather(all_ids, ids.contiguous(), group=group)
     dist.all_gather(all_values, values.contiguous(), group=group)
@@ -349,8 +366,9 @@ def sharded_topk(full, depth: int, rows: torch.Tensor) -> tuple:
     width = min(depth, vectors.num_items)
     gathered = torch.stack(all_flags)
     any_nan = gathered[:, 0].any()
-    users_differ = (gathered[:, 1:] != flags[1:]).any()
-    return ids[:, :width], values[:, :width], any_nan.expand(rows.shape[0]), users_differ
+    users_differ = (gathered[:, 1:3] != flags[1:3]).any()
+    items_not_finite = gathered[:, 3].any()
+    return ids[:, :width], values[:, :width], any_nan.expand(rows.shape[0]), users_differ, items_not_finite
 
 
 def _fingerprint(user_vectors: torch.Tensor) -> torch.Tensor:
