@@ -653,6 +653,8 @@ def _vector_file(path: str, option: str, ids_path: Optional[str], ids_option: st
             raise UsageError(f"{option} {path}: every row's vector must have one width (no missing vector)")
         vectors = np.array(rows, dtype=np.float64).reshape(len(rows), widths.pop() if widths else 0)
     elif columns and all(pa.types.is_floating(column.type) and column.null_count == 0 for column in columns):
+        if any(pa.types.is_float16(column.type) for column in columns):  # as a .npy file of float16 is
+            raise UsageError(f"{option} {path} must hold float32 or float64 columns, got float16")
         vectors = np.column_stack([column.to_numpy() for column in columns])
     else:
         raise UsageError(

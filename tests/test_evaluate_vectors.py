@@ -364,8 +364,11 @@ def test_cli_parquet_vectors_with_id_columns(tmp_path):
     assert abs(json.loads(out)["means"]["recall@20"] - recall.mean()) < 1e-12
     pq.write_table(pa.table({"item": [0, 1], "rank": [1, 2]}), tmp_path / "bad.parquet")
     pq.write_table(pa.table({"user": ["u0", "u0"], "v": [[1.0] * 6, [2.0] * 6]}), tmp_path / "twice.parquet")
+    half = pa.table({"item": [0, 1], "a": pa.array([1.0, 2.0], pa.float16()), "b": pa.array([0.5, 1.0], pa.float16())})
+    pq.write_table(half, tmp_path / "half.parquet")  # 10-bit mantissas tie scores: refused as in a .npy file
     for arguments, message in [
         (["--item-vectors", tmp_path / "bad.parquet"], "must hold an id column, then float columns"),
+        (["--item-vectors", tmp_path / "half.parquet"], "must hold float32 or float64 columns, got float16"),
         (["--user-vectors", tmp_path / "twice.parquet"], "the id column of --user-vectors holds an id twice ('u0')"),
         (["--item-ids", tmp_path / "U.parquet"], "--item-ids"),
     ]:
