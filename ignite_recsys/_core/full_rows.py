@@ -1,6 +1,6 @@
 """Per-user quantities that need more than the top k ranked: R-Precision's hits within the first
-|R| items and the per-user ROC AUC. Each ranks its rows a chunk of rows at a time within one
-(batch, num_items) float32 of temporaries, without host synchronisation on accelerators."""
+|R| items and the per-user ROC AUC. Each ranks its rows a chunk of rows at a time, on accelerators
+within a quarter of one (batch, num_items) float32 of temporaries and without host synchronisation."""
 
 from __future__ import annotations
 
@@ -16,13 +16,14 @@ from .ties import last_group_totals
 
 def _sort_pieces(y_pred: torch.Tensor) -> list:
     """Row slices of a full-row sort: cache-sized on CPU but at least a row per thread (torch sorts
-    rows in parallel); on accelerators within one (batch, num_items) float32 of temporaries."""
+    rows in parallel); on accelerators within a quarter of one (batch, num_items) float32 (a byte an
+    entry) of temporaries."""
     num_rows, num_cols = y_pred.shape
     return tuning.row_pieces(
         num_rows,
         tuning.SORT_BYTES_PER_ENTRY * num_cols,
         y_pred.device,
-        budget_bytes=4 * y_pred.numel(),
+        budget_bytes=y_pred.numel(),
         at_least=torch.get_num_threads(),
     )
 
