@@ -48,8 +48,8 @@ def hits_at_own_depth(
 
     |R| differs per user and is unbounded by any cut-off: the rows are ranked to the batch's
     largest |R| (``own_depth``; the top k by ``stable_topk``, or a full sort where every position
-    is needed, a chunk of rows at a time: the ranking's values and int64 indices stay within one
-    (batch, num_items) float32); no host synchronisation on accelerators. Under ``ties="average"``
+    is needed, either a chunk of rows at a time: the ranking's values and int64 indices or keys
+    stay within one (batch, num_items) float32); no host synchronisation on accelerators. Under ``ties="average"``
     the items scored above the |R|-th are the first positions of the order, and its tied group
     is counted over the whole row (``last_group_totals``). ``num_relevant``: |R| (batch,) float64,
     if the caller has already counted it."""
@@ -58,9 +58,9 @@ def hits_at_own_depth(
     num_relevant = relevant_counts(y, relevance) if num_relevant is None else num_relevant
     depth = own_depth(num_relevant, num_cols)
     hits = torch.empty_like(num_relevant)
-    # the top |R| of the whole batch at once (small); a full sort a chunk of rows at a time
+    # a full sort, or the top |R| (its selection keeps an int64 key an entry), a chunk of rows at a time
     full_sort = depth >= num_cols
-    pieces = _sort_pieces(y_pred) if full_sort else [slice(None)]
+    pieces = _sort_pieces(y_pred)
     for rows in pieces:
         scores, labels, relevant_count = y_pred[rows].contiguous(), y[rows], num_relevant[rows]
         if full_sort:

@@ -165,9 +165,12 @@ TAKE_OVER_AFTER = 0.02
 SIDE_JOB_BLOCK_ENTRIES = 1 << 22
 
 # R-Precision on CPU ranks dense rows to the batch's largest |R| by the ranking step while that is
-# at most this share of the items (its per-position float64 tensors stay small); past it each row
-# is sorted whole, a few rows at a time. 256 x 100k, 20 relevant per user: 50 -> 34 ms.
-OWN_DEPTH_SHARE = 1 / 16
+# at most this share of the items (its per-position float64 tensors stay small); past it the rows
+# are ranked to that depth a few rows at a time (full_rows.hits_at_own_depth), whose temporaries
+# stay within a quarter of the inputs where the ranking step's deep selection keeps an int64 key
+# an entry of the batch. 128 x 100k: 20 relevant per user 0.05 of the inputs, 18 ms; 200: 0.14,
+# 27 ms; 1,000: 0.02, 45 ms (0.28 and 690 ms through the ranking step); 5,000: 0.05 (1.7).
+OWN_DEPTH_SHARE = 1 / 256
 
 # A dense bool exclusion mask larger than the cache is read as a list (item_sets.py
 # ``listed_of_mask``) through the maxima of runs of this many int64 words (128 items) first, then
