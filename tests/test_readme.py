@@ -69,6 +69,8 @@ def test_no_figure_that_goes_stale_with_the_next_test():
 def test_what_ci_runs_is_what_the_readme_says():
     """The README says .ci/run checks the docs' rendering where Chromium is installed: it does,
     after building the docs, and the check skips with a printed line without a browser."""
+    if not (ROOT / ".ci" / "run").exists():
+        pytest.skip("the tests run from an sdist (the wheel check of .ci/run), which carries no .ci/run")
     ci = (ROOT / ".ci" / "run").read_text()
     assert "docs/check_rendering.py" in README
     build = ci.index("python -m sphinx -W -q -b html docs docs/_build/html")
